@@ -1,0 +1,55 @@
+# kuota — the two commands are `make demo` and `make test`; both do all set-up.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+PY := .venv/bin/python
+VENV_STAMP := .venv/.installed
+STACK := scripts/stack
+# Load the stack's addresses (Kafka, Redis, kubeconfig) for commands that need them.
+WITH_STACK := set -a; . $${KUOTA_STACK_DIR:-.stack}/stack.env; set +a;
+
+.PHONY: help venv stack-up stack-down demo test test-unit check lint typecheck bench-core
+
+help:
+	@echo "make demo        set everything up, start the stack, run the main job"
+	@echo "make test        set everything up, start the stack, run every test"
+	@echo "make check       ruff + mypy --strict + import layering + tests"
+	@echo "make test-unit   unit tests only (no stack needed)"
+	@echo "make bench-core  decision-core benchmark"
+	@echo "make stack-up / stack-down"
+
+$(VENV_STAMP): pyproject.toml
+	@command -v python3.11 >/dev/null || { echo "python3.11 is required"; exit 1; }
+	@[ -x .venv/bin/python ] || python3.11 -m venv .venv
+	.venv/bin/pip install -q --upgrade pip
+	.venv/bin/pip install -q -e '.[dev]'
+	@touch $@
+
+venv: $(VENV_STAMP)
+
+stack-up: venv
+	$(STACK) up
+
+stack-down:
+	$(STACK) down
+
+demo: venv stack-up
+	@$(STACK) versions
+
+test: venv stack-up
+	$(WITH_STACK) .venv/bin/pytest -q -p no:cacheprovider
+
+test-unit: venv
+	.venv/bin/pytest -q tests/unit
+
+lint: venv
+	.venv/bin/ruff check shared services tests scripts examples
+	.venv/bin/ruff format --check shared services tests scripts examples || true
+
+typecheck: venv
+	.venv/bin/mypy
+	.venv/bin/lint-imports
+
+check: lint typecheck test
+
+bench-core: venv
+	$(PY) scripts/bench_core.py

@@ -1,0 +1,62 @@
+# Shared helpers for scripts/stack and its components. Each component file
+# stack.d/<c>.sh defines: <c>_install <c>_up <c>_down <c>_healthy <c>_address
+# <c>_versions <c>_env (prints `export VAR=value` lines for stack.env).
+: "${KUOTA_ROOT:=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
+: "${KUOTA_CACHE:=$HOME/.cache/kuota}"
+: "${KUOTA_STACK_DIR:=$KUOTA_ROOT/.stack}"
+: "${KUOTA_COMPONENTS:=redis kafka kube}"
+export KUOTA_ROOT KUOTA_CACHE KUOTA_STACK_DIR
+mkdir -p "$KUOTA_CACHE" "$KUOTA_STACK_DIR/logs" "$KUOTA_STACK_DIR/run"
+
+log() { printf '[stack %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# start_bg NAME LOGFILE CMD... : start a daemon, record its pid in run/NAME.pid
+start_bg() {
+  local name=$1 logf=$2; shift 2
+  nohup setsid "$@" >>"$logf" 2>&1 </dev/null &
+  echo $! >"$KUOTA_STACK_DIR/run/$name.pid"
+}
+pid_alive() { local f="$KUOTA_STACK_DIR/run/$1.pid"; [ -f "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null; }
+stop_pid() {
+  local name=$1 f="$KUOTA_STACK_DIR/run/$1.pid" pid i
+  [ -f "$f" ] || return 0
+  pid=$(cat "$f")
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+    for i in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+  fi
+  rm -f "$f"
+}
+# wait_for SECONDS DESCRIPTION CMD... : poll until CMD succeeds
+wait_for() {
+  local secs=$1 what=$2; shift 2
+  local deadline=$(( $(date +%s) + secs ))
+  until "$@" >/dev/null 2>&1; do
+    [ "$(date +%s)" -lt "$deadline" ] || die "$what did not become ready within ${secs}s (see $KUOTA_STACK_DIR/logs)"
+    sleep 0.5
+  done
+}
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# apt_ensure PKG... : install Debian packages if their binaries are missing.
+apt_ensure() {
+  local missing=()
+  for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  log "apt-get install ${missing[*]}"
+  local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+write_env() {
+  local f="$KUOTA_STACK_DIR/stack.env"
+  {
+    echo "# written by scripts/stack; source it to reach the local stack"
+    echo "export KUOTA_STACK_DIR=$KUOTA_STACK_DIR"
+    for c in $KUOTA_COMPONENTS; do "${c}_env"; done
+  } >"$f.tmp"
+  mv "$f.tmp" "$f"
+}

@@ -1,0 +1,198 @@
+# Apache Kafka for the local stack: one KRaft node acting as broker and
+# controller, on 127.0.0.1. The broker jars come from Maven Central
+# (org.apache.kafka:kafka_2.13 and its runtime dependencies, resolved with
+# scripts/kafka/pom.xml) into $KUOTA_CACHE/kafka-<version>/libs; nothing is
+# downloaded from apache.org and no distribution tarball is used.
+#
+#   KUOTA_KAFKA_VERSION          Kafka release (default below; must be 4.x)
+#   KUOTA_KAFKA_PORT             client listener (PLAINTEXT), default 19092
+#   KUOTA_KAFKA_CONTROLLER_PORT  KRaft controller listener, default 19093
+#   KUOTA_KAFKA_JVM_OPTS         replaces the default JVM options
+#
+# State: $KUOTA_STACK_DIR/kafka/{server.properties,data/,cluster-id,version},
+# log: $KUOTA_STACK_DIR/logs/kafka.log.
+
+: "${KUOTA_KAFKA_VERSION:=4.4.0}"
+: "${KUOTA_KAFKA_PORT:=19092}"
+: "${KUOTA_KAFKA_CONTROLLER_PORT:=19093}"
+# Small heap, serial GC and C1-only JIT: a local single-node broker idles at a
+# few hundred MB of RSS and starts in seconds on a busy 2-core machine.
+: "${KUOTA_KAFKA_JVM_OPTS:=-Xms256m -Xmx512m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=64m -XX:+ExitOnOutOfMemoryError -XX:+PerfDisableSharedMem -Djava.awt.headless=true}"
+
+kafka_home() { echo "$KUOTA_CACHE/kafka-$KUOTA_KAFKA_VERSION"; }
+kafka_dir() { echo "$KUOTA_STACK_DIR/kafka"; }
+
+kafka__python() {
+  if [ -x /usr/bin/python3 ]; then /usr/bin/python3 "$@"; else python3 "$@"; fi
+}
+
+# kafka__mvn ARGS... : Maven against our POM, local repository inside the cache.
+kafka__mvn() {
+  mvn -q -B --no-transfer-progress \
+    -f "$KUOTA_ROOT/scripts/kafka/pom.xml" \
+    -Dmaven.repo.local="$KUOTA_CACHE/m2" \
+    -Dkafka.version="$KUOTA_KAFKA_VERSION" "$@"
+}
+
+# kafka__jar_version LIBS PREFIX : version part of LIBS/PREFIX-<version>.jar
+kafka__jar_version() {
+  local f
+  f=$(find "$1" -maxdepth 1 -name "$2-[0-9]*.jar" | sort | tail -n 1)
+  [ -n "$f" ] || return 1
+  f=${f##*/}; f=${f#"$2-"}; echo "${f%.jar}"
+}
+
+kafka_install() {
+  local home tmp libs slf4j log4j binding
+  home=$(kafka_home)
+  [ -f "$home/.complete" ] && return 0
+  case "$KUOTA_KAFKA_VERSION" in 4.*) ;; *) die "kafka: KUOTA_KAFKA_VERSION=$KUOTA_KAFKA_VERSION is not a 4.x release" ;; esac
+  command -v java >/dev/null || die "kafka: java not found (Kafka 4.x needs Java 17+)"
+  command -v mvn >/dev/null || die "kafka: mvn not found (needed to resolve the Kafka jars)"
+  local jmajor
+  jmajor=$(java -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.specification.version = //p')
+  [ "${jmajor%%.*}" -ge 17 ] 2>/dev/null || die "kafka: Java $jmajor found, Kafka 4.x needs 17+"
+
+  log "kafka: resolving org.apache.kafka:kafka_2.13:$KUOTA_KAFKA_VERSION from Maven Central into $home"
+  tmp="$home.tmp.$$"
+  rm -rf "$tmp"; mkdir -p "$tmp/libs"; libs="$tmp/libs"
+  kafka__mvn dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$libs" \
+    || { rm -rf "$tmp"; die "kafka: Maven could not resolve kafka_2.13:$KUOTA_KAFKA_VERSION"; }
+  [ -f "$libs/kafka_2.13-$KUOTA_KAFKA_VERSION.jar" ] || { rm -rf "$tmp"; die "kafka: kafka_2.13-$KUOTA_KAFKA_VERSION.jar missing after resolution"; }
+
+  # Kafka's POM brings slf4j-api and log4j-core but no binding between them:
+  # add the log4j2 SLF4J binding matching both resolved versions.
+  slf4j=$(kafka__jar_version "$libs" slf4j-api) || { rm -rf "$tmp"; die "kafka: slf4j-api not in the resolved classpath"; }
+  log4j=$(kafka__jar_version "$libs" log4j-core) || { rm -rf "$tmp"; die "kafka: log4j-core not in the resolved classpath"; }
+  case "$slf4j" in 1.*) binding=log4j-slf4j-impl ;; *) binding=log4j-slf4j2-impl ;; esac
+  kafka__mvn dependency:copy -Dartifact="org.apache.logging.log4j:$binding:$log4j" -DoutputDirectory="$libs" \
+    || { rm -rf "$tmp"; die "kafka: could not resolve $binding:$log4j"; }
+
+  {
+    echo "kafka=$KUOTA_KAFKA_VERSION"
+    echo "slf4j-api=$slf4j"
+    echo "log4j-core=$log4j"
+    echo "slf4j-binding=$binding:$log4j"
+  } >"$tmp/resolved.properties"
+  touch "$tmp/.complete"
+  rm -rf "$home"; mv "$tmp" "$home"
+  log "kafka: installed $KUOTA_KAFKA_VERSION ($(find "$home/libs" -name '*.jar' | wc -l) jars; slf4j $slf4j -> $binding $log4j)"
+}
+
+kafka__write_config() {
+  local d; d=$(kafka_dir)
+  mkdir -p "$d/data"
+  cat >"$d/server.properties.tmp" <<EOF
+# written by scripts/stack.d/kafka.sh on every start; edits are overwritten
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$KUOTA_KAFKA_CONTROLLER_PORT
+listeners=PLAINTEXT://127.0.0.1:$KUOTA_KAFKA_PORT,CONTROLLER://127.0.0.1:$KUOTA_KAFKA_CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$KUOTA_KAFKA_PORT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+inter.broker.listener.name=PLAINTEXT
+controller.listener.names=CONTROLLER
+log.dirs=$d/data
+
+# single node: every internal topic has one replica
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+default.replication.factor=1
+min.insync.replicas=1
+# fewer internal partitions than the default 50: faster first use, less memory
+offsets.topic.num.partitions=4
+transaction.state.log.num.partitions=4
+
+num.partitions=1
+group.initial.rebalance.delay.ms=0
+auto.create.topics.enable=true
+num.network.threads=2
+num.io.threads=4
+num.recovery.threads.per.data.dir=1
+EOF
+  mv "$d/server.properties.tmp" "$d/server.properties"
+}
+
+kafka__java() {
+  # shellcheck disable=SC2086  # JVM options are a word list
+  java $KUOTA_KAFKA_JVM_OPTS \
+    -Dlog4j2.configurationFile="$KUOTA_ROOT/scripts/kafka/log4j2.properties" \
+    -Dkafka.logs.dir="$KUOTA_STACK_DIR/logs" \
+    -cp "$(kafka_home)/libs/*" "$@"
+}
+
+kafka__format() {
+  local d cid logf
+  d=$(kafka_dir); logf="$KUOTA_STACK_DIR/logs/kafka.log"
+  [ -f "$d/data/meta.properties" ] && return 0
+  cid=$(kafka__java kafka.tools.StorageTool random-uuid 2>>"$logf" | tail -n 1)
+  [ -n "$cid" ] || die "kafka: StorageTool random-uuid failed (see $logf)"
+  log "kafka: formatting $d/data (cluster id $cid)"
+  kafka__java kafka.tools.StorageTool format -t "$cid" -c "$d/server.properties" >>"$logf" 2>&1 \
+    || die "kafka: StorageTool format failed (see $logf)"
+  echo "$cid" >"$d/cluster-id"
+}
+
+kafka__answers() { kafka__python "$KUOTA_ROOT/scripts/kafka/kafka_probe.py" "127.0.0.1:$KUOTA_KAFKA_PORT"; }
+
+kafka_healthy() { pid_alive kafka && kafka__answers; }
+
+kafka_up() {
+  local d logf t0 deadline
+  d=$(kafka_dir); logf="$KUOTA_STACK_DIR/logs/kafka.log"
+  t0=$(date +%s)
+  if pid_alive kafka; then
+    log "kafka: process $(cat "$KUOTA_STACK_DIR/run/kafka.pid") running but not answering yet; waiting"
+  else
+    if port_open "$KUOTA_KAFKA_PORT" || port_open "$KUOTA_KAFKA_CONTROLLER_PORT"; then
+      die "kafka: port $KUOTA_KAFKA_PORT or $KUOTA_KAFKA_CONTROLLER_PORT is taken by a process this stack did not start"
+    fi
+    kafka__write_config
+    kafka__format
+    log "kafka: starting $KUOTA_KAFKA_VERSION on 127.0.0.1:$KUOTA_KAFKA_PORT"
+    echo "--- $(date -Is) start kafka $KUOTA_KAFKA_VERSION" >>"$logf"
+    start_bg kafka "$logf" java $KUOTA_KAFKA_JVM_OPTS \
+      -Dlog4j2.configurationFile="$KUOTA_ROOT/scripts/kafka/log4j2.properties" \
+      -Dkafka.logs.dir="$KUOTA_STACK_DIR/logs" \
+      -cp "$(kafka_home)/libs/*" kafka.Kafka "$d/server.properties"
+  fi
+  deadline=$(( t0 + ${KUOTA_KAFKA_START_TIMEOUT:-180} ))
+  until kafka__answers; do
+    if ! pid_alive kafka; then
+      tail -n 30 "$logf" >&2
+      die "kafka: the broker exited during startup (log: $logf)"
+    fi
+    [ "$(date +%s)" -lt "$deadline" ] || die "kafka: not answering after ${KUOTA_KAFKA_START_TIMEOUT:-180}s (log: $logf)"
+    sleep 0.5
+  done
+  echo "$KUOTA_KAFKA_VERSION" >"$d/version"
+  log "kafka: up after $(( $(date +%s) - t0 ))s"
+}
+
+kafka_down() {
+  local f="$KUOTA_STACK_DIR/run/kafka.pid" pid i
+  if pid_alive kafka; then
+    pid=$(cat "$f")
+    # a clean shutdown (controlled shutdown + log flush) avoids log recovery on the next start
+    kill -TERM "$pid" 2>/dev/null || true
+    for i in $(seq 1 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$pid" 2>/dev/null && log "kafka: no clean exit within 60s, killing"
+  fi
+  stop_pid kafka
+  rm -f "$(kafka_dir)/version"
+  log "kafka: down"
+}
+
+kafka_address() { echo "127.0.0.1:$KUOTA_KAFKA_PORT"; }
+
+kafka_versions() {
+  local v f
+  f="$(kafka_dir)/version"
+  if [ -f "$f" ] && pid_alive kafka; then v=$(cat "$f"); else v="$KUOTA_KAFKA_VERSION (not running)"; fi
+  echo "kafka $v $(kafka_address)"
+}
+
+kafka_env() { echo "export KUOTA_KAFKA_BOOTSTRAP=$(kafka_address)"; }

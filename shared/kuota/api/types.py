@@ -1,0 +1,260 @@
+"""Frozen dataclasses for the objects the core folds over.
+
+Amounts are ints in milli-units (see ``kuota.core.quantity``). Collections are
+tuples (ordered, hashable) so that folding never depends on dict or set order.
+Names follow Kueue's and Kubernetes' field names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+# --------------------------------------------------------------------------- common
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRef:
+    kind: str
+    name: str
+    namespace: str = ""  # "" for cluster-scoped objects
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace + '/' if self.namespace else ''}{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class ValidationError:
+    """An object that could not be read. ``field`` is a JSON-path-like field name
+    (``spec.resourceGroups[0].flavors[1].resources[0].nominalQuota``)."""
+
+    ref: ObjectRef
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.ref}: {self.field}: {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = ""  # NoSchedule | PreferNoSchedule | NoExecute
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"  # Equal | Exists
+    value: str = ""
+    effect: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorRequirement:
+    key: str
+    operator: str  # In | NotIn | Exists | DoesNotExist | Gt | Lt
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """metav1.LabelSelector. ``None`` where an object has no selector at all."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[NodeSelectorRequirement, ...] = ()  # In/NotIn/Exists/DoesNotExist
+
+
+# --------------------------------------------------------------------------- Kueue kinds
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceFlavor:
+    name: str
+    node_labels: tuple[tuple[str, str], ...] = ()
+    node_taints: tuple[Taint, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceQuota:
+    name: str  # resource name, e.g. "cpu", "nvidia.com/gpu", "gpu-memory"
+    nominal_quota: int
+    borrowing_limit: int | None = None  # None = unlimited (within the cohort)
+    lending_limit: int | None = None  # None = lend everything
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorQuotas:
+    name: str  # ResourceFlavor name
+    resources: tuple[ResourceQuota, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceGroup:
+    covered_resources: tuple[str, ...]
+    flavors: tuple[FlavorQuotas, ...]
+
+
+FungibilityBorrow = Literal["Borrow", "TryNextFlavor", "MayStopSearch"]
+FungibilityPreempt = Literal["Preempt", "TryNextFlavor", "MayStopSearch"]
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorFungibility:
+    when_can_borrow: str = "MayStopSearch"  # v1beta2 default; v1beta1 "Borrow" is an alias
+    when_can_preempt: str = "TryNextFlavor"
+
+
+@dataclass(frozen=True, slots=True)
+class BorrowWithinCohort:
+    policy: str = "Never"  # Never | LowerPriority
+    max_priority_threshold: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionPolicy:
+    within_cluster_queue: str = "Never"  # Never | LowerPriority | LowerOrNewerEqualPriority
+    reclaim_within_cohort: str = "Never"  # Never | LowerPriority | Any
+    borrow_within_cohort: BorrowWithinCohort = field(default_factory=BorrowWithinCohort)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterQueue:
+    name: str
+    cohort: str | None = None
+    namespace_selector: LabelSelector | None = None  # None = match nothing? see parse docs
+    queueing_strategy: str = "BestEffortFIFO"  # BestEffortFIFO | StrictFIFO
+    resource_groups: tuple[ResourceGroup, ...] = ()
+    flavor_fungibility: FlavorFungibility = field(default_factory=FlavorFungibility)
+    preemption: PreemptionPolicy = field(default_factory=PreemptionPolicy)
+    fair_sharing_weight: int = 1000  # milli-units; weight 1 = 1000, weight 0 = 0
+    stop_policy: str = "None"  # None | Hold | HoldAndDrain
+
+
+@dataclass(frozen=True, slots=True)
+class Cohort:
+    name: str
+    parent: str | None = None
+    resource_groups: tuple[ResourceGroup, ...] = ()
+    fair_sharing_weight: int = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class LocalQueue:
+    namespace: str
+    name: str
+    cluster_queue: str
+    stop_policy: str = "None"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadPriorityClass:
+    name: str
+    value: int
+
+
+@dataclass(frozen=True, slots=True)
+class Namespace:
+    name: str
+    labels: tuple[tuple[str, str], ...] = ()
+
+
+# --------------------------------------------------------------------------- Configuration
+
+
+@dataclass(frozen=True, slots=True)
+class CounterSource:
+    """Charge the named counter that matched devices consume (``consumesCounters``)."""
+
+    name: str  # counter name, e.g. "memory"
+    driver: str | None = None  # restrict to ResourceSlices of this driver
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceClassMapping:
+    name: str  # the quota resource name (what ClusterQueues list in coveredResources)
+    device_class_names: tuple[str, ...]
+    counter: CounterSource | None = None  # None = charge device counts
+
+
+@dataclass(frozen=True, slots=True)
+class WaitForPodsReady:
+    enable: bool = False
+    timeout_seconds: int = 300
+    block_admission: bool = False
+    recovery_timeout_seconds: int | None = None
+    requeuing_timestamp: str = "Eviction"  # Eviction | Creation
+    backoff_limit_count: int | None = None  # None = unlimited
+    backoff_base_seconds: int = 60
+    backoff_max_seconds: int = 3600
+
+
+@dataclass(frozen=True, slots=True)
+class FairSharingConfig:
+    enable: bool = False
+    preemption_strategies: tuple[str, ...] = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionFairSharingConfig:
+    usage_half_life_seconds: int = 0
+    usage_sampling_interval_seconds: int = 300
+    resource_weights: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Configuration:
+    device_class_mappings: tuple[DeviceClassMapping, ...] = ()
+    exclude_resource_prefixes: tuple[str, ...] = ()
+    wait_for_pods_ready: WaitForPodsReady = field(default_factory=WaitForPodsReady)
+    fair_sharing: FairSharingConfig = field(default_factory=FairSharingConfig)
+    admission_fair_sharing: AdmissionFairSharingConfig | None = None
+
+
+# --------------------------------------------------------------------------- workloads
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRef:
+    """A pod-level ``resourceClaims`` entry: either a template or a claim name."""
+
+    name: str  # the pod's local name for the claim
+    resource_claim_template_name: str | None = None
+    resource_claim_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PodSet:
+    name: str  # "main" for a Job
+    count: int  # pods (Job parallelism, capped by completions)
+    requests: tuple[tuple[str, int], ...]  # per-pod effective requests, sorted by name
+    claims: tuple[ClaimRef, ...] = ()
+    node_selector: tuple[tuple[str, str], ...] = ()
+    required_affinity: tuple[NodeSelectorTerm, ...] = ()  # ORed terms
+    tolerations: tuple[Toleration, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadSpec:
+    """What kuota admits: one Job (later JobSet etc.) as podsets, all or nothing."""
+
+    namespace: str
+    name: str
+    uid: str
+    queue_name: str
+    priority_class: str | None
+    creation_seconds: float  # event time of creation, seconds since the journal's epoch
+    podsets: tuple[PodSet, ...]
+    active: bool = True  # False if the user deactivated it
+    owner_kind: str = "Job"
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"

@@ -1,0 +1,40 @@
+"""Versioned journal events and decisions: the public contract.
+
+The journal (what kuota knows) carries ``JournalEvent`` records; the decision
+topic (what kuota chose) carries ``Decision`` records. Both are frozen pydantic
+models with a ``schema_version``; a released version is never edited, only
+extended additively, and older versions are upgraded on read
+(``kuota.events.upgrade``).
+"""
+
+from kuota.events.schema import (
+    DECISION_TYPES,
+    SCHEMA_VERSION,
+    Decision,
+    JournalEvent,
+    ObjectDeleted,
+    ObjectUpserted,
+    PodsReady,
+    PreemptionPlan,
+    Tick,
+    WorkloadFinished,
+    decision_id,
+    parse_decision,
+    parse_event,
+)
+
+__all__ = [
+    "DECISION_TYPES",
+    "SCHEMA_VERSION",
+    "Decision",
+    "JournalEvent",
+    "ObjectDeleted",
+    "ObjectUpserted",
+    "PodsReady",
+    "PreemptionPlan",
+    "Tick",
+    "WorkloadFinished",
+    "decision_id",
+    "parse_decision",
+    "parse_event",
+]

@@ -1,0 +1,144 @@
+"""Schema version 1 of the journal events and the decisions.
+
+Journal events (``type`` discriminates):
+
+- ``ObjectUpserted``: an observed Kubernetes object (any kind kuota reads:
+  Configuration, Namespace, DeviceClass, ResourceSlice, ResourceClaimTemplate,
+  ResourceFlavor, ClusterQueue, Cohort, LocalQueue, WorkloadPriorityClass, Job),
+  as the full manifest dict. The core parses and validates it.
+- ``ObjectDeleted``: that object is gone.
+- ``Tick``: event time advanced (written periodically by ingest); lets
+  timeouts fire when nothing else happens.
+- ``WorkloadFinished``: the Job completed or failed; frees its quota.
+- ``PodsReady``: the Job's pods became ready (or stopped being ready).
+- ``PreemptionPlan``: victims proposed by the preemption service for a
+  preemptor; admission re-checks it against its own state before acting.
+
+``at`` is event time in seconds (float) since the Unix epoch for the pipeline,
+or since the scenario's start for ``kuota simulate``. The fold reads no other
+clock.
+
+Decisions use Kueue's workload-condition vocabulary (``DECISION_TYPES``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+SCHEMA_VERSION = 1
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class _EventBase(_Frozen):
+    schema_version: int = SCHEMA_VERSION
+    id: str  # deterministic, unique within the journal (e.g. "<uid>@<resourceVersion>")
+    at: float  # event time, seconds
+
+
+class ObjectUpserted(_EventBase):
+    type: Literal["ObjectUpserted"] = "ObjectUpserted"
+    object: dict[str, Any]
+
+
+class ObjectDeleted(_EventBase):
+    type: Literal["ObjectDeleted"] = "ObjectDeleted"
+    kind: str
+    name: str
+    namespace: str = ""
+
+
+class Tick(_EventBase):
+    type: Literal["Tick"] = "Tick"
+
+
+class WorkloadFinished(_EventBase):
+    type: Literal["WorkloadFinished"] = "WorkloadFinished"
+    namespace: str
+    name: str
+    succeeded: bool = True
+    message: str = ""
+
+
+class PodsReady(_EventBase):
+    type: Literal["PodsReady"] = "PodsReady"
+    namespace: str
+    name: str
+    ready: bool = True
+
+
+class PreemptionPlan(_EventBase):
+    type: Literal["PreemptionPlan"] = "PreemptionPlan"
+    preemptor: str  # "namespace/name"
+    victims: list[str]  # "namespace/name", in the order they were chosen
+    reasons: dict[str, str] = Field(default_factory=dict)  # victim -> Kueue preemption reason
+    based_on: str = ""  # id of the last journal event the plan's state had folded
+
+
+JournalEvent = Annotated[
+    ObjectUpserted | ObjectDeleted | Tick | WorkloadFinished | PodsReady | PreemptionPlan,
+    Field(discriminator="type"),
+]
+_event_adapter: TypeAdapter[JournalEvent] = TypeAdapter(JournalEvent)
+
+
+def parse_event(data: bytes | str | dict[str, Any]) -> JournalEvent:
+    """Decode a journal record (JSON bytes/str or a dict). Raises ``pydantic.ValidationError``."""
+    if isinstance(data, dict):
+        return _event_adapter.validate_python(data)
+    return _event_adapter.validate_json(data)
+
+
+DecisionType = Literal[
+    "Admitted",  # quota reserved and workload admitted; flavors + usage set
+    "Preempted",  # evicted to make room; reason in InClusterQueue | InCohortReclamation |
+    #              InCohortFairSharing | InCohortReclaimWhileBorrowing; preemptor set
+    "Evicted",  # evicted for another cause, e.g. PodsReadyTimeout, ClusterQueueStopped
+    "Requeued",  # back in its queue after eviction/backoff
+    "Finished",  # the Job finished; quota released
+    "Inadmissible",  # cannot be admitted now; reason + message say why (re-emitted on change)
+    "Deactivated",  # taken out of queueing by policy (e.g. backoffLimitCount reached)
+    "Rejected",  # an object (queue, flavor, config, DRA object) failed validation
+]
+DECISION_TYPES: tuple[str, ...] = DecisionType.__args__  # type: ignore[attr-defined]
+
+
+class Decision(_Frozen):
+    schema_version: int = SCHEMA_VERSION
+    id: str  # deterministic: decision_id(cause, index)
+    cause: str  # id of the journal event that caused it
+    cause_offset: int | None = None  # journal offset of that event, set by the pipeline
+    at: float
+    type: DecisionType
+    workload: str | None = None  # "namespace/name"
+    uid: str | None = None
+    cluster_queue: str | None = None
+    flavors: dict[str, dict[str, str]] | None = None  # podset -> resource -> flavor
+    usage: dict[str, dict[str, str]] | None = None  # flavor -> resource -> quantity
+    reason: str | None = None  # machine-readable, CamelCase
+    message: str | None = None  # for people
+    preemptor: str | None = None
+    policy: str | None = None  # the preemption policy that allowed a preemption
+    victims: list[str] | None = None
+    object: str | None = None  # for Rejected: "Kind namespace/name"
+    requeue_at: float | None = None  # for Evicted with backoff
+
+
+def decision_id(cause: str, index: int) -> str:
+    """A deterministic decision id: same cause event and position, same id."""
+    digest = hashlib.sha256(f"{cause}\x00{index}".encode()).hexdigest()
+    return digest[:24]
+
+
+_decision_adapter: TypeAdapter[Decision] = TypeAdapter(Decision)
+
+
+def parse_decision(data: bytes | str | dict[str, Any]) -> Decision:
+    if isinstance(data, dict):
+        return _decision_adapter.validate_python(data)
+    return _decision_adapter.validate_json(data)
