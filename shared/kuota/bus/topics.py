@@ -1,0 +1,87 @@
+"""The topic layout (see docs/events.md).
+
+=====================  =========================================  ==============
+topic                  records                                    retention
+=====================  =========================================  ==============
+``kuota.journal``      JournalEvent JSON (what kuota knows)       forever
+``kuota.decisions``    Decision JSON (what kuota chose)           forever
+``kuota.deadletter``   undecodable journal records + reason       30 days
+=====================  =========================================  ==============
+
+Keys: a journal record's key is its *shard key*. Everything that can share
+quota must be folded in one order, so the shard key is the cohort tree's root
+once ingest knows it; until sharding is configured every record uses the one
+key ``kuota`` and the journal has one partition. Moving to a shard per cohort
+tree changes ``shard_key`` and the partition count, not the records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError
+
+from kuota.bus.settings import KafkaSettings
+
+FOREVER = "-1"
+THIRTY_DAYS_MS = str(30 * 24 * 3600 * 1000)
+DEFAULT_SHARD_KEY = b"kuota"
+
+
+@dataclass(frozen=True, slots=True)
+class Topics:
+    journal: str
+    decisions: str
+    deadletter: str
+
+    @classmethod
+    def from_settings(cls, settings: KafkaSettings) -> Topics:
+        return cls(
+            journal=settings.topic("journal"),
+            decisions=settings.topic("decisions"),
+            deadletter=settings.topic("deadletter"),
+        )
+
+
+def shard_key(_object_key: str) -> bytes:
+    """The journal key for an object. One shard today (see module docstring)."""
+    return DEFAULT_SHARD_KEY
+
+
+async def ensure_topics(settings: KafkaSettings, *, replication_factor: int = 1) -> Topics:
+    """Create the topics if they are missing (idempotent)."""
+    topics = Topics.from_settings(settings)
+    admin = AIOKafkaAdminClient(**settings.client_kwargs())
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        wanted = [
+            NewTopic(
+                topics.journal,
+                settings.journal_partitions,
+                replication_factor,
+                topic_configs={"retention.ms": FOREVER, "cleanup.policy": "delete"},
+            ),
+            NewTopic(
+                topics.decisions,
+                settings.journal_partitions,
+                replication_factor,
+                topic_configs={"retention.ms": FOREVER, "cleanup.policy": "delete"},
+            ),
+            NewTopic(
+                topics.deadletter,
+                1,
+                replication_factor,
+                topic_configs={"retention.ms": THIRTY_DAYS_MS},
+            ),
+        ]
+        missing = [t for t in wanted if t.name not in existing]
+        if missing:
+            try:
+                await admin.create_topics(missing)
+            except TopicAlreadyExistsError:
+                pass  # another service created it meanwhile
+    finally:
+        await admin.close()
+    return topics
