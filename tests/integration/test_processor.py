@@ -18,7 +18,9 @@ pytestmark = pytest.mark.integration
 
 
 def _settings() -> KafkaSettings:
-    assert os.environ.get("KUOTA_KAFKA_BOOTSTRAP"), "KUOTA_KAFKA_BOOTSTRAP unset: run scripts/stack up"
+    assert os.environ.get("KUOTA_KAFKA_BOOTSTRAP"), (
+        "KUOTA_KAFKA_BOOTSTRAP unset: run scripts/stack up"
+    )
     return KafkaSettings.from_env()
 
 
@@ -80,8 +82,12 @@ async def test_crash_mid_stream_neither_loses_nor_duplicates() -> None:
     # First incarnation processes batches of 7 and crashes on the 23rd record:
     # the batch holding it is never committed.
     first = TransactionalProcessor(
-        settings, group_id=group, transactional_id=txid, input_topic=src,
-        handle=make_handler(crash_after=23), max_batch=7,
+        settings,
+        group_id=group,
+        transactional_id=txid,
+        input_topic=src,
+        handle=make_handler(crash_after=23),
+        max_batch=7,
     )
     await first.start()
     with pytest.raises(Boom):
@@ -92,8 +98,12 @@ async def test_crash_mid_stream_neither_loses_nor_duplicates() -> None:
     seen.clear()
 
     second = TransactionalProcessor(
-        settings, group_id=group, transactional_id=txid, input_topic=src,
-        handle=make_handler(crash_after=None), max_batch=7,
+        settings,
+        group_id=group,
+        transactional_id=txid,
+        input_topic=src,
+        handle=make_handler(crash_after=None),
+        max_batch=7,
     )
     await second.start()
     for _ in range(40):

@@ -53,7 +53,9 @@ class KafkaSettings:
             )
         protocol = e.get("KUOTA_KAFKA_SECURITY", "PLAINTEXT").upper()
         if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
-            raise SettingsError(f"KUOTA_KAFKA_SECURITY={protocol!r} is not a Kafka security protocol")
+            raise SettingsError(
+                f"KUOTA_KAFKA_SECURITY={protocol!r} is not a Kafka security protocol"
+            )
         try:
             partitions = int(e.get("KUOTA_JOURNAL_PARTITIONS", "1"))
         except ValueError as err:

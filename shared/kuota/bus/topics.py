@@ -17,6 +17,7 @@ tree changes ``shard_key`` and the partition count, not the records.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -78,10 +79,9 @@ async def ensure_topics(settings: KafkaSettings, *, replication_factor: int = 1)
         ]
         missing = [t for t in wanted if t.name not in existing]
         if missing:
-            try:
+            # Another service may create them meanwhile.
+            with contextlib.suppress(TopicAlreadyExistsError):
                 await admin.create_topics(missing)
-            except TopicAlreadyExistsError:
-                pass  # another service created it meanwhile
     finally:
         await admin.close()
     return topics

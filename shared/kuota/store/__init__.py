@@ -1,0 +1,1 @@
+"""Redis adapter: fold snapshots (state + the journal offset it reflects)."""
