@@ -17,14 +17,22 @@ start_bg() {
   nohup setsid "$@" >>"$logf" 2>&1 </dev/null &
   echo $! >"$KUOTA_STACK_DIR/run/$name.pid"
 }
-pid_alive() { local f="$KUOTA_STACK_DIR/run/$1.pid"; [ -f "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null; }
+# A process that exited but was not yet reaped (a zombie: our daemons are
+# orphans, and init reaps them a second or two later) counts as gone.
+proc_running() {
+  local st
+  kill -0 "$1" 2>/dev/null || return 1
+  st=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
+  [ "$st" != "Z" ]
+}
+pid_alive() { local f="$KUOTA_STACK_DIR/run/$1.pid"; [ -f "$f" ] && proc_running "$(cat "$f")"; }
 stop_pid() {
   local name=$1 f="$KUOTA_STACK_DIR/run/$1.pid" pid i
   [ -f "$f" ] || return 0
   pid=$(cat "$f")
-  if kill -0 "$pid" 2>/dev/null; then
+  if proc_running "$pid"; then
     kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-    for i in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    for i in $(seq 1 100); do proc_running "$pid" || break; sleep 0.1; done
     kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
   fi
   rm -f "$f"

@@ -17,7 +17,7 @@
 : "${KUOTA_KAFKA_CONTROLLER_PORT:=19093}"
 # Small heap, serial GC and C1-only JIT: a local single-node broker idles at a
 # few hundred MB of RSS and starts in seconds on a busy 2-core machine.
-: "${KUOTA_KAFKA_JVM_OPTS:=-Xms256m -Xmx512m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=64m -XX:+ExitOnOutOfMemoryError -XX:+PerfDisableSharedMem -Djava.awt.headless=true}"
+: "${KUOTA_KAFKA_JVM_OPTS:=-Xms64m -Xmx512m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=64m -XX:+ExitOnOutOfMemoryError -XX:+PerfDisableSharedMem -Djava.awt.headless=true}"
 
 kafka_home() { echo "$KUOTA_CACHE/kafka-$KUOTA_KAFKA_VERSION"; }
 kafka_dir() { echo "$KUOTA_STACK_DIR/kafka"; }
@@ -28,7 +28,7 @@ kafka__python() {
 
 # kafka__mvn ARGS... : Maven against our POM, local repository inside the cache.
 kafka__mvn() {
-  mvn -q -B --no-transfer-progress \
+  mvn -q -B --no-transfer-progress -Dstyle.color=never \
     -f "$KUOTA_ROOT/scripts/kafka/pom.xml" \
     -Dmaven.repo.local="$KUOTA_CACHE/m2" \
     -Dkafka.version="$KUOTA_KAFKA_VERSION" "$@"
@@ -64,7 +64,7 @@ kafka_install() {
   # add the log4j2 SLF4J binding matching both resolved versions.
   slf4j=$(kafka__jar_version "$libs" slf4j-api) || { rm -rf "$tmp"; die "kafka: slf4j-api not in the resolved classpath"; }
   log4j=$(kafka__jar_version "$libs" log4j-core) || { rm -rf "$tmp"; die "kafka: log4j-core not in the resolved classpath"; }
-  case "$slf4j" in 1.*) binding=log4j-slf4j-impl ;; *) binding=log4j-slf4j2-impl ;; esac
+  case "$slf4j" in 1.*) binding="log4j-slf4j-impl" ;; *) binding="log4j-slf4j2-impl" ;; esac
   kafka__mvn dependency:copy -Dartifact="org.apache.logging.log4j:$binding:$log4j" -DoutputDirectory="$libs" \
     || { rm -rf "$tmp"; die "kafka: could not resolve $binding:$log4j"; }
 
@@ -106,6 +106,10 @@ min.insync.replicas=1
 offsets.topic.num.partitions=4
 transaction.state.log.num.partitions=4
 
+# the log cleaner (needed for the compacted internal topics) keeps its dedupe
+# map on the heap: 128 MiB by default, 16 MiB is plenty for a local broker
+log.cleaner.dedupe.buffer.size=16777216
+
 num.partitions=1
 group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=true
@@ -116,12 +120,20 @@ EOF
   mv "$d/server.properties.tmp" "$d/server.properties"
 }
 
+# kafka__jvm_args: JVM options and classpath, one per line
+kafka__jvm_args() {
+  local opts
+  read -ra opts <<<"$KUOTA_KAFKA_JVM_OPTS"
+  printf '%s\n' "${opts[@]}" \
+    "-Dlog4j2.configurationFile=$KUOTA_ROOT/scripts/kafka/log4j2.properties" \
+    "-Dkafka.logs.dir=$KUOTA_STACK_DIR/logs" \
+    -cp "$(kafka_home)/libs/*"
+}
+
 kafka__java() {
-  # shellcheck disable=SC2086  # JVM options are a word list
-  java $KUOTA_KAFKA_JVM_OPTS \
-    -Dlog4j2.configurationFile="$KUOTA_ROOT/scripts/kafka/log4j2.properties" \
-    -Dkafka.logs.dir="$KUOTA_STACK_DIR/logs" \
-    -cp "$(kafka_home)/libs/*" "$@"
+  local args
+  mapfile -t args < <(kafka__jvm_args)
+  java "${args[@]}" "$@"
 }
 
 kafka__format() {
@@ -141,7 +153,7 @@ kafka__answers() { kafka__python "$KUOTA_ROOT/scripts/kafka/kafka_probe.py" "127
 kafka_healthy() { pid_alive kafka && kafka__answers; }
 
 kafka_up() {
-  local d logf t0 deadline
+  local d logf t0 deadline jvm
   d=$(kafka_dir); logf="$KUOTA_STACK_DIR/logs/kafka.log"
   t0=$(date +%s)
   if pid_alive kafka; then
@@ -154,10 +166,8 @@ kafka_up() {
     kafka__format
     log "kafka: starting $KUOTA_KAFKA_VERSION on 127.0.0.1:$KUOTA_KAFKA_PORT"
     echo "--- $(date -Is) start kafka $KUOTA_KAFKA_VERSION" >>"$logf"
-    start_bg kafka "$logf" java $KUOTA_KAFKA_JVM_OPTS \
-      -Dlog4j2.configurationFile="$KUOTA_ROOT/scripts/kafka/log4j2.properties" \
-      -Dkafka.logs.dir="$KUOTA_STACK_DIR/logs" \
-      -cp "$(kafka_home)/libs/*" kafka.Kafka "$d/server.properties"
+    mapfile -t jvm < <(kafka__jvm_args)
+    start_bg kafka "$logf" java "${jvm[@]}" kafka.Kafka "$d/server.properties"
   fi
   deadline=$(( t0 + ${KUOTA_KAFKA_START_TIMEOUT:-180} ))
   until kafka__answers; do
@@ -172,14 +182,25 @@ kafka_up() {
   log "kafka: up after $(( $(date +%s) - t0 ))s"
 }
 
+# kafka__running PID: exists and is not a zombie (our daemons are orphans, and
+# the init here reaps them a second or two late; kill -0 succeeds on zombies)
+kafka__running() {
+  local st
+  st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null) && [ "${st%% *}" != Z ]
+}
+
 kafka_down() {
-  local f="$KUOTA_STACK_DIR/run/kafka.pid" pid i
+  local f="$KUOTA_STACK_DIR/run/kafka.pid" pid
   if pid_alive kafka; then
     pid=$(cat "$f")
     # a clean shutdown (controlled shutdown + log flush) avoids log recovery on the next start
     kill -TERM "$pid" 2>/dev/null || true
-    for i in $(seq 1 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$pid" 2>/dev/null && log "kafka: no clean exit within 60s, killing"
+    for _ in $(seq 1 600); do kafka__running "$pid" || break; sleep 0.1; done
+    if kafka__running "$pid"; then
+      log "kafka: no clean exit within 60s, killing"
+    else
+      rm -f "$f"
+    fi
   fi
   stop_pid kafka
   rm -f "$(kafka_dir)/version"

@@ -1,0 +1,102 @@
+# Redis for the local stack: Debian's redis-server binary, run by us with our
+# own config on 127.0.0.1 (the distribution's system service, if any, is left
+# alone; we never touch /etc/redis or the default port).
+#
+#   KUOTA_REDIS_PORT   default 16379
+#
+# State: $KUOTA_STACK_DIR/redis/{redis.conf,appendonlydir/}, log:
+# $KUOTA_STACK_DIR/logs/redis.log. Persistence is a small AOF (fsync every
+# second, no RDB snapshots) so data survives `stack down` / `stack up`.
+
+: "${KUOTA_REDIS_PORT:=16379}"
+
+redis_dir() { echo "$KUOTA_STACK_DIR/redis"; }
+
+redis_install() {
+  command -v redis-server >/dev/null && command -v redis-cli >/dev/null && return 0
+  apt_ensure redis-server
+  command -v redis-server >/dev/null || die "redis: redis-server still missing after apt-get"
+}
+
+redis__write_config() {
+  local d; d=$(redis_dir)
+  mkdir -p "$d"
+  cat >"$d/redis.conf.tmp" <<EOF
+# written by scripts/stack.d/redis.sh on every start; edits are overwritten
+bind 127.0.0.1
+port $KUOTA_REDIS_PORT
+protected-mode yes
+daemonize no
+supervised no
+logfile ""
+loglevel notice
+dir $d
+save ""
+appendonly yes
+appendfilename "appendonly.aof"
+appenddirname "appendonlydir"
+appendfsync everysec
+auto-aof-rewrite-percentage 100
+auto-aof-rewrite-min-size 16mb
+maxmemory 256mb
+maxmemory-policy noeviction
+databases 16
+EOF
+  mv "$d/redis.conf.tmp" "$d/redis.conf"
+}
+
+redis__answers() {
+  [ "$(redis-cli -h 127.0.0.1 -p "$KUOTA_REDIS_PORT" ping 2>/dev/null)" = PONG ]
+}
+
+redis_healthy() { pid_alive redis && redis__answers; }
+
+redis_up() {
+  local d logf t0 deadline
+  d=$(redis_dir); logf="$KUOTA_STACK_DIR/logs/redis.log"
+  t0=$(date +%s)
+  if ! pid_alive redis; then
+    port_open "$KUOTA_REDIS_PORT" \
+      && die "redis: port $KUOTA_REDIS_PORT is taken by a process this stack did not start"
+    redis__write_config
+    log "redis: starting $(redis__version) on 127.0.0.1:$KUOTA_REDIS_PORT"
+    start_bg redis "$logf" redis-server "$d/redis.conf"
+  fi
+  deadline=$(( t0 + 30 ))
+  until redis__answers; do
+    if ! pid_alive redis; then
+      tail -n 20 "$logf" >&2
+      die "redis: redis-server exited during startup (log: $logf)"
+    fi
+    [ "$(date +%s)" -lt "$deadline" ] || die "redis: not answering after 30s (log: $logf)"
+    sleep 0.2
+  done
+  log "redis: up after $(( $(date +%s) - t0 ))s"
+}
+
+redis_down() {
+  local f="$KUOTA_STACK_DIR/run/redis.pid" pid st=""
+  if pid_alive redis; then
+    pid=$(cat "$f")
+    # SIGTERM makes redis-server fsync the AOF and exit cleanly. Stop waiting
+    # once it is a zombie: the init here reaps orphans a second or two late.
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 100); do
+      st=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null) || break
+      [ "${st%% *}" = Z ] && break
+      sleep 0.1
+    done
+    [ "${st%% *}" = Z ] || [ ! -e "/proc/$pid" ] && rm -f "$f"
+  fi
+  stop_pid redis
+  log "redis: down"
+}
+
+redis_address() { echo "127.0.0.1:$KUOTA_REDIS_PORT"; }
+
+# "Redis server v=7.0.15 sha=..." -> 7.0.15
+redis__version() { redis-server --version 2>/dev/null | sed -n 's/.* v=\([^ ]*\).*/\1/p'; }
+
+redis_versions() { echo "redis $(redis__version) $(redis_address)"; }
+
+redis_env() { echo "export KUOTA_REDIS_URL=redis://$(redis_address)/0"; }
