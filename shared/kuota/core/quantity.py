@@ -18,7 +18,7 @@ from fractions import Fraction
 MILLI = 1000
 
 # Amounts above this (in milli-units) are rejected as absurd: 2**63 milli-units
-# is about 9.2e15 units, e.g. 8 EiB of memory; no quota or request is that big.
+# is about 9.2e15 units, e.g. 8 PiB of memory; no quota or request is that big.
 MAX_MILLI = 2**63 - 1
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
@@ -34,7 +34,9 @@ _DECIMAL = {
     "P": Fraction(10**15),
     "E": Fraction(10**18),
 }
-_RE = re.compile(r"^([+-]?)(\d+(?:\.\d*)?|\.\d+)(?:(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])|[eE]([+-]?\d+))?$")
+_RE = re.compile(
+    r"^([+-]?)(\d+(?:\.\d*)?|\.\d+)(?:(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])|[eE]([+-]?\d+))?$"
+)
 
 
 class QuantityError(ValueError):
@@ -81,7 +83,14 @@ def parse_quantity(value: object, *, allow_negative: bool = False) -> int:
     return result
 
 
-_BIN_OUT = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
+_BIN_OUT = (
+    ("Ei", 2**60),
+    ("Pi", 2**50),
+    ("Ti", 2**40),
+    ("Gi", 2**30),
+    ("Mi", 2**20),
+    ("Ki", 2**10),
+)
 
 
 def format_quantity(milli: int) -> str:

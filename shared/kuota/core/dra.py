@@ -1,0 +1,362 @@
+"""What one pod of a PodSet charges against quota, DRA devices included.
+
+Theory of operation: ``charge_podset`` turns a PodSet's per-pod requests plus
+its ResourceClaimTemplates into one per-pod resource vector, following Kueue's
+DRA integration (``pkg/dra`` in kubernetes-sigs/kueue):
+
+* Device counts: a request ``exactly{deviceClassName, count}`` whose DeviceClass
+  is in a ``deviceClassMappings`` entry without a counter source charges
+  ``count`` devices to that entry's ``name``. When the request carries CEL
+  selectors, enough devices must match them (and the class's selectors) in the
+  inventory, or the pod is not chargeable yet (``InsufficientDevices``); a
+  device taken by one request of the pod is not counted for another.
+* Counters (partitionable devices): a mapping with ``counter: {name, driver}``
+  charges the named counter that the matching devices consume
+  (``consumesCounters``), times ``count``. When matching devices consume
+  different amounts the largest is charged, as Kueue does: quota must cover
+  whichever device the scheduler picks. A whole 80 GiB GPU charges 80Gi, a
+  ``1g.10gb`` MIG partition 10Gi.
+* Extended resources: ``nvidia.com/gpu: 1`` where a DeviceClass declares that
+  ``extendedResourceName`` (or ``deviceclass.resource.kubernetes.io/<class>``)
+  is charged to the class's mapping instead, so both paths draw from one quota
+  and nothing is counted twice; an unmapped class keeps the original name.
+* Everything else passes through, minus ``excludeResourcePrefixes`` (applied to
+  the pod's own requests only, as Kueue does).
+
+What cannot be charged comes back as :class:`NotChargeable` with a CamelCase
+reason, a message naming the object, and ``retryable``: True when a change of
+cluster state (a slice, class or template appearing) can fix it by itself,
+False when someone has to change the workload, a template or the configuration.
+The first problem found wins, in claim, request and selector order.
+
+Results depend only on the arguments; the inventory caches CEL results per
+device and matches per generation, so the fold can call this once per
+(workload, inventory generation).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from kuota.api.types import ClaimRef, Configuration, DeviceClassMapping, PodSet
+from kuota.core.cel_env import CompiledSelector, SelectorError, compile_selector
+from kuota.core.dra_inventory import (
+    IMPLICIT_EXTENDED_RESOURCE_PREFIX,
+    DraInventory,
+    MatchError,
+    PoolDevice,
+)
+from kuota.core.dra_model import (
+    Device,
+    DeviceClass,
+    DeviceRequest,
+    ResourceClaimTemplate,
+    ResourceSlice,
+    parse_dra_object,
+)
+from kuota.core.quantity import MAX_MILLI, MILLI, format_quantity
+
+__all__ = [
+    "IMPLICIT_EXTENDED_RESOURCE_PREFIX",
+    "MAX_DEVICES_PER_REQUEST",
+    "Charge",
+    "Device",
+    "DeviceClass",
+    "DeviceRequest",
+    "DraInventory",
+    "NotChargeable",
+    "PoolDevice",
+    "Reason",
+    "ResourceClaimTemplate",
+    "ResourceSlice",
+    "charge_podset",
+    "parse_dra_object",
+]
+
+MAX_DEVICES_PER_REQUEST = 10_000
+
+
+class Reason:
+    """The closed set of NotChargeable reasons."""
+
+    UNSUPPORTED_CLAIM = "UnsupportedClaim"  # resourceClaimName, firstAvailable, All
+    UNKNOWN_RESOURCE_CLAIM_TEMPLATE = "UnknownResourceClaimTemplate"  # retryable
+    UNKNOWN_DEVICE_CLASS = "UnknownDeviceClass"  # retryable
+    DEVICE_CLASS_NOT_MAPPED = "DeviceClassNotMapped"
+    INVALID_CEL = "InvalidCEL"  # does not compile, errors on a device, or is not a bool
+    INSUFFICIENT_DEVICES = "InsufficientDevices"  # retryable
+    MISSING_COUNTER = "MissingCounter"  # retryable: matched devices consume no such counter
+    INVALID_REQUEST = "InvalidRequest"  # absurd counts, fractional devices, overflow
+
+
+@dataclass(frozen=True, slots=True)
+class Charge:
+    per_pod: tuple[tuple[str, int], ...]  # resource name -> milli-units, sorted by name
+
+
+@dataclass(frozen=True, slots=True)
+class NotChargeable:
+    reason: str  # one of Reason
+    message: str
+    retryable: bool
+
+
+def charge_podset(
+    *, inventory: DraInventory, config: Configuration, namespace: str, podset: PodSet
+) -> Charge | NotChargeable:
+    """The per-pod resource vector of ``podset`` in ``namespace`` (see module docstring)."""
+    charger = _Charger(inventory=inventory, config=config, namespace=namespace, podset=podset)
+    try:
+        return charger.run()
+    except _Stop as stop:
+        return stop.verdict
+
+
+def _q(text: str) -> str:
+    """Quote a name in a message the way Kubernetes messages do: "name"."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+class _Stop(Exception):
+    def __init__(self, reason: str, message: str, *, retryable: bool) -> None:
+        super().__init__(message)
+        self.verdict = NotChargeable(reason, message, retryable)
+
+
+@dataclass
+class _Charger:
+    inventory: DraInventory
+    config: Configuration
+    namespace: str
+    podset: PodSet
+    totals: dict[str, int] = field(default_factory=dict)
+    replaced: set[str] = field(default_factory=set)  # extended resources charged via DRA
+    taken: set[tuple[str, str]] = field(default_factory=set)  # (slice, device) counted once
+
+    def run(self) -> Charge:
+        for claim in self.podset.claims:
+            self._claim(claim)
+        for name, amount in self.podset.requests:
+            self._extended_resource(name, amount)
+        prefixes = self.config.exclude_resource_prefixes
+        for name, amount in self.podset.requests:
+            if name not in self.replaced and not name.startswith(prefixes):
+                self._add(name, amount, f"resource {_q(name)}")
+        return Charge(tuple(sorted(self.totals.items())))
+
+    # ------------------------------------------------------------------ claims
+
+    def _claim(self, claim: ClaimRef) -> None:
+        if claim.resource_claim_name:
+            raise _Stop(
+                Reason.UNSUPPORTED_CLAIM,
+                f"pod claim {_q(claim.name)} refers to ResourceClaim "
+                f"{self.namespace}/{claim.resource_claim_name} directly; only claims made "
+                "from a ResourceClaimTemplate are supported",
+                retryable=False,
+            )
+        name = claim.resource_claim_template_name
+        if not name:
+            return
+        template = self.inventory.claim_template(self.namespace, name)
+        if template is None:
+            raise _Stop(
+                Reason.UNKNOWN_RESOURCE_CLAIM_TEMPLATE,
+                f"ResourceClaimTemplate {self.namespace}/{name} (pod claim {_q(claim.name)}) "
+                "not found",
+                retryable=True,
+            )
+        for request in template.requests:
+            self._request(template, request)
+
+    def _request(self, template: ResourceClaimTemplate, request: DeviceRequest) -> None:
+        where = f"ResourceClaimTemplate {template.ref} request {_q(request.name)}"
+        exact = request.exactly
+        if request.first_available or exact is None:
+            raise _Stop(
+                Reason.UNSUPPORTED_CLAIM,
+                f"{where}: firstAvailable device selection is not supported",
+                retryable=False,
+            )
+        if exact.admin_access:
+            return  # admin access observes devices in use; Kueue charges it no quota
+        if exact.allocation_mode != "ExactCount":
+            raise _Stop(
+                Reason.UNSUPPORTED_CLAIM,
+                f"{where}: allocationMode {_q(exact.allocation_mode)} is not supported",
+                retryable=False,
+            )
+        count = self._device_count(where, exact.count)
+        request_selectors = self._compile(where, "selector", exact.selectors)
+        class_name = exact.device_class_name
+        mappings = self._mappings(class_name)
+        if not mappings:
+            raise _Stop(
+                Reason.DEVICE_CLASS_NOT_MAPPED,
+                f"{where}: DeviceClass {_q(class_name)} is not mapped to a quota resource in "
+                "deviceClassMappings",
+                retryable=False,
+            )
+        device_class = self.inventory.device_class(class_name)
+        if device_class is None:
+            raise _Stop(
+                Reason.UNKNOWN_DEVICE_CLASS,
+                f"{where}: DeviceClass {_q(class_name)} not found",
+                retryable=True,
+            )
+        selectors = self._class_selectors(where, device_class) + request_selectors
+        counters = [m for m in mappings if m.counter is not None]
+        if counters:
+            for mapping in counters:
+                self._charge_counter(where, device_class, selectors, mapping, count)
+            return
+        if request_selectors:
+            self._take_devices(where, device_class, selectors, count)
+        self._add(mappings[0].name, count * MILLI, where)
+
+    # ------------------------------------------------------------------ extended resources
+
+    def _extended_resource(self, name: str, amount: int) -> None:
+        device_class = self.inventory.device_class_for_extended_resource(name)
+        if device_class is None or amount <= 0:
+            return
+        self.replaced.add(name)
+        where = f"extended resource {_q(name)} (DeviceClass {_q(device_class.name)})"
+        if amount % MILLI:
+            raise _Stop(
+                Reason.INVALID_REQUEST,
+                f"{where}: quantity {format_quantity(amount)} is not a whole number of devices",
+                retryable=False,
+            )
+        count = self._device_count(where, amount // MILLI)
+        mappings = self._mappings(device_class.name)
+        counters = [m for m in mappings if m.counter is not None]
+        if counters:
+            selectors = self._class_selectors(where, device_class)
+            for mapping in counters:
+                self._charge_counter(where, device_class, selectors, mapping, count)
+        else:
+            self._add(mappings[0].name if mappings else name, amount, where)
+
+    # ------------------------------------------------------------------ devices
+
+    def _charge_counter(
+        self,
+        where: str,
+        device_class: DeviceClass,
+        selectors: tuple[tuple[str, CompiledSelector], ...],
+        mapping: DeviceClassMapping,
+        count: int,
+    ) -> None:
+        source = mapping.counter
+        assert source is not None
+        usage = self.inventory.counter_usage(
+            selectors=tuple(s for _, s in selectors), driver=source.driver, counter=source.name
+        )
+        if isinstance(usage, MatchError):
+            raise self._cel_failure(where, selectors, usage)
+        matched, largest = usage
+        of_driver = f" of driver {_q(source.driver)}" if source.driver else ""
+        if matched < count:
+            raise _Stop(
+                Reason.INSUFFICIENT_DEVICES,
+                f"{where}: {matched} device(s){of_driver} match DeviceClass "
+                f"{_q(device_class.name)} and the request's selectors, {count} requested",
+                retryable=True,
+            )
+        if largest is None:
+            raise _Stop(
+                Reason.MISSING_COUNTER,
+                f"{where}: no device{of_driver} matching DeviceClass {_q(device_class.name)} "
+                f"consumes counter {_q(source.name)} (quota resource {_q(mapping.name)})",
+                retryable=True,
+            )
+        self._add(mapping.name, largest * count, where)
+
+    def _take_devices(
+        self,
+        where: str,
+        device_class: DeviceClass,
+        selectors: tuple[tuple[str, CompiledSelector], ...],
+        count: int,
+    ) -> None:
+        matched = self.inventory.matching_devices(
+            selectors=tuple(s for _, s in selectors), driver=None
+        )
+        if isinstance(matched, MatchError):
+            raise self._cel_failure(where, selectors, matched)
+        free: list[PoolDevice] = []
+        for d in matched:
+            if (d.slice_name, d.device.name) not in self.taken:
+                free.append(d)
+                if len(free) == count:
+                    break
+        if len(free) < count:
+            raise _Stop(
+                Reason.INSUFFICIENT_DEVICES,
+                f"{where}: {len(free)} device(s) in the cluster match DeviceClass "
+                f"{_q(device_class.name)} and the request's selectors, {count} requested",
+                retryable=True,
+            )
+        self.taken.update((d.slice_name, d.device.name) for d in free)
+
+    @staticmethod
+    def _cel_failure(
+        where: str, selectors: tuple[tuple[str, CompiledSelector], ...], failure: MatchError
+    ) -> _Stop:
+        label = next(lbl for lbl, s in selectors if s.expression == failure.error.expression)
+        return _Stop(
+            Reason.INVALID_CEL,
+            f"{where}: {label} {_q(failure.error.expression)} failed on device "
+            f"{failure.device}: {failure.error.message}",
+            retryable=False,
+        )
+
+    # ------------------------------------------------------------------ helpers
+
+    def _mappings(self, class_name: str) -> tuple[DeviceClassMapping, ...]:
+        return tuple(
+            m for m in self.config.device_class_mappings if class_name in m.device_class_names
+        )
+
+    def _class_selectors(
+        self, where: str, device_class: DeviceClass
+    ) -> tuple[tuple[str, CompiledSelector], ...]:
+        label = f"DeviceClass {_q(device_class.name)} selector"
+        return self._compile(where, label, device_class.selectors)
+
+    def _compile(
+        self, where: str, label: str, expressions: tuple[str, ...]
+    ) -> tuple[tuple[str, CompiledSelector], ...]:
+        out = []
+        for i, expression in enumerate(expressions):
+            compiled = compile_selector(expression)
+            if isinstance(compiled, SelectorError):
+                raise _Stop(
+                    Reason.INVALID_CEL,
+                    f"{where}: {label} #{i} {_q(compiled.expression)}: {compiled.message}",
+                    retryable=False,
+                )
+            out.append((f"{label} #{i}", compiled))
+        return tuple(out)
+
+    def _device_count(self, where: str, count: int) -> int:
+        if count > MAX_DEVICES_PER_REQUEST:
+            raise _Stop(
+                Reason.INVALID_REQUEST,
+                f"{where}: {count} devices requested, more than the limit of "
+                f"{MAX_DEVICES_PER_REQUEST} per request",
+                retryable=False,
+            )
+        return count
+
+    def _add(self, name: str, amount: int, where: str) -> None:
+        total = self.totals.get(name, 0) + amount
+        if amount > MAX_MILLI or total > MAX_MILLI:
+            raise _Stop(
+                Reason.INVALID_REQUEST,
+                f"{where}: the per-pod total of {_q(name)} is absurdly large",
+                retryable=False,
+            )
+        self.totals[name] = total

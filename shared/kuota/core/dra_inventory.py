@@ -1,0 +1,381 @@
+"""The DRA inventory the fold keeps: DeviceClasses, ResourceSlices, ResourceClaimTemplates.
+
+Theory of operation: the fold feeds every observed DRA object to
+:meth:`DraInventory.upsert` / :meth:`DraInventory.delete`; each change bumps
+:attr:`DraInventory.generation`, so callers may cache what they computed from
+the inventory per generation. Reading devices follows the scheduler's rules for
+resource pools: slices are grouped by (driver, pool name); only the newest
+``pool.generation`` counts, and only when all ``resourceSliceCount`` slices of
+that generation are present. An incomplete pool is ignored until it completes
+(a driver is mid-update, and its devices are not all known yet).
+
+Contradictions make a pool unusable, as an invalid pool is for the scheduler:
+a slice naming a device or counter set that another slice of the same pool
+generation already names is rejected at upsert (a ValidationError, the slice is
+not stored, so its pool stays incomplete); a device consuming a counter that no
+counter set of the pool shares, or more of it than the set holds, makes the
+whole pool ignored when it is read (:meth:`DraInventory.ignored_pools` says why).
+
+CEL results are cached per (expression, device) in a :class:`DeviceEnv` per
+device, kept until that device's slice changes; device matches for a tuple of
+selectors are cached until the next generation. Every iteration is over sorted
+keys, so results never depend on the order objects arrived in beyond what the
+generation rules say.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from kuota.api.types import ObjectRef, ValidationError
+from kuota.core.cel_env import CompiledSelector, DeviceEnv, SelectorError, semver_value
+from kuota.core.dra_model import (
+    KINDS,
+    Device,
+    DeviceClass,
+    ResourceClaimTemplate,
+    ResourceSlice,
+    parse_dra_object,
+)
+
+IMPLICIT_EXTENDED_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
+
+
+@dataclass(frozen=True, slots=True)
+class PoolDevice:
+    """A device of a usable pool, with where it was published."""
+
+    driver: str
+    pool: str
+    slice_name: str
+    device: Device
+
+    def __str__(self) -> str:
+        return f"{self.driver}/{self.pool}/{self.device.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class MatchError:
+    """A selector failed while evaluating against ``device``."""
+
+    device: PoolDevice
+    error: SelectorError
+
+
+_Match = tuple[PoolDevice, ...] | MatchError
+_Usage = tuple[int, int | None] | MatchError  # (devices matched, largest consumption)
+
+
+class DraInventory:
+    """Mutable holder of the DRA objects, owned by the fold (see module docstring)."""
+
+    def __init__(self) -> None:
+        self._classes: dict[str, DeviceClass] = {}
+        self._templates: dict[tuple[str, str], ResourceClaimTemplate] = {}
+        self._slices: dict[str, ResourceSlice] = {}
+        self._generation = 0
+        self._pools: dict[tuple[str, str], dict[str, ResourceSlice]] = {}  # (driver, pool)
+        # Derived, rebuilt lazily: a view per pool (dropped when one of its slices
+        # changes), a DeviceEnv per device (dropped when its slice changes), and
+        # per-generation memos.
+        self._views: dict[tuple[str, str], _PoolView] = {}
+        self._envs: dict[str, dict[str, DeviceEnv]] = {}  # slice name -> device name -> env
+        self._usable: tuple[PoolDevice, ...] | None = None
+        self._matches: dict[tuple[tuple[str, ...], str | None], _Match] = {}
+        self._usage: dict[tuple[tuple[str, ...], str | None, str], _Usage] = {}
+        self._extended: dict[str, DeviceClass | None] = {}
+
+    # ------------------------------------------------------------------ changes
+
+    @staticmethod
+    def handles(kind: str) -> bool:
+        return kind in KINDS
+
+    @property
+    def generation(self) -> int:
+        return self._generation
+
+    def upsert(self, manifest: Mapping[str, object]) -> ValidationError | None:
+        """Store a DeviceClass, ResourceSlice or ResourceClaimTemplate.
+
+        An invalid object is reported and *replaces* what was stored under its
+        name: the cluster now holds that invalid object, not the old one."""
+        obj = parse_dra_object(manifest)
+        if isinstance(obj, ValidationError):
+            self._forget(obj.ref)
+            return obj
+        if isinstance(obj, DeviceClass):
+            if self._classes.get(obj.name) != obj:
+                self._classes[obj.name] = obj
+                self._changed(slices=False)
+        elif isinstance(obj, ResourceClaimTemplate):
+            key = (obj.namespace, obj.name)
+            if self._templates.get(key) != obj:
+                self._templates[key] = obj
+                self._changed(slices=False)
+        else:
+            conflict = self._conflict(obj)
+            if conflict is not None:
+                self._forget(conflict.ref)
+                return conflict
+            if self._slices.get(obj.name) != obj:
+                self._drop_slice(obj.name)
+                self._slices[obj.name] = obj
+                key = (obj.driver, obj.pool.name)
+                self._pools.setdefault(key, {})[obj.name] = obj
+                self._views.pop(key, None)
+                self._changed(slices=True)
+        return None
+
+    def delete(self, *, kind: str, name: str, namespace: str = "") -> None:
+        self._forget(ObjectRef(kind, name, namespace))
+
+    def _forget(self, ref: ObjectRef) -> None:
+        if ref.kind == "DeviceClass":
+            if self._classes.pop(ref.name, None) is not None:
+                self._changed(slices=False)
+        elif ref.kind == "ResourceClaimTemplate":
+            if self._templates.pop((ref.namespace, ref.name), None) is not None:
+                self._changed(slices=False)
+        elif ref.kind == "ResourceSlice" and self._drop_slice(ref.name):
+            self._changed(slices=True)
+
+    def _drop_slice(self, name: str) -> bool:
+        old = self._slices.pop(name, None)
+        if old is None:
+            return False
+        key = (old.driver, old.pool.name)
+        del self._pools[key][name]
+        if not self._pools[key]:
+            del self._pools[key]
+        self._views.pop(key, None)
+        self._envs.pop(name, None)
+        return True
+
+    def _changed(self, *, slices: bool) -> None:
+        self._generation += 1
+        self._matches.clear()
+        self._usage.clear()
+        self._extended.clear()
+        if slices:
+            self._usable = None
+
+    def _conflict(self, new: ResourceSlice) -> ValidationError | None:
+        """Device and counter-set names are unique within a pool generation."""
+        for other in sorted(self._slices.values(), key=lambda s: s.name):
+            if (
+                other.name == new.name
+                or other.driver != new.driver
+                or other.pool.name != new.pool.name
+                or other.pool.generation != new.pool.generation
+            ):
+                continue
+            where = (
+                f"of pool {new.pool.name!r} generation {new.pool.generation} "
+                f"is also published by ResourceSlice {other.name!r}"
+            )
+            ref = ObjectRef("ResourceSlice", new.name)
+            other_devices = {x.name for x in other.devices}
+            other_sets = {x.name for x in other.shared_counters}
+            for i, d in enumerate(new.devices):
+                if d.name in other_devices:
+                    return ValidationError(
+                        ref, f"spec.devices[{i}].name", f"device {d.name!r} {where}"
+                    )
+            for i, s in enumerate(new.shared_counters):
+                if s.name in other_sets:
+                    return ValidationError(
+                        ref, f"spec.sharedCounters[{i}].name", f"counter set {s.name!r} {where}"
+                    )
+        return None
+
+    # ------------------------------------------------------------------ reads
+
+    def device_class(self, name: str) -> DeviceClass | None:
+        return self._classes.get(name)
+
+    def claim_template(self, namespace: str, name: str) -> ResourceClaimTemplate | None:
+        return self._templates.get((namespace, name))
+
+    def device_class_for_extended_resource(self, resource: str) -> DeviceClass | None:
+        """The DeviceClass the scheduler uses for an extended resource request.
+
+        ``deviceclass.resource.kubernetes.io/<class>`` names a class directly.
+        Otherwise the classes whose ``extendedResourceName`` is ``resource``: the
+        one created last wins, ties go to the name that sorts first (the
+        documented rule of the DeviceClass API)."""
+        if resource in self._extended:
+            return self._extended[resource]
+        found: DeviceClass | None = None
+        if resource.startswith(IMPLICIT_EXTENDED_RESOURCE_PREFIX):
+            found = self._classes.get(resource.removeprefix(IMPLICIT_EXTENDED_RESOURCE_PREFIX))
+        else:
+            candidates = [c for c in self._classes.values() if c.extended_resource_name == resource]
+            if candidates:
+                newest = max(c.creation_timestamp for c in candidates)
+                found = min(
+                    (c for c in candidates if c.creation_timestamp == newest), key=lambda c: c.name
+                )
+        self._extended[resource] = found
+        return found
+
+    def usable_devices(self) -> tuple[PoolDevice, ...]:
+        """Devices of complete, consistent pools at their newest generation, sorted
+        by (driver, pool, slice name) and in slice order."""
+        if self._usable is None:
+            self._usable = tuple(d for key in sorted(self._pools) for d in self._view(key).devices)
+        return self._usable
+
+    def ignored_pools(self) -> tuple[tuple[str, str, str], ...]:
+        """(driver, pool, why) for every pool whose devices are not used."""
+        return tuple(
+            (*key, self._view(key).problem)
+            for key in sorted(self._pools)
+            if self._view(key).problem
+        )
+
+    def _view(self, key: tuple[str, str]) -> _PoolView:
+        view = self._views.get(key)
+        if view is None:
+            slices = sorted(self._pools[key].values(), key=lambda s: s.name)
+            newest = max(s.pool.generation for s in slices)
+            current = [s for s in slices if s.pool.generation == newest]
+            why = _pool_problem(current)
+            if why:
+                view = _PoolView((), f"generation {newest}: {why}")
+            else:
+                driver, pool = key
+                view = _PoolView(
+                    tuple(PoolDevice(driver, pool, s.name, d) for s in current for d in s.devices)
+                )
+            self._views[key] = view
+        return view
+
+    # ------------------------------------------------------------------ matching
+
+    def env(self, device: PoolDevice) -> DeviceEnv:
+        per_slice = self._envs.setdefault(device.slice_name, {})
+        env = per_slice.get(device.device.name)
+        if env is None:
+            d = device.device
+            attrs = [
+                (a.name, semver_value(str(a.value)) if a.kind == "version" else a.value)
+                for a in d.attributes
+            ]
+            env = DeviceEnv(
+                driver=device.driver,
+                attributes=attrs,
+                capacity=d.capacity,
+                allow_multiple_allocations=d.allow_multiple_allocations,
+            )
+            per_slice[device.device.name] = env
+        return env
+
+    def matching_devices(
+        self, *, selectors: tuple[CompiledSelector, ...], driver: str | None
+    ) -> tuple[PoolDevice, ...] | MatchError:
+        """Usable devices (of ``driver`` if given) for which every selector is true,
+        evaluated in order with short-circuit. The first runtime error, in device
+        order, aborts the whole match, as a CEL runtime error aborts allocation in
+        Kubernetes."""
+        key = (tuple(s.expression for s in selectors), driver)
+        cached = self._matches.get(key)
+        if cached is None:
+            found: list[PoolDevice] = []
+            for pool_key in sorted(self._pools):
+                if driver is not None and pool_key[0] != driver:
+                    continue
+                matched = self._pool_matches(pool_key, selectors)
+                if isinstance(matched, MatchError):
+                    cached = matched
+                    break
+                found.extend(matched)
+            else:
+                cached = tuple(found)
+            self._matches[key] = cached
+        return cached
+
+    def counter_usage(
+        self, *, selectors: tuple[CompiledSelector, ...], driver: str | None, counter: str
+    ) -> _Usage:
+        """How many usable devices match, and the most of ``counter`` any of them
+        consumes (``None`` if none consumes it)."""
+        key = (tuple(s.expression for s in selectors), driver, counter)
+        cached = self._usage.get(key)
+        if cached is None:
+            matched = self.matching_devices(selectors=selectors, driver=driver)
+            if isinstance(matched, MatchError):
+                cached = matched
+            else:
+                amounts = [
+                    amount
+                    for d in matched
+                    for use in d.device.consumes_counters
+                    for name, amount in use.counters
+                    if name == counter
+                ]
+                cached = (len(matched), max(amounts) if amounts else None)
+            self._usage[key] = cached
+        return cached
+
+    def _pool_matches(
+        self, key: tuple[str, str], selectors: tuple[CompiledSelector, ...]
+    ) -> tuple[PoolDevice, ...] | MatchError:
+        view = self._view(key)
+        exprs = tuple(s.expression for s in selectors)
+        cached = view.matches.get(exprs)
+        if cached is not None:
+            return cached
+        found: list[PoolDevice] = []
+        for device in view.devices:
+            env = self.env(device)
+            for selector in selectors:
+                verdict = env.matches(selector)
+                if isinstance(verdict, SelectorError):
+                    view.matches[exprs] = MatchError(device, verdict)
+                    return view.matches[exprs]
+                if not verdict:
+                    break
+            else:
+                found.append(device)
+        view.matches[exprs] = tuple(found)
+        return view.matches[exprs]
+
+
+@dataclass(slots=True)
+class _PoolView:
+    """What a pool contributes, derived from its slices; ``problem`` non-empty
+    means the pool is ignored."""
+
+    devices: tuple[PoolDevice, ...]
+    problem: str = ""
+    matches: dict[tuple[str, ...], tuple[PoolDevice, ...] | MatchError] = field(
+        default_factory=dict
+    )
+
+
+def _pool_problem(current: list[ResourceSlice]) -> str:
+    counts = sorted({s.pool.resource_slice_count for s in current})
+    if len(counts) != 1:
+        return f"slices disagree on resourceSliceCount ({', '.join(map(str, counts))})"
+    if len(current) != counts[0]:
+        return f"{len(current)} of {counts[0]} slices present"
+    shared = {cs.name: dict(cs.counters) for s in current for cs in s.shared_counters}
+    for s in current:
+        for d in s.devices:
+            for use in d.consumes_counters:
+                have = shared.get(use.counter_set)
+                for counter, amount in use.counters:
+                    if have is None or counter not in have:
+                        return (
+                            f"device {d.name!r} of ResourceSlice {s.name!r} consumes counter "
+                            f"{counter!r} of counter set {use.counter_set!r}, which the pool "
+                            "does not share"
+                        )
+                    if amount > have[counter]:
+                        return (
+                            f"device {d.name!r} of ResourceSlice {s.name!r} consumes more "
+                            f"{counter!r} than counter set {use.counter_set!r} shares"
+                        )
+    return ""

@@ -1,0 +1,378 @@
+"""The DRA objects kuota reads, and how manifests become them.
+
+Theory of operation: three ``resource.k8s.io`` kinds matter for quota —
+DeviceClass (which devices a class means, and its extended resource name),
+ResourceSlice (the devices a driver publishes, with attributes, capacity and
+the shared counters partitions consume) and ResourceClaimTemplate (what a pod
+asks for). ``parse_dra_object`` turns a manifest into a frozen dataclass or a
+``ValidationError`` naming the first bad field. It reads ``resource.k8s.io/v1``
+and the beta shapes where they differ cheaply: v1beta1 requests have no
+``exactly`` wrapper and v1beta1 devices wrap their fields in ``basic``.
+
+Amounts are milli-units (``kuota.core.quantity``); collections are tuples in
+manifest order (maps are sorted by key) so nothing depends on dict order.
+Checks here are the ones one object can answer on its own, as the apiserver's
+validation would: types, required fields, unique names, a device consuming a
+counter beyond what a counter set in the same slice shares. Checks that need
+the rest of the pool live in ``kuota.core.dra``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from kuota.api.types import ObjectRef, ValidationError
+from kuota.core.cel_env import parse_semver
+from kuota.core.quantity import QuantityError, parse_quantity
+
+API_GROUP = "resource.k8s.io"
+API_VERSIONS = ("v1", "v1beta1", "v1beta2")
+_API_VERSIONS = frozenset(f"{API_GROUP}/{v}" for v in API_VERSIONS)
+KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaimTemplate")
+
+AttributeKind = Literal["int", "bool", "string", "version"]
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceAttribute:
+    name: str  # as published: "profile" or "gpu.nvidia.com/profile"
+    kind: AttributeKind
+    value: int | bool | str
+
+
+@dataclass(frozen=True, slots=True)
+class CounterConsumption:
+    counter_set: str
+    counters: tuple[tuple[str, int], ...]  # counter name -> milli-units, sorted
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    name: str
+    attributes: tuple[DeviceAttribute, ...] = ()  # sorted by name
+    capacity: tuple[tuple[str, int], ...] = ()  # qualified name -> milli-units, sorted
+    consumes_counters: tuple[CounterConsumption, ...] = ()
+    allow_multiple_allocations: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CounterSet:
+    name: str
+    counters: tuple[tuple[str, int], ...]  # counter name -> milli-units, sorted
+
+
+@dataclass(frozen=True, slots=True)
+class ResourcePool:
+    name: str
+    generation: int
+    resource_slice_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceSlice:
+    name: str
+    driver: str
+    pool: ResourcePool
+    node_name: str | None = None
+    shared_counters: tuple[CounterSet, ...] = ()
+    devices: tuple[Device, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceClass:
+    name: str
+    selectors: tuple[str, ...] = ()  # CEL expressions, all must match
+    extended_resource_name: str | None = None
+    creation_timestamp: str = ""  # RFC 3339 as written by the apiserver; "" if unknown
+
+
+@dataclass(frozen=True, slots=True)
+class ExactDeviceRequest:
+    device_class_name: str
+    count: int = 1
+    allocation_mode: str = "ExactCount"  # ExactCount | All
+    selectors: tuple[str, ...] = ()  # CEL expressions
+    admin_access: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRequest:
+    name: str
+    exactly: ExactDeviceRequest | None = None
+    first_available: tuple[str, ...] = ()  # subrequest names; kuota does not charge these
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceClaimTemplate:
+    namespace: str
+    name: str
+    requests: tuple[DeviceRequest, ...] = ()
+
+    @property
+    def ref(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+DraObject = DeviceClass | ResourceSlice | ResourceClaimTemplate
+
+
+class _Invalid(Exception):
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+# --------------------------------------------------------------------------- readers
+
+
+def _map(raw: object, field: str, *, required: bool = False) -> Mapping[str, object]:
+    if raw is None:
+        if required:
+            raise _Invalid(field, "required")
+        return {}
+    if not isinstance(raw, Mapping) or not all(isinstance(k, str) for k in raw):
+        raise _Invalid(field, f"must be an object, not {type(raw).__name__}")
+    return raw
+
+
+def _list(raw: object, field: str) -> list[object]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list | tuple):
+        raise _Invalid(field, f"must be a list, not {type(raw).__name__}")
+    return list(raw)
+
+
+def _str(raw: object, field: str, *, required: bool = True) -> str:
+    if raw is None or raw == "":
+        if required:
+            raise _Invalid(field, "required")
+        return ""
+    if not isinstance(raw, str):
+        raise _Invalid(field, f"must be a string, not {type(raw).__name__}")
+    return raw
+
+
+def _int(raw: object, field: str, *, default: int | None = None, minimum: int = 0) -> int:
+    if raw is None and default is not None:
+        return default
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        raise _Invalid(field, f"must be an integer, not {type(raw).__name__}")
+    if raw < minimum:
+        raise _Invalid(field, f"must be at least {minimum}, not {raw}")
+    if raw >= 2**63:
+        raise _Invalid(field, f"{raw} does not fit in 64 bits")
+    return raw
+
+
+def _bool(raw: object, field: str) -> bool:
+    if raw is None:
+        return False
+    if not isinstance(raw, bool):
+        raise _Invalid(field, f"must be a boolean, not {type(raw).__name__}")
+    return raw
+
+
+def _quantity(raw: object, field: str) -> int:
+    # Kubernetes wraps amounts as {value: <quantity>}; a bare quantity is accepted too.
+    if isinstance(raw, Mapping):
+        raw = raw.get("value")
+        field = f"{field}.value"
+    if raw is None:
+        raise _Invalid(field, "required")
+    try:
+        return parse_quantity(raw)
+    except QuantityError as exc:
+        raise _Invalid(field, str(exc)) from None
+
+
+def _amounts(raw: object, field: str) -> tuple[tuple[str, int], ...]:
+    m = _map(raw, field)
+    return tuple(sorted((k, _quantity(v, f"{field}[{k}]")) for k, v in m.items()))
+
+
+# --------------------------------------------------------------------------- parse
+
+
+def parse_dra_object(manifest: Mapping[str, object]) -> DraObject | ValidationError:
+    """Read a DeviceClass, ResourceSlice or ResourceClaimTemplate manifest."""
+    kind = manifest.get("kind") if isinstance(manifest, Mapping) else None
+    meta = manifest.get("metadata") if isinstance(manifest, Mapping) else None
+    meta = meta if isinstance(meta, Mapping) else {}
+    name = meta.get("name") if isinstance(meta.get("name"), str) else ""
+    namespace = meta.get("namespace") if isinstance(meta.get("namespace"), str) else ""
+    ref = ObjectRef(str(kind), str(name), str(namespace) if kind == "ResourceClaimTemplate" else "")
+    try:
+        if kind not in KINDS:
+            raise _Invalid("kind", f"{kind!r} is not one of {', '.join(KINDS)}")
+        api_version = manifest.get("apiVersion")
+        if api_version is not None and (
+            not isinstance(api_version, str) or api_version not in _API_VERSIONS
+        ):
+            raise _Invalid("apiVersion", f"{api_version!r} is not a version kuota reads")
+        _str(meta.get("name"), "metadata.name")
+        spec = _map(manifest.get("spec"), "spec", required=kind != "DeviceClass")
+        if kind == "DeviceClass":
+            return _device_class(str(name), meta, spec)
+        if kind == "ResourceSlice":
+            return _resource_slice(str(name), spec)
+        _str(meta.get("namespace"), "metadata.namespace")
+        return _claim_template(str(namespace), str(name), spec)
+    except _Invalid as exc:
+        return ValidationError(ref, exc.field, exc.message)
+
+
+def _device_class(name: str, meta: Mapping[str, object], spec: Mapping[str, object]) -> DeviceClass:
+    selectors = _selectors(spec.get("selectors"), "spec.selectors")
+    ext = _str(spec.get("extendedResourceName"), "spec.extendedResourceName", required=False)
+    created = _str(meta.get("creationTimestamp"), "metadata.creationTimestamp", required=False)
+    return DeviceClass(name, selectors, ext or None, created)
+
+
+def _selectors(raw: object, field: str) -> tuple[str, ...]:
+    out = []
+    for i, sel in enumerate(_list(raw, field)):
+        f = f"{field}[{i}]"
+        cel = _map(_map(sel, f).get("cel"), f"{f}.cel", required=True)
+        out.append(_str(cel.get("expression"), f"{f}.cel.expression"))
+    return tuple(out)
+
+
+def _resource_slice(name: str, spec: Mapping[str, object]) -> ResourceSlice:
+    driver = _str(spec.get("driver"), "spec.driver")
+    pool_raw = _map(spec.get("pool"), "spec.pool", required=True)
+    pool = ResourcePool(
+        _str(pool_raw.get("name"), "spec.pool.name"),
+        _int(pool_raw.get("generation"), "spec.pool.generation", default=0),
+        _int(pool_raw.get("resourceSliceCount"), "spec.pool.resourceSliceCount", minimum=1),
+    )
+    node_name = _str(spec.get("nodeName"), "spec.nodeName", required=False) or None
+
+    sets: list[CounterSet] = []
+    for i, raw in enumerate(_list(spec.get("sharedCounters"), "spec.sharedCounters")):
+        f = f"spec.sharedCounters[{i}]"
+        cs = _map(raw, f)
+        set_name = _str(cs.get("name"), f"{f}.name")
+        if any(s.name == set_name for s in sets):
+            raise _Invalid(f"{f}.name", f"duplicate counter set {set_name!r}")
+        sets.append(CounterSet(set_name, _amounts(cs.get("counters"), f"{f}.counters")))
+
+    devices: list[Device] = []
+    for i, raw in enumerate(_list(spec.get("devices"), "spec.devices")):
+        device = _device(raw, f"spec.devices[{i}]")
+        if any(d.name == device.name for d in devices):
+            raise _Invalid(f"spec.devices[{i}].name", f"duplicate device {device.name!r}")
+        _check_consumption(device, sets, f"spec.devices[{i}]")
+        devices.append(device)
+    return ResourceSlice(name, driver, pool, node_name, tuple(sets), tuple(devices))
+
+
+def _device(raw: object, field: str) -> Device:
+    d = _map(raw, field)
+    name = _str(d.get("name"), f"{field}.name")
+    body, bfield = d, field
+    if "basic" in d:  # v1beta1
+        body, bfield = _map(d.get("basic"), f"{field}.basic"), f"{field}.basic"
+    attrs = []
+    for key, value in sorted(_map(body.get("attributes"), f"{bfield}.attributes").items()):
+        attrs.append(_attribute(key, value, f"{bfield}.attributes[{key}]"))
+    capacity = _amounts(body.get("capacity"), f"{bfield}.capacity")
+    consumes = []
+    for j, raw_c in enumerate(_list(body.get("consumesCounters"), f"{bfield}.consumesCounters")):
+        f = f"{bfield}.consumesCounters[{j}]"
+        c = _map(raw_c, f)
+        consumes.append(
+            CounterConsumption(
+                _str(c.get("counterSet"), f"{f}.counterSet"),
+                _amounts(c.get("counters"), f"{f}.counters"),
+            )
+        )
+    multi = _bool(body.get("allowMultipleAllocations"), f"{bfield}.allowMultipleAllocations")
+    return Device(name, tuple(attrs), capacity, tuple(consumes), multi)
+
+
+def _attribute(key: str, raw: object, field: str) -> DeviceAttribute:
+    if not key or key.count("/") > 1 or key.startswith("/") or key.endswith("/"):
+        raise _Invalid(field, f"{key!r} is not a qualified name (domain/name or name)")
+    a = _map(raw, field)
+    present = [k for k in ("int", "bool", "string", "version") if a.get(k) is not None]
+    if len(present) != 1:
+        raise _Invalid(field, "exactly one of int, bool, string, version must be set")
+    kind = present[0]
+    value = a[kind]
+    if kind == "int":
+        return DeviceAttribute(key, "int", _int(value, f"{field}.int", minimum=-(2**63)))
+    if kind == "bool":
+        return DeviceAttribute(key, "bool", _bool(value, f"{field}.bool"))
+    text = _str(value, f"{field}.{kind}", required=kind == "version")
+    if kind == "version":
+        if parse_semver(text) is None:
+            raise _Invalid(f"{field}.version", f"{text!r} is not a semantic version")
+        return DeviceAttribute(key, "version", text)
+    return DeviceAttribute(key, "string", text)
+
+
+def _check_consumption(device: Device, sets: list[CounterSet], field: str) -> None:
+    """A device may not consume more of a counter than a same-slice set shares.
+    Sets published in another slice of the pool are checked when the pool is read."""
+    by_name = {s.name: dict(s.counters) for s in sets}
+    for j, use in enumerate(device.consumes_counters):
+        shared = by_name.get(use.counter_set)
+        if shared is None:
+            continue
+        for counter, amount in use.counters:
+            f = f"{field}.consumesCounters[{j}].counters[{counter}]"
+            if counter not in shared:
+                raise _Invalid(f, f"counter set {use.counter_set!r} has no counter {counter!r}")
+            if amount > shared[counter]:
+                raise _Invalid(
+                    f,
+                    f"device {device.name!r} consumes more than counter set "
+                    f"{use.counter_set!r} shares",
+                )
+
+
+def _claim_template(namespace: str, name: str, spec: Mapping[str, object]) -> ResourceClaimTemplate:
+    inner = _map(spec.get("spec"), "spec.spec")
+    devices = _map(inner.get("devices"), "spec.spec.devices")
+    requests: list[DeviceRequest] = []
+    for i, raw in enumerate(_list(devices.get("requests"), "spec.spec.devices.requests")):
+        f = f"spec.spec.devices.requests[{i}]"
+        r = _map(raw, f)
+        req_name = _str(r.get("name"), f"{f}.name")
+        if any(q.name == req_name for q in requests):
+            raise _Invalid(f"{f}.name", f"duplicate request {req_name!r}")
+        first = tuple(
+            _str(_map(sub, f"{f}.firstAvailable[{j}]").get("name"), f"{f}.firstAvailable[{j}].name")
+            for j, sub in enumerate(_list(r.get("firstAvailable"), f"{f}.firstAvailable"))
+        )
+        exactly = None
+        if "exactly" in r:
+            exactly = _exact(_map(r.get("exactly"), f"{f}.exactly", required=True), f"{f}.exactly")
+        elif "deviceClassName" in r:  # v1beta1: the exact fields sit on the request
+            exactly = _exact(r, f)
+        if exactly is None and not first:
+            raise _Invalid(f, "one of exactly or firstAvailable must be set")
+        if exactly is not None and first:
+            raise _Invalid(f, "exactly and firstAvailable are mutually exclusive")
+        requests.append(DeviceRequest(req_name, exactly, first))
+    return ResourceClaimTemplate(namespace, name, tuple(requests))
+
+
+def _exact(r: Mapping[str, object], field: str) -> ExactDeviceRequest:
+    mode = _str(r.get("allocationMode"), f"{field}.allocationMode", required=False) or "ExactCount"
+    if mode not in ("ExactCount", "All"):
+        raise _Invalid(f"{field}.allocationMode", f"{mode!r} is not ExactCount or All")
+    if mode == "All" and r.get("count") is not None:
+        raise _Invalid(f"{field}.count", "must not be set when allocationMode is All")
+    count = _int(r.get("count"), f"{field}.count", default=1, minimum=1)
+    return ExactDeviceRequest(
+        _str(r.get("deviceClassName"), f"{field}.deviceClassName"),
+        count,
+        mode,
+        _selectors(r.get("selectors"), f"{field}.selectors"),
+        _bool(r.get("adminAccess"), f"{field}.adminAccess"),
+    )

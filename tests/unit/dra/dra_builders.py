@@ -1,0 +1,278 @@
+"""Small fluent builders for DRA manifests, configurations and pod sets.
+
+slice_("node-0").counters("gpu-0-cs", memory="80Gi")
+    .device("gpu-0", type="gpu", productName="A100", consumes={"memory": "80Gi"})
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kuota.api.types import (
+    ClaimRef,
+    Configuration,
+    CounterSource,
+    DeviceClassMapping,
+    PodSet,
+)
+from kuota.core.dra import DraInventory
+from kuota.core.quantity import parse_quantity
+
+GPU_DRIVER = "gpu.nvidia.com"
+
+
+@dataclass(frozen=True)
+class Version:
+    """A version attribute value (as opposed to a string)."""
+
+    text: str
+
+
+def _attribute(value: object) -> dict[str, object]:
+    if isinstance(value, Version):
+        return {"version": value.text}
+    if isinstance(value, bool):
+        return {"bool": value}
+    if isinstance(value, int):
+        return {"int": value}
+    return {"string": value}
+
+
+class SliceBuilder:
+    def __init__(
+        self,
+        name: str,
+        *,
+        driver: str = GPU_DRIVER,
+        pool: str | None = None,
+        generation: int = 0,
+        slices: int = 1,
+        node: str | None = None,
+    ) -> None:
+        self.name = name
+        self.driver = driver
+        self.pool = pool or name
+        self.generation = generation
+        self.slices = slices
+        self.node = node if node is not None else name
+        self._counters: list[dict[str, Any]] = []
+        self._devices: list[dict[str, Any]] = []
+
+    def counters(self, set_name: str, **counters: str) -> SliceBuilder:
+        self._counters.append(
+            {"name": set_name, "counters": {k: {"value": v} for k, v in counters.items()}}
+        )
+        return self
+
+    def device(
+        self,
+        name: str,
+        *,
+        consumes: dict[str, str] | None = None,
+        counter_set: str | None = None,
+        capacity: dict[str, str] | None = None,
+        attrs: dict[str, object] | None = None,
+        **short_attrs: object,
+    ) -> SliceBuilder:
+        """``short_attrs`` are in the driver's domain; ``attrs`` take qualified names."""
+        device: dict[str, Any] = {"name": name}
+        attributes = {k: _attribute(v) for k, v in {**short_attrs, **(attrs or {})}.items()}
+        if attributes:
+            device["attributes"] = attributes
+        if capacity:
+            device["capacity"] = {k: {"value": v} for k, v in capacity.items()}
+        if consumes:
+            cs = counter_set or self._counters[-1]["name"]
+            device["consumesCounters"] = [
+                {"counterSet": cs, "counters": {k: {"value": v} for k, v in consumes.items()}}
+            ]
+        self._devices.append(device)
+        return self
+
+    def build(self) -> dict[str, Any]:
+        spec: dict[str, Any] = {
+            "driver": self.driver,
+            "pool": {
+                "name": self.pool,
+                "generation": self.generation,
+                "resourceSliceCount": self.slices,
+            },
+            "nodeName": self.node,
+            "devices": self._devices,
+        }
+        if self._counters:
+            spec["sharedCounters"] = self._counters
+        return {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": self.name},
+            "spec": spec,
+        }
+
+
+def slice_(name: str, **kwargs: Any) -> SliceBuilder:
+    return SliceBuilder(name, **kwargs)
+
+
+def device_class(
+    name: str, *selectors: str, extended: str | None = None, created: str | None = None
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"selectors": [{"cel": {"expression": s}} for s in selectors]}
+    if extended:
+        spec["extendedResourceName"] = extended
+    meta: dict[str, Any] = {"name": name}
+    if created:
+        meta["creationTimestamp"] = created
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": meta,
+        "spec": spec,
+    }
+
+
+class TemplateBuilder:
+    def __init__(self, name: str, namespace: str) -> None:
+        self.name = name
+        self.namespace = namespace
+        self._requests: list[dict[str, Any]] = []
+
+    def request(
+        self,
+        name: str,
+        device_class_name: str,
+        *selectors: str,
+        count: int | None = 1,
+        mode: str | None = None,
+        admin: bool = False,
+    ) -> TemplateBuilder:
+        exactly: dict[str, Any] = {"deviceClassName": device_class_name}
+        if count is not None:
+            exactly["count"] = count
+        if mode:
+            exactly["allocationMode"] = mode
+        if selectors:
+            exactly["selectors"] = [{"cel": {"expression": s}} for s in selectors]
+        if admin:
+            exactly["adminAccess"] = True
+        self._requests.append({"name": name, "exactly": exactly})
+        return self
+
+    def first_available(self, name: str, *device_class_names: str) -> TemplateBuilder:
+        subs = [
+            {"name": f"sub-{i}", "deviceClassName": c} for i, c in enumerate(device_class_names)
+        ]
+        self._requests.append({"name": name, "firstAvailable": subs})
+        return self
+
+    def build(self) -> dict[str, Any]:
+        return {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": self.name, "namespace": self.namespace},
+            "spec": {"spec": {"devices": {"requests": self._requests}}},
+        }
+
+
+def template(name: str, namespace: str = "team-a") -> TemplateBuilder:
+    return TemplateBuilder(name, namespace)
+
+
+def mapping(
+    name: str, *classes: str, counter: str | None = None, driver: str | None = GPU_DRIVER
+) -> DeviceClassMapping:
+    source = CounterSource(counter, driver) if counter else None
+    return DeviceClassMapping(name, tuple(classes), source)
+
+
+def config(*mappings: DeviceClassMapping, exclude: tuple[str, ...] = ()) -> Configuration:
+    return Configuration(device_class_mappings=mappings, exclude_resource_prefixes=exclude)
+
+
+def podset(
+    requests: dict[str, str] | None = None,
+    *templates: str,
+    claim_names: tuple[str, ...] = (),
+    count: int = 1,
+) -> PodSet:
+    """``templates`` become pod claims ``claim-<i>``; ``claim_names`` direct ResourceClaims."""
+    reqs = tuple(sorted((k, parse_quantity(v)) for k, v in (requests or {}).items()))
+    claims = tuple(
+        ClaimRef(f"claim-{i}", resource_claim_template_name=t) for i, t in enumerate(templates)
+    )
+    claims += tuple(
+        ClaimRef(f"direct-{i}", resource_claim_name=n) for i, n in enumerate(claim_names)
+    )
+    return PodSet("main", count, reqs, claims)
+
+
+def inventory(*manifests: dict[str, Any]) -> DraInventory:
+    inv = DraInventory()
+    for m in manifests:
+        err = inv.upsert(m)
+        assert err is None, err
+    return inv
+
+
+def milli(q: str) -> int:
+    return parse_quantity(q)
+
+
+# --------------------------------------------------------------------------- article 000
+
+GPU_CLASS = device_class(
+    "gpu.nvidia.com",
+    "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'",
+)
+MIG_CLASS = device_class(
+    "mig.nvidia.com",
+    "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'",
+)
+SINGLE_GPU = (
+    template("single-gpu")
+    .request("gpu", "gpu.nvidia.com", "device.attributes['gpu.nvidia.com'].productName == 'A100'")
+    .build()
+)
+GPU_PARTITION = (
+    template("gpu-partition")
+    .request("gpu", "mig.nvidia.com", "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'")
+    .build()
+)
+# The article's two configurations.
+WHOLE_DEVICES = config(mapping("nvidia-gpu", "gpu.nvidia.com"))
+GPU_MEMORY = config(
+    mapping("gpu-memory", "gpu.nvidia.com", "mig.nvidia.com", counter="memory", driver=GPU_DRIVER)
+)
+
+
+def a100_node(name: str = "node-a100") -> SliceBuilder:
+    """One A100 80GB, whole, publishing its 80Gi memory counter."""
+    return (
+        slice_(name)
+        .counters("gpu-0-cs", memory="80Gi")
+        .device("gpu-0", type="gpu", productName="A100", consumes={"memory": "80Gi"})
+    )
+
+
+def h100_mig_node(name: str = "node-h100", partitions: int = 7) -> SliceBuilder:
+    """An H100 80GB as a whole device plus seven 1g.10gb MIG partitions, all
+    drawing on one 80Gi memory counter set."""
+    b = (
+        slice_(name)
+        .counters("gpu-0-cs", memory="80Gi")
+        .device("gpu-0", type="gpu", productName="H100", consumes={"memory": "80Gi"})
+    )
+    for i in range(partitions):
+        b.device(
+            f"gpu-0-mig-1g10gb-{i}",
+            type="mig",
+            productName="H100",
+            profile="1g.10gb",
+            consumes={"memory": "10Gi"},
+        )
+    return b
+
+
+A100_SELECTOR = "device.attributes['gpu.nvidia.com'].productName == 'A100'"
+ARTICLE_MANIFESTS = (GPU_CLASS, MIG_CLASS, SINGLE_GPU, GPU_PARTITION)
