@@ -1,0 +1,270 @@
+"""A ``batch/v1`` Job as the ``WorkloadSpec`` kuota admits.
+
+Theory of operation: Kueue turns a Job into a Workload with one PodSet
+``main``; kuota does the same, reading only what quota, flavor assignment and
+ordering need:
+
+- the Job is ours only with the label ``kueue.x-k8s.io/queue-name``
+  (otherwise ``None``); ``kueue.x-k8s.io/priority-class`` names its
+  WorkloadPriorityClass;
+- ``creation_seconds``: annotation ``kuota.dev/created-at`` (seconds), else
+  ``metadata.creationTimestamp`` (RFC 3339, parsed, never compared with a
+  clock), else the event time ``at``;
+- pods: ``parallelism`` (default 1, at most ``MAX_PODS``) capped by
+  ``completions``, as Kueue's ``podsCount``;
+- per-pod requests as Kubernetes' ``PodRequests`` computes them: a resource
+  with only a limit requests its limit; containers are summed; a restartable
+  init container (``restartPolicy: Always``, a sidecar) adds to that sum and
+  runs beside every later init container; the result is the maximum of the
+  sum and the peak of the init phase, plus ``overhead``. Zero requests are
+  kept (Kueue skips them only for resources the ClusterQueue does not cover);
+- DRA claims from ``resourceClaims`` (template or claim name), the node
+  selector, required node affinity (``matchExpressions``; ``matchFields`` are
+  not read) and tolerations, for flavor matching;
+- ``active`` is false only with annotation ``kuota.dev/active: "false"``
+  (``spec.suspend`` is Kueue's lever, not the user's intent).
+"""
+
+from __future__ import annotations
+
+import math
+
+from kuota.api.duration import DurationError, parse_rfc3339
+from kuota.api.fields import (
+    INT32_MAX,
+    FieldError,
+    Raw,
+    child,
+    dns1123_label,
+    dns1123_subdomain,
+    enum,
+    index,
+    integer,
+    keyed,
+    mapping,
+    meta_of,
+    object_name,
+    object_namespace,
+    qualified_name,
+    quantity,
+    requirement,
+    seq,
+    spec_of,
+    string,
+    string_map,
+    tolerations,
+)
+from kuota.api.types import ClaimRef, NodeSelectorTerm, PodSet, WorkloadSpec
+
+QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+CREATED_AT_ANNOTATION = "kuota.dev/created-at"
+ACTIVE_ANNOTATION = "kuota.dev/active"
+MAX_PODS = 100_000  # parallelism beyond this is a typo, not a workload
+
+
+def _resource_list(value: object, field: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for key, amount in mapping(value, field).items():
+        path = keyed(field, str(key))
+        out[qualified_name(key, path)] = quantity(amount, path)
+    return out
+
+
+def _container_requests(value: object, field: str) -> dict[str, int]:
+    raw = mapping(value, field, required=True)
+    rpath = child(field, "resources")
+    resources = mapping(raw.get("resources"), rpath)
+    requests = _resource_list(resources.get("requests"), child(rpath, "requests"))
+    limits = _resource_list(resources.get("limits"), child(rpath, "limits"))
+    for name, limit in limits.items():
+        requested = requests.setdefault(name, limit)  # Kubernetes defaults requests to limits
+        if requested > limit:
+            raise FieldError(
+                keyed(child(rpath, "requests"), name), "must be less than or equal to its limit"
+            )
+    return requests
+
+
+def _add(total: dict[str, int], more: dict[str, int]) -> None:
+    for name, amount in more.items():
+        total[name] = total.get(name, 0) + amount
+
+
+def _maximize(total: dict[str, int], other: dict[str, int]) -> None:
+    for name, amount in other.items():
+        total[name] = max(total.get(name, 0), amount)
+
+
+def _pod_requests(pod: Raw, field: str) -> tuple[tuple[str, int], ...]:
+    cpath = child(field, "containers")
+    containers = seq(pod.get("containers"), cpath)
+    if not containers:
+        raise FieldError(cpath, "required: a pod has at least one container")
+    total: dict[str, int] = {}
+    for i, c in enumerate(containers):
+        _add(total, _container_requests(c, index(cpath, i)))
+    ipath = child(field, "initContainers")
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
+    for i, c in enumerate(seq(pod.get("initContainers"), ipath)):
+        path = index(ipath, i)
+        requests = _container_requests(c, path)
+        policy = enum(
+            mapping(c, path).get("restartPolicy"),
+            child(path, "restartPolicy"),
+            ("Always",),
+            default="",
+        )
+        if policy == "Always":  # a sidecar runs for the pod's whole life
+            _add(total, requests)
+            _add(sidecars, requests)
+            _maximize(init_peak, sidecars)
+        else:  # runs alone, next to the sidecars started before it
+            running = dict(sidecars)
+            _add(running, requests)
+            _maximize(init_peak, running)
+    _maximize(total, init_peak)
+    _add(total, _resource_list(pod.get("overhead"), child(field, "overhead")))
+    return tuple(sorted(total.items()))
+
+
+def _claims(value: object, field: str) -> tuple[ClaimRef, ...]:
+    claims: list[ClaimRef] = []
+    for i, item in enumerate(seq(value, field)):
+        path = index(field, i)
+        raw = mapping(item, path, required=True)
+        name = dns1123_label(raw.get("name"), child(path, "name"))
+        if any(c.name == name for c in claims):
+            raise FieldError(child(path, "name"), f"duplicate claim name {name!r}")
+        template = raw.get("resourceClaimTemplateName")
+        claim = raw.get("resourceClaimName")
+        if (template is None) == (claim is None):
+            raise FieldError(
+                path, "must set exactly one of resourceClaimName and resourceClaimTemplateName"
+            )
+        claims.append(
+            ClaimRef(
+                name=name,
+                resource_claim_template_name=None
+                if template is None
+                else dns1123_subdomain(template, child(path, "resourceClaimTemplateName")),
+                resource_claim_name=None
+                if claim is None
+                else dns1123_subdomain(claim, child(path, "resourceClaimName")),
+            )
+        )
+    return tuple(claims)
+
+
+def _required_affinity(pod: Raw, field: str) -> tuple[NodeSelectorTerm, ...]:
+    apath = child(field, "affinity")
+    npath = child(apath, "nodeAffinity")
+    rpath = child(npath, "requiredDuringSchedulingIgnoredDuringExecution")
+    node_affinity = mapping(mapping(pod.get("affinity"), apath).get("nodeAffinity"), npath)
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if required is None:
+        return ()
+    tpath = child(rpath, "nodeSelectorTerms")
+    items = seq(mapping(required, rpath).get("nodeSelectorTerms"), tpath)
+    if not items:
+        raise FieldError(tpath, "must have at least one node selector term")
+    terms: list[NodeSelectorTerm] = []
+    for i, item in enumerate(items):
+        path = index(tpath, i)
+        epath = child(path, "matchExpressions")
+        expressions = seq(mapping(item, path, required=True).get("matchExpressions"), epath)
+        terms.append(
+            NodeSelectorTerm(
+                match_expressions=tuple(
+                    requirement(e, index(epath, j), node=True) for j, e in enumerate(expressions)
+                )
+            )
+        )
+    return tuple(terms)
+
+
+def _pod_count(spec: Raw) -> int:
+    parallelism = integer(
+        spec.get("parallelism"), "spec.parallelism", default=1, minimum=0, maximum=MAX_PODS
+    )
+    completions = spec.get("completions")
+    if completions is None:
+        return parallelism
+    return min(parallelism, integer(completions, "spec.completions", minimum=0, maximum=INT32_MAX))
+
+
+def _creation_seconds(meta: Raw, annotations: Raw, at: float) -> float:
+    created = annotations.get(CREATED_AT_ANNOTATION)
+    if created is not None:
+        path = keyed("metadata.annotations", CREATED_AT_ANNOTATION)
+        if isinstance(created, bool) or not isinstance(created, str | int | float):
+            raise FieldError(path, "must be seconds as a string")
+        try:
+            seconds = float(created)
+        except (ValueError, OverflowError):
+            raise FieldError(path, f"{created!r} is not a number of seconds") from None
+        if not math.isfinite(seconds):
+            raise FieldError(path, f"{created!r} is not a finite number of seconds")
+        return seconds
+    stamp = meta.get("creationTimestamp")
+    if stamp is None:
+        return float(at)
+    try:
+        return parse_rfc3339(string(stamp, "metadata.creationTimestamp"))
+    except DurationError as e:
+        raise FieldError("metadata.creationTimestamp", str(e)) from None
+
+
+def _active(annotations: Raw) -> bool:
+    path = keyed("metadata.annotations", ACTIVE_ANNOTATION)
+    value = string(annotations.get(ACTIVE_ANNOTATION), path).lower()
+    if value not in ("", "true", "false"):
+        raise FieldError(path, f'{value!r} must be "true" or "false"')
+    return value != "false"
+
+
+def read_job(raw: Raw, *, at: float) -> WorkloadSpec | None:
+    kind = raw.get("kind")
+    if kind is not None and kind != "Job":
+        raise FieldError("kind", f"expected a Job, not {kind!r}")
+    meta = meta_of(raw)
+    labels = mapping(meta.get("labels"), "metadata.labels")
+    queue = string(labels.get(QUEUE_NAME_LABEL), keyed("metadata.labels", QUEUE_NAME_LABEL))
+    if not queue:
+        return None  # not a Kueue workload
+    dns1123_subdomain(queue, keyed("metadata.labels", QUEUE_NAME_LABEL))
+    name = object_name(raw)
+    namespace = object_namespace(raw)
+    priority = string(
+        labels.get(PRIORITY_CLASS_LABEL), keyed("metadata.labels", PRIORITY_CLASS_LABEL)
+    )
+    if priority:
+        dns1123_subdomain(priority, keyed("metadata.labels", PRIORITY_CLASS_LABEL))
+    annotations = mapping(meta.get("annotations"), "metadata.annotations")
+    spec = spec_of(raw, required=True)
+    count = _pod_count(spec)
+    template = mapping(spec.get("template"), "spec.template", required=True)
+    pod_path = "spec.template.spec"
+    pod = mapping(template.get("spec"), pod_path, required=True)
+    podset = PodSet(
+        name="main",
+        count=count,
+        requests=_pod_requests(pod, pod_path),
+        claims=_claims(pod.get("resourceClaims"), child(pod_path, "resourceClaims")),
+        node_selector=string_map(
+            pod.get("nodeSelector"), child(pod_path, "nodeSelector"), labels=True
+        ),
+        required_affinity=_required_affinity(pod, pod_path),
+        tolerations=tolerations(pod.get("tolerations"), child(pod_path, "tolerations")),
+    )
+    return WorkloadSpec(
+        namespace=namespace,
+        name=name,
+        uid=string(meta.get("uid"), "metadata.uid") or f"{namespace}/{name}",
+        queue_name=queue,
+        priority_class=priority or None,
+        creation_seconds=_creation_seconds(meta, annotations, at),
+        podsets=(podset,),
+        active=_active(annotations),
+    )
