@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
+from functools import lru_cache
 
 MILLI = 1000
 
@@ -48,6 +49,25 @@ def parse_quantity(value: object, *, allow_negative: bool = False) -> int:
 
     Fractions of a milli-unit are rounded up, as Kubernetes rounds requests up.
     """
+    # Fast paths: manifests repeat a handful of quantity strings many times.
+    if type(value) is int and 0 <= value <= MAX_MILLI // MILLI:
+        return value * MILLI
+    if type(value) is str:
+        result = _parse_str_cached(value)
+        if result < 0 and not allow_negative:
+            raise QuantityError(f"quantity {value!r} must not be negative")
+        return result
+    return _parse(value, allow_negative=allow_negative)
+
+
+@lru_cache(maxsize=4096)
+def _parse_str_cached(value: str) -> int:
+    # Parsed with negatives allowed; the caller applies its own sign rule.
+    # QuantityError is raised (and not cached) for malformed strings.
+    return _parse(value, allow_negative=True)
+
+
+def _parse(value: object, *, allow_negative: bool) -> int:
     if isinstance(value, bool):
         raise QuantityError(f"quantity must be a number or string, not {value!r}")
     if isinstance(value, int):
