@@ -1,0 +1,1 @@
+"""Kubernetes adapter (kubernetes-asyncio): list+watch with relist on 410 Gone."""
