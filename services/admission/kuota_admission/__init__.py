@@ -1,0 +1,1 @@
+"""kuota admission service (a thin shell over kuota.core and the adapters)."""

@@ -1,0 +1,1 @@
+"""kuota ingest service (a thin shell over kuota.core and the adapters)."""

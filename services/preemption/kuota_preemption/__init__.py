@@ -1,0 +1,1 @@
+"""kuota preemption service (a thin shell over kuota.core and the adapters)."""
