@@ -1,0 +1,410 @@
+#!/usr/bin/env python3
+"""Benchmark the admission core through the simulation engine (``make bench-core``).
+
+Generates, in memory, a loaded GPU cluster and folds it through
+``kuota.sim.engine.Simulator`` with the real ``kuota.core.fold.Fold`` on one
+core:
+
+- 100 ClusterQueues (``--queues``) in 10 cohorts (``--cohorts``); each has a
+  resource group for whole H100s charged by device count (``nvidia-gpu``,
+  flavor ``h100``, with CPU) and one for MIG slices charged by the GPU memory
+  counter they consume (``gpu-memory``, flavor ``h100-mig``), with a borrowing
+  limit inside the cohort;
+- the Configuration with both deviceClassMappings, the two DeviceClasses, one
+  ResourceFlavor per kind of charge, ResourceSlices for 8-GPU H100 nodes
+  (counter sets in their own slice; 8 whole GPUs + 56 1g.10gb MIG devices), a
+  namespace per queue with its LocalQueue and the two ResourceClaimTemplates;
+- 100,000 Jobs (``--workloads``) arriving as a Poisson process whose rate keeps
+  the offered load at ``--load`` times the cluster's quota, each with a
+  ``kuota.dev/run-for`` duration, so the system stays loaded.
+
+Generation uses a seeded ``random.Random`` (a script, not the core) and is not
+timed. The timed part is the engine+fold loop. Progress goes to stderr; the
+LAST stdout line is::
+
+    decisions_per_s=<N> workloads=<N> wall_s=<N> peak_rss_mb=<N>
+
+``--profile`` runs the loop under cProfile and prints the top functions to
+stderr (the figures are then inflated by the profiler).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import random
+import resource
+import sys
+import time
+from typing import Any
+
+from kuota.core.fold import Fold
+from kuota.sim.engine import Simulator
+
+KUEUE = "kueue.x-k8s.io/v1beta2"
+DRA = "resource.k8s.io/v1"
+GPUS_PER_NODE = 8
+MIGS_PER_GPU = 7
+GPU_MEMORY_GI = 80
+MIG_MEMORY_GI = 10
+
+
+def _meta(name: str, namespace: str | None = None, **extra: Any) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    meta.update(extra)
+    return meta
+
+
+def cluster(
+    *, queues: int, cohorts: int, nodes: int, gpu_quota: int, mig_quota_gi: int
+) -> list[dict[str, Any]]:
+    """Everything but the Jobs, in apply order."""
+    objects: list[dict[str, Any]] = [
+        {
+            "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+            "kind": "Configuration",
+            "resources": {
+                "deviceClassMappings": [
+                    {"name": "nvidia-gpu", "deviceClassNames": ["gpu.nvidia.com"]},
+                    {
+                        "name": "gpu-memory",
+                        "deviceClassNames": ["mig.nvidia.com"],
+                        "sources": [
+                            {
+                                "type": "Counter",
+                                "counter": {"name": "memory", "driver": "gpu.nvidia.com"},
+                            }
+                        ],
+                    },
+                ]
+            },
+        }
+    ]
+    for cls, kind in (("gpu.nvidia.com", "gpu"), ("mig.nvidia.com", "mig")):
+        objects.append(
+            {
+                "apiVersion": DRA,
+                "kind": "DeviceClass",
+                "metadata": _meta(cls),
+                "spec": {
+                    "selectors": [
+                        {
+                            "cel": {
+                                "expression": "device.driver == 'gpu.nvidia.com' && "
+                                f"device.attributes['gpu.nvidia.com'].type == '{kind}'"
+                            }
+                        }
+                    ]
+                },
+            }
+        )
+    for n in range(nodes):
+        node = f"h100-{n:03d}"
+        pool = {"name": node, "generation": 1, "resourceSliceCount": 2}
+        counter_sets = [
+            {"name": f"gpu-{g}", "counters": {"memory": {"value": f"{GPU_MEMORY_GI}Gi"}}}
+            for g in range(GPUS_PER_NODE)
+        ]
+        devices: list[dict[str, Any]] = []
+        for g in range(GPUS_PER_NODE):
+            devices.append(
+                {
+                    "name": f"gpu-{g}",
+                    "attributes": {"type": {"string": "gpu"}, "index": {"int": g}},
+                    "consumesCounters": [
+                        {
+                            "counterSet": f"gpu-{g}",
+                            "counters": {"memory": {"value": f"{GPU_MEMORY_GI}Gi"}},
+                        }
+                    ],
+                }
+            )
+            for m in range(MIGS_PER_GPU):
+                devices.append(
+                    {
+                        "name": f"gpu-{g}-mig-1g10gb-{m}",
+                        "attributes": {
+                            "type": {"string": "mig"},
+                            "profile": {"string": "1g.10gb"},
+                            "parentIndex": {"int": g},
+                        },
+                        "consumesCounters": [
+                            {
+                                "counterSet": f"gpu-{g}",
+                                "counters": {"memory": {"value": f"{MIG_MEMORY_GI}Gi"}},
+                            }
+                        ],
+                    }
+                )
+        common = {"driver": "gpu.nvidia.com", "nodeName": node, "pool": pool}
+        objects.append(
+            {
+                "apiVersion": DRA,
+                "kind": "ResourceSlice",
+                "metadata": _meta(f"{node}-counters"),
+                "spec": {**common, "sharedCounters": counter_sets},
+            }
+        )
+        objects.append(
+            {
+                "apiVersion": DRA,
+                "kind": "ResourceSlice",
+                "metadata": _meta(f"{node}-devices"),
+                "spec": {**common, "devices": devices},
+            }
+        )
+    for flavor in ("h100", "h100-mig"):
+        objects.append({"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": _meta(flavor)})
+    for q in range(queues):
+        cohort = f"pool-{q % cohorts}"
+        cq, ns = f"cq-{q:03d}", f"team-{q:03d}"
+        objects.append(
+            {
+                "apiVersion": KUEUE,
+                "kind": "ClusterQueue",
+                "metadata": _meta(cq),
+                "spec": {
+                    "cohortName": cohort,
+                    "namespaceSelector": {},
+                    "resourceGroups": [
+                        {
+                            "coveredResources": ["cpu", "nvidia-gpu"],
+                            "flavors": [
+                                {
+                                    "name": "h100",
+                                    "resources": [
+                                        {"name": "cpu", "nominalQuota": 8 * gpu_quota},
+                                        {
+                                            "name": "nvidia-gpu",
+                                            "nominalQuota": gpu_quota,
+                                            "borrowingLimit": gpu_quota // 2,
+                                        },
+                                    ],
+                                }
+                            ],
+                        },
+                        {
+                            "coveredResources": ["gpu-memory"],
+                            "flavors": [
+                                {
+                                    "name": "h100-mig",
+                                    "resources": [
+                                        {
+                                            "name": "gpu-memory",
+                                            "nominalQuota": f"{mig_quota_gi}Gi",
+                                            "borrowingLimit": f"{mig_quota_gi // 2}Gi",
+                                        }
+                                    ],
+                                }
+                            ],
+                        },
+                    ],
+                },
+            }
+        )
+        objects.append({"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(ns)})
+        objects.append(
+            {
+                "apiVersion": KUEUE,
+                "kind": "LocalQueue",
+                "metadata": _meta("queue", ns),
+                "spec": {"clusterQueue": cq},
+            }
+        )
+        for template, cls, selector in (
+            ("single-gpu", "gpu.nvidia.com", None),
+            (
+                "gpu-partition",
+                "mig.nvidia.com",
+                "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'",
+            ),
+        ):
+            exactly: dict[str, Any] = {"deviceClassName": cls, "count": 1}
+            if selector:
+                exactly["selectors"] = [{"cel": {"expression": selector}}]
+            objects.append(
+                {
+                    "apiVersion": DRA,
+                    "kind": "ResourceClaimTemplate",
+                    "metadata": _meta(template, ns),
+                    "spec": {
+                        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}
+                    },
+                }
+            )
+    return objects
+
+
+def _job_spec(template: str, parallelism: int, cpu: int) -> dict[str, Any]:
+    return {
+        "suspend": True,
+        "parallelism": parallelism,
+        "completions": parallelism,
+        "template": {
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "registry.example/train:1",
+                        "resources": {"requests": {"cpu": str(cpu)}, "claims": [{"name": "gpu"}]},
+                    }
+                ],
+                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}],
+            }
+        },
+    }
+
+
+def jobs(
+    *,
+    count: int,
+    queues: int,
+    gpu_quota: int,
+    mig_quota_gi: int,
+    load: float,
+    seed: int,
+) -> list[dict[str, Any]]:
+    """``count`` Jobs with submit-at / run-for annotations keeping ``load``."""
+    rng = random.Random(seed)
+    # Job shapes: (template, parallelism, cpu per pod, weight). Specs are shared
+    # between Jobs (the engine copies only metadata; the core does not mutate).
+    shapes = [
+        ("single-gpu", 1, 4, 0.30),
+        ("single-gpu", 2, 4, 0.20),
+        ("single-gpu", 4, 4, 0.10),
+        ("gpu-partition", 1, 1, 0.40),
+    ]
+    specs = [_job_spec(t, p, c) for t, p, c, _ in shapes]
+    weights = [w for *_, w in shapes]
+    run_min, run_max = 300, 1800
+    mean_run = (run_min + run_max) / 2
+    # Offered load per queue: GPU-seconds per second against the GPU quota (the
+    # MIG quota is sized for a comparable load).
+    gpu_share = sum(w * p for (t, p, _, w) in shapes if t == "single-gpu")
+    mig_share = sum(w * p for (t, p, _, w) in shapes if t == "gpu-partition")
+    rate_gpu = load * gpu_quota * queues / (gpu_share * mean_run)
+    rate_mig = load * (mig_quota_gi // MIG_MEMORY_GI) * queues / (mig_share * mean_run)
+    rate = min(rate_gpu, rate_mig)  # jobs per second over the whole cluster
+    labels = {f"team-{q:03d}": {"kueue.x-k8s.io/queue-name": "queue"} for q in range(queues)}
+    out: list[dict[str, Any]] = []
+    now = 0.0
+    for n in range(count):
+        now += rng.expovariate(rate)
+        q = rng.randrange(queues)
+        ns = f"team-{q:03d}"
+        shape = rng.choices(range(len(shapes)), weights)[0]
+        out.append(
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {
+                    "name": f"job-{n:06d}",
+                    "namespace": ns,
+                    "labels": labels[ns],
+                    "annotations": {
+                        "kuota.dev/submit-at": round(now, 3),
+                        "kuota.dev/run-for": rng.randint(run_min, run_max),
+                    },
+                },
+                "spec": specs[shape],
+            }
+        )
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workloads", type=int, default=100_000)
+    parser.add_argument("--queues", type=int, default=100)
+    parser.add_argument("--cohorts", type=int, default=10)
+    parser.add_argument("--nodes", type=int, default=100, help="8-GPU H100 nodes")
+    parser.add_argument("--gpu-quota", type=int, default=8, help="nvidia-gpu nominal per queue")
+    parser.add_argument("--mig-quota-gi", type=int, default=40, help="gpu-memory Gi per queue")
+    parser.add_argument("--load", type=float, default=1.0, help="offered load / quota")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--profile", action="store_true", help="cProfile the loop")
+    parser.add_argument("--progress-every", type=int, default=50_000, help="events")
+    args = parser.parse_args(argv)
+
+    log = sys.stderr
+    t0 = time.perf_counter()
+    manifests = cluster(
+        queues=args.queues,
+        cohorts=args.cohorts,
+        nodes=args.nodes,
+        gpu_quota=args.gpu_quota,
+        mig_quota_gi=args.mig_quota_gi,
+    )
+    setup = len(manifests)
+    manifests += jobs(
+        count=args.workloads,
+        queues=args.queues,
+        gpu_quota=args.gpu_quota,
+        mig_quota_gi=args.mig_quota_gi,
+        load=args.load,
+        seed=args.seed,
+    )
+    fold = Fold()
+    simulator = Simulator(manifests, fold=fold)
+    print(
+        f"generated {setup} cluster objects + {args.workloads} jobs "
+        f"in {time.perf_counter() - t0:.1f}s",
+        file=log,
+    )
+
+    decisions = 0
+    by_type: dict[str, int] = {}
+    profiler = cProfile.Profile() if args.profile else None
+    start = time.perf_counter()
+    cpu_start = time.process_time()
+    if profiler is not None:
+        profiler.enable()
+    for step in simulator.steps():
+        if step.decisions:
+            decisions += len(step.decisions)
+            for d in step.decisions:
+                by_type[d.type] = by_type.get(d.type, 0) + 1
+        if simulator.applied % args.progress_every == 0:
+            elapsed = time.perf_counter() - start
+            queues = fold.summary()
+            print(
+                f"  events={simulator.applied} decisions={decisions} "
+                f"sim_t={simulator.now:.0f}s wall={elapsed:.1f}s "
+                f"rate={decisions / elapsed if elapsed else 0:.0f}/s "
+                f"admitted={sum(q.admitted for q in queues)} "
+                f"pending={sum(q.pending for q in queues)}",
+                file=log,
+                flush=True,
+            )
+    if profiler is not None:
+        profiler.disable()
+    wall = time.perf_counter() - start
+    cpu = time.process_time() - cpu_start
+
+    print(
+        f"done: events={simulator.applied} sim_t={simulator.now:.0f}s settled={simulator.settled} "
+        f"loop cpu_s={cpu:.2f} (wall_s={wall:.2f}; a gap means another process had the core) "
+        f"decisions by type: {dict(sorted(by_type.items()))}",
+        file=log,
+    )
+    if profiler is not None:
+        buffer = io.StringIO()
+        stats = pstats.Stats(profiler, stream=buffer)
+        stats.sort_stats("tottime").print_stats(30)
+        stats.sort_stats("cumulative").print_stats(30)
+        print(buffer.getvalue(), file=log)
+    peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    print(
+        f"decisions_per_s={decisions / wall:.0f} workloads={args.workloads} "
+        f"wall_s={wall:.2f} peak_rss_mb={peak_rss_mb:.0f}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,504 @@
+"""The decision fold: journal events in, Kueue-style decisions out.
+
+Theory of operation
+-------------------
+``Fold.apply`` takes one journal event, updates the state and returns the
+decisions it caused. Nothing else moves the state: no clock, no randomness,
+no I/O, and every iteration is over lists, sorted keys or insertion-ordered
+dicts (whose order is itself a function of the events), so the same events
+always give the same decisions, and a ``copy.deepcopy`` or pickle of a Fold
+continues exactly as the original (see ``docs/design/fold.md``).
+
+The Fold is built in layers, each a module with one idea:
+:mod:`kuota.core.state` (what it knows), :mod:`kuota.core.placement` (where a
+pending workload waits: a ClusterQueue's queue or a hold, with the
+Inadmissible reason), :mod:`kuota.core.cycle` (scheduling cycles, admission,
+release and what a release wakes) and this module: the public API, the
+dispatch of journal events, and the queue objects (flavors, ClusterQueues,
+Cohorts, LocalQueues, priority classes, namespaces, the Configuration, DRA
+objects) whose changes re-evaluate or wake the workloads they affect:
+
+- a new or changed WorkloadPriorityClass, LocalQueue or Namespace re-places the
+  workloads held for it;
+- a ClusterQueue, Cohort or ResourceFlavor change rebuilds the quota forest
+  and wakes every queue of the affected cohort trees (admitted workloads keep
+  their admission); an invalid object is a Rejected decision and its previous
+  valid version stays in force; a cohort that would close a cycle likewise;
+- a Configuration or DRA inventory change charges pending workloads again.
+
+Decision ids are ``decision_id(event.id, i)`` for the i-th decision of the
+event, ``cause`` is the event id and ``cause_offset`` the journal offset given.
+
+Seams for later issues: ``PodsReady`` is stored on the record;
+``PreemptionPlan`` is accepted and ignored; :class:`~kuota.core.flavors.Assignment`
+reports, per podset, the :class:`~kuota.core.flavors.Shortfall` that
+preemption would have to cover; ``next_wakeup`` has no timers yet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kuota.api.parse import parse_object
+from kuota.api.types import (
+    ClusterQueue,
+    Cohort,
+    Configuration,
+    LocalQueue,
+    Namespace,
+    ObjectRef,
+    ResourceFlavor,
+    ValidationError,
+    WorkloadPriorityClass,
+    WorkloadSpec,
+)
+from kuota.core.cycle import Cycles
+from kuota.core.dra import DraInventory
+from kuota.core.flavors import (
+    queue_view,
+)
+from kuota.core.queues import ClusterQueueQueue
+from kuota.core.quota import (
+    FlavorResource,
+)
+from kuota.core.verdict import Verdict, text_verdict
+from kuota.core.workload import (
+    ADMITTED,
+    FINISHED,
+    WorkloadRecord,
+    order_key,
+)
+from kuota.events.schema import (
+    Decision,
+    JournalEvent,
+    ObjectDeleted,
+    ObjectUpserted,
+    PodsReady,
+    WorkloadFinished,
+    decision_id,
+)
+
+__all__ = ["ClusterQueueSummary", "Fold", "ResourceSummary"]
+
+_CONFIG_KINDS = ("Configuration", "Kueue", "ConfigMap")
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceSummary:
+    flavor: str
+    resource: str
+    nominal: int  # milli-units
+    borrowing_limit: int | None
+    lending_limit: int | None
+    usage: int  # milli-units charged by admitted workloads
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterQueueSummary:
+    name: str
+    cohort: str | None
+    resources: tuple[ResourceSummary, ...]  # in resource-group, flavor, resource order
+    pending: int  # workloads waiting for this ClusterQueue (queued or held)
+    admitted: int
+
+
+def _covered(cq: ClusterQueue) -> tuple[str, ...]:
+    return tuple(sorted(r for g in cq.resource_groups for r in g.covered_resources))
+
+
+def _flavor_names(cq: ClusterQueue) -> list[str]:
+    return [f.name for g in cq.resource_groups for f in g.flavors]
+
+
+class Fold(Cycles):
+    """State + journal event -> new state + decisions (see the module docstring)."""
+
+    @property
+    def now(self) -> float:
+        """The latest event time seen."""
+        return self._now
+
+    def apply(self, event: JournalEvent, *, offset: int | None = None) -> list[Decision]:
+        """Fold one journal event; returns the decisions it caused, in order."""
+        if event.at > self._now:
+            self._now = event.at
+        out: list[dict[str, Any]] = []
+        self._out = out
+        if isinstance(event, ObjectUpserted):
+            self._upsert(event.object, event.at)
+        elif isinstance(event, ObjectDeleted):
+            self._delete(event.kind, event.name, event.namespace)
+        elif isinstance(event, WorkloadFinished):
+            self._finished(f"{event.namespace}/{event.name}", event.succeeded, event.message)
+        elif isinstance(event, PodsReady):
+            rec = self._workloads.get(f"{event.namespace}/{event.name}")
+            if rec is not None:
+                rec.pods_ready = event.ready
+        else:
+            # Tick: time only. PreemptionPlan: validated by a later issue. Other
+            # events (ActuationFailed) are not the admission core's yet.
+            pass
+        self._schedule(event.at)
+        self._out = []
+        eid = event.id
+        at = event.at
+        return [
+            Decision(id=decision_id(eid, i), cause=eid, cause_offset=offset, at=at, **d)
+            for i, d in enumerate(out)
+        ]
+
+    def next_wakeup(self) -> float | None:
+        """Earliest event time at which something time-based fires (none yet)."""
+        return None
+
+    def workload_state(self, key: str) -> str | None:
+        rec = self._workloads.get(key)
+        if rec is not None:
+            return rec.state
+        return FINISHED if key in self._finished_uids else None
+
+    def summary(self) -> list[ClusterQueueSummary]:
+        out: list[ClusterQueueSummary] = []
+        for name in sorted(self._cqs):
+            cq = self._cqs[name]
+            node = self._tree.queues.get(name)
+            usage = dict(node.usage) if node is not None else {}
+            rows: list[ResourceSummary] = []
+            seen: set[FlavorResource] = set()
+            for group in cq.resource_groups:
+                for fq in group.flavors:
+                    for rq in fq.resources:
+                        fr = (fq.name, rq.name)
+                        seen.add(fr)
+                        rows.append(
+                            ResourceSummary(
+                                fq.name,
+                                rq.name,
+                                rq.nominal_quota,
+                                rq.borrowing_limit,
+                                rq.lending_limit,
+                                usage.get(fr, 0),
+                            )
+                        )
+            for fr in sorted(usage):
+                if fr not in seen:  # quota removed under admitted workloads
+                    rows.append(ResourceSummary(fr[0], fr[1], 0, None, None, usage[fr]))
+            out.append(
+                ClusterQueueSummary(
+                    name,
+                    cq.cohort,
+                    tuple(rows),
+                    self._pending_count.get(name, 0),
+                    len(self._admitted.get(name, ())),
+                )
+            )
+        return out
+
+    # ================================================================== decisions
+
+    def _upsert(self, manifest: dict[str, Any], at: float) -> None:
+        kind = manifest.get("kind")
+        if isinstance(kind, str) and DraInventory.handles(kind):
+            before = self._inventory.generation
+            error = self._inventory.upsert(manifest)
+            if error is not None:
+                self._rejected(error.ref, str(error))
+            if self._inventory.generation != before:
+                self._recharge()
+            return
+        obj = parse_object(manifest, at=at)
+        if obj is None:
+            return
+        if isinstance(obj, ValidationError):
+            self._rejected(obj.ref, str(obj))
+        elif isinstance(obj, WorkloadSpec):
+            self._upsert_workload(obj)
+        elif isinstance(obj, ResourceFlavor):
+            self._set_flavor(obj.name, obj)
+        elif isinstance(obj, ClusterQueue):
+            self._set_cluster_queue(obj)
+        elif isinstance(obj, Cohort):
+            self._set_cohort(obj)
+        elif isinstance(obj, LocalQueue):
+            self._set_local_queue((obj.namespace, obj.name), obj)
+        elif isinstance(obj, WorkloadPriorityClass):
+            self._wpcs[obj.name] = obj
+            self._reevaluate(self._holds.pop(("wpc", obj.name), {}))
+        elif isinstance(obj, Namespace):
+            self._set_namespace(obj.name, dict(obj.labels))
+        elif isinstance(obj, Configuration):
+            ref = ObjectRef(str(kind), _meta_name(manifest), _meta_namespace(manifest, str(kind)))
+            self._set_config(obj, ref)
+
+    def _delete(self, kind: str, name: str, namespace: str) -> None:
+        if DraInventory.handles(kind):
+            before = self._inventory.generation
+            self._inventory.delete(kind=kind, name=name, namespace=namespace)
+            if self._inventory.generation != before:
+                self._recharge()
+        elif kind == "Job":
+            self._delete_workload(f"{namespace or 'default'}/{name}")
+        elif kind == "ResourceFlavor":
+            self._set_flavor(name, None)
+        elif kind == "ClusterQueue":
+            self._remove_cluster_queue(name)
+        elif kind == "Cohort":
+            self._remove_cohort(name)
+        elif kind == "LocalQueue":
+            self._set_local_queue((namespace or "default", name), None)
+        elif kind == "WorkloadPriorityClass":
+            self._wpcs.pop(name, None)  # admitted and queued workloads keep their priority
+        elif kind == "Namespace":
+            self._set_namespace(name, None)
+        elif kind in _CONFIG_KINDS:
+            source = self._config_source
+            if source is not None and (source.kind, source.name) == (kind, name):
+                self._set_config(Configuration(), None)
+
+    def _upsert_workload(self, spec: WorkloadSpec) -> None:
+        key = spec.key
+        finished_uid = self._finished_uids.get(key)
+        if finished_uid is not None:
+            if finished_uid == spec.uid:
+                return  # the finished Job seen again (a status update)
+            del self._finished_uids[key]  # a new Job under the same name
+        rec = self._workloads.get(key)
+        if rec is not None and rec.spec.uid != spec.uid:
+            # The Job was replaced under the same name without us seeing the delete.
+            self._delete_workload(key)
+            rec = None
+        if rec is None:
+            rec = WorkloadRecord(spec=spec, order=order_key(spec, 0))
+            self._workloads[key] = rec
+            self._place(rec)
+            return
+        if rec.spec == spec:
+            return
+        if rec.state == ADMITTED:
+            if not spec.active:
+                self._evict(rec, "InactiveWorkload", "the workload was deactivated", requeue=False)
+                rec.spec = spec
+                self._place(rec)
+            return  # an admitted workload keeps its admission
+        self._detach(rec)
+        rec.spec = spec
+        self._place(rec)
+
+    def _delete_workload(self, key: str) -> None:
+        self._finished_uids.pop(key, None)
+        rec = self._workloads.pop(key, None)
+        if rec is None:
+            return
+        if rec.state == ADMITTED:
+            self._release(rec)
+            message = "the Job was deleted; its quota is released"
+        else:
+            self._detach(rec)
+            message = "the Job was deleted before it was admitted"
+        self._out.append(
+            {
+                "type": "Finished",
+                "workload": key,
+                "uid": rec.spec.uid,
+                "cluster_queue": rec.cluster_queue,
+                "reason": "Deleted",
+                "message": message,
+            }
+        )
+
+    def _finished(self, key: str, succeeded: bool, message: str) -> None:
+        rec = self._workloads.get(key)
+        if rec is None:
+            return
+        if rec.state == ADMITTED:
+            self._release(rec)
+        else:
+            self._detach(rec)
+        # A finished workload is only remembered by its uid (until its Job is
+        # deleted): state stays small however long the journal is.
+        del self._workloads[key]
+        self._finished_uids[key] = rec.spec.uid
+        reason = "Succeeded" if succeeded else "Failed"
+        self._out.append(
+            {
+                "type": "Finished",
+                "workload": key,
+                "uid": rec.spec.uid,
+                "cluster_queue": rec.cluster_queue,
+                "reason": reason,
+                "message": message or f"the Job {reason.lower()}",
+            }
+        )
+
+    def _update_activity(self, cq_name: str) -> None:
+        """Recompute whether a ClusterQueue can admit; announce it to its queue."""
+        cq = self._cqs.get(cq_name)
+        verdict: Verdict | None = None
+        if cq is not None:
+            if cq.stop_policy != "None":
+                verdict = text_verdict("ClusterQueueStopped", f"ClusterQueue {cq_name} is stopped")
+            else:
+                missing = [f for f in _flavor_names(cq) if f not in self._flavors]
+                if missing:
+                    verdict = text_verdict(
+                        "FlavorNotFound",
+                        f"ClusterQueue {cq_name} is inactive: "
+                        f"ResourceFlavor {missing[0]} not found",
+                    )
+        before = self._inactive.get(cq_name)
+        if verdict is None:
+            self._inactive.pop(cq_name, None)
+        else:
+            self._inactive[cq_name] = verdict
+        if verdict is not None and verdict != before:
+            queue = self._queues.get(cq_name)
+            if queue is not None:
+                for key in queue.queued_keys():
+                    self._inadmissible(self._workloads[key], verdict)
+
+    def _set_flavor(self, name: str, flavor: ResourceFlavor | None) -> None:
+        if flavor is None:
+            if self._flavors.pop(name, None) is None:
+                return
+        elif self._flavors.get(name) == flavor:
+            return
+        else:
+            self._flavors[name] = flavor
+        users = [q for q in sorted(self._cqs) if name in _flavor_names(self._cqs[q])]
+        for q in users:
+            self._update_activity(q)
+        self._wake_roots([self._tree.root_name(q) for q in users if q in self._tree.queues])
+
+    def _set_cluster_queue(self, cq: ClusterQueue) -> None:
+        name = cq.name
+        old = self._cqs.get(name)
+        if old == cq:
+            return
+        before = self._roots()
+        self._cqs[name] = cq
+        self._views[name] = queue_view(cq, fair_sharing=self._config.fair_sharing.enable)
+        self._plans.clear()
+        self._ns_cache.clear()
+        queue = self._queues.get(name)
+        if queue is None:
+            queue = self._queues[name] = ClusterQueueQueue(strategy=cq.queueing_strategy)
+        queue.strategy = cq.queueing_strategy
+        self._tree.set_queue(name, cohort=cq.cohort, groups=cq.resource_groups)
+        self._update_activity(name)
+        if cq.stop_policy == "HoldAndDrain":
+            for key in list(self._admitted.get(name, {})):
+                self._evict(
+                    self._workloads[key],
+                    "ClusterQueueStopped",
+                    f"ClusterQueue {name} is stopped with HoldAndDrain",
+                    requeue=True,
+                )
+        self._restructured(before, [self._tree.root_name(name)])
+        recheck = dict(self._holds.pop(("cq", name), {}))
+        if old is not None and (
+            old.namespace_selector != cq.namespace_selector or _covered(old) != _covered(cq)
+        ):
+            recheck.update(dict.fromkeys(queue.queued_keys()))
+        self._reevaluate(recheck)
+
+    def _remove_cluster_queue(self, name: str) -> None:
+        if name not in self._cqs:
+            return
+        before = self._roots()
+        queued = self._queues[name].queued_keys()
+        del self._cqs[name]
+        del self._views[name]
+        self._plans.clear()
+        self._inactive.pop(name, None)
+        self._ns_cache.clear()
+        held = self._holds.pop(("cq", name), {})
+        if not self._admitted.get(name):
+            # Kueue keeps a terminating ClusterQueue until its workloads finish; we
+            # keep its quota node while it has admitted workloads.
+            self._tree.remove_queue(name)
+        self._restructured(before, [before[name]] if name in before else [])
+        recheck = dict.fromkeys(queued)
+        recheck.update(held)
+        self._reevaluate(recheck)
+        self._queues.pop(name, None)
+        self._ready.pop(name, None)
+
+    def _set_cohort(self, cohort: Cohort) -> None:
+        old = self._cohorts.get(cohort.name)
+        if old == cohort:
+            return
+        before = self._roots()
+        extra = self._cohort_roots(cohort.name)
+        if not self._tree.set_cohort(
+            cohort.name, parent=cohort.parent, groups=cohort.resource_groups
+        ):
+            self._rejected(
+                ObjectRef("Cohort", cohort.name),
+                f"Cohort {cohort.name}: spec.parentName: parent {cohort.parent} would make a "
+                "cycle of cohorts; the previous version stays in force",
+                reason="CohortCycle",
+            )
+            return
+        self._cohorts[cohort.name] = cohort
+        self._restructured(before, extra + self._cohort_roots(cohort.name))
+
+    def _remove_cohort(self, name: str) -> None:
+        if self._cohorts.pop(name, None) is None:
+            return
+        before = self._roots()
+        extra = self._cohort_roots(name)
+        self._tree.remove_cohort(name)
+        self._restructured(before, extra + self._cohort_roots(name))
+
+    def _set_local_queue(self, key: tuple[str, str], lq: LocalQueue | None) -> None:
+        if lq is None:
+            if self._lqs.pop(key, None) is None:
+                return
+        elif self._lqs.get(key) == lq:
+            return
+        else:
+            self._lqs[key] = lq
+        self._reevaluate(self._lq_members.get(key, {}))
+
+    def _set_namespace(self, name: str, labels: dict[str, str] | None) -> None:
+        if labels is None:
+            if self._namespaces.pop(name, None) is None:
+                return
+        elif self._namespaces.get(name) == labels:
+            return
+        else:
+            self._namespaces[name] = labels
+        self._ns_cache.clear()
+        keys: dict[str, None] = {}
+        for (ns, _), members in self._lq_members.items():
+            if ns == name:
+                keys.update(members)
+        self._reevaluate(keys)
+
+    def _set_config(self, config: Configuration, source: ObjectRef | None) -> None:
+        self._config_source = source
+        if config == self._config:
+            return
+        fair_changed = config.fair_sharing.enable != self._config.fair_sharing.enable
+        self._config = config
+        if fair_changed:
+            for name, cq in self._cqs.items():
+                self._views[name] = queue_view(cq, fair_sharing=config.fair_sharing.enable)
+            self._plans.clear()
+        self._recharge()
+        self._wake_roots(self._tree.all_roots())
+
+
+def _meta_name(manifest: dict[str, Any]) -> str:
+    meta = manifest.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    return name if isinstance(name, str) else ""
+
+
+def _meta_namespace(manifest: dict[str, Any], kind: str) -> str:
+    if kind != "ConfigMap":
+        return ""
+    meta = manifest.get("metadata")
+    ns = meta.get("namespace") if isinstance(meta, dict) else None
+    return ns if isinstance(ns, str) and ns else "default"

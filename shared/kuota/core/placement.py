@@ -1,0 +1,254 @@
+"""Where a pending workload waits: a ClusterQueue's queue, or a hold.
+
+Theory of operation: :meth:`Placement._place` walks the checks Kueue makes
+before a workload can compete for quota, in order, and stops at the first
+that fails, putting the workload on *hold* under an index key naming what
+could unblock it (its priority class, its ClusterQueue, the DRA inventory via
+its charge group, its LocalQueue via LocalQueue membership):
+
+1. active (``kuota.dev/active`` not ``false``), else Deactivated;
+2. its WorkloadPriorityClass exists (no class: priority 0);
+3. its LocalQueue exists and is not stopped;
+4. the LocalQueue's ClusterQueue exists;
+5. the ClusterQueue's namespaceSelector selects its namespace (labels of the
+   observed Namespace; nil selects nothing, ``{}`` everything);
+6. every podset is chargeable (``charge_podset``: per-pod vector × count);
+7. every charged resource with a non-zero amount is covered by the queue.
+
+Then it joins its queue under its *shape* (priority + charged podsets). Charges
+are computed once per (namespace, podsets) *charge group* for the current
+inventory and configuration; when either changes, :meth:`_recharge` charges
+each group again and re-places only the members whose charge changed.
+:meth:`_detach` is the inverse, used before re-placing, admitting or finishing.
+"""
+
+from __future__ import annotations
+
+from kuota.core.dra import NotChargeable, charge_podset
+from kuota.core.flavors import (
+    PodSetRequest,
+)
+from kuota.core.state import ChargeGroup, ChargeKey, ChargeResult, FoldState
+from kuota.core.verdict import text_verdict
+from kuota.core.workload import (
+    ADMITTED,
+    DEACTIVATED,
+    PENDING,
+    HoldKey,
+    WorkloadRecord,
+    order_key,
+)
+
+
+class Placement(FoldState):
+    def _hold(self, rec: WorkloadRecord, keys: tuple[HoldKey, ...], why: tuple[str, str]) -> None:
+        rec.holds = keys
+        for hk in keys:
+            self._holds.setdefault(hk, {})[rec.key] = None
+        self._inadmissible(rec, text_verdict(*why))
+
+    def _charge(self, key: ChargeKey) -> ChargeResult:
+        """Charge every podset (per-pod vector × count) against the current DRA
+        inventory and configuration."""
+        namespace, podsets = key
+        requests: list[PodSetRequest] = []
+        for ps in podsets:
+            charge = charge_podset(
+                inventory=self._inventory, config=self._config, namespace=namespace, podset=ps
+            )
+            if isinstance(charge, NotChargeable):
+                return charge
+            totals = tuple((res, qty * ps.count) for res, qty in charge.per_pod)
+            requests.append(
+                PodSetRequest(
+                    ps.name,
+                    ps.count,
+                    totals,
+                    ps.node_selector,
+                    ps.required_affinity,
+                    ps.tolerations,
+                )
+            )
+        return tuple(requests)
+
+    def _charge_group(self, key: ChargeKey) -> tuple[int, ChargeGroup]:
+        cid = self._charge_ids.get(key)
+        if cid is not None:
+            return cid, self._charge_groups[cid]
+        if len(self._charge_groups) >= self._charge_prune_at:
+            self._prune_charge_groups()
+        cid = len(self._charge_ids)
+        while cid in self._charge_groups:
+            cid += 1
+        self._charge_ids[key] = cid
+        group = self._charge_groups[cid] = ChargeGroup(key, self._charge(key), {}, {})
+        return cid, group
+
+    def _prune_charge_groups(self) -> None:
+        for cid in [c for c, g in self._charge_groups.items() if not g.members]:
+            del self._charge_ids[self._charge_groups.pop(cid).key]
+        self._charge_prune_at = max(1024, 2 * len(self._charge_groups))
+
+    def _place(self, rec: WorkloadRecord) -> None:
+        """Put a pending workload where it waits: a ClusterQueue queue or a hold."""
+        spec = rec.spec
+        key = spec.key
+        rec.state = PENDING
+        if not spec.active:
+            self._set_cq(rec, None)
+            rec.state = DEACTIVATED
+            verdict = text_verdict("InactiveWorkload", "the workload is deactivated")
+            if rec.last_verdict != verdict.key:
+                rec.last_verdict = verdict.key
+                self._out.append(
+                    {
+                        "type": "Deactivated",
+                        "workload": key,
+                        "uid": spec.uid,
+                        "reason": verdict.reason,
+                        "message": verdict.text,
+                    }
+                )
+            return
+        lq_key = (spec.namespace, spec.queue_name)
+        self._lq_members.setdefault(lq_key, {})[key] = None
+        priority = 0
+        if spec.priority_class is not None:
+            wpc = self._wpcs.get(spec.priority_class)
+            if wpc is None:
+                self._set_cq(rec, None)
+                self._hold(
+                    rec,
+                    (("wpc", spec.priority_class),),
+                    (
+                        "PriorityClassNotFound",
+                        f"WorkloadPriorityClass {spec.priority_class} not found",
+                    ),
+                )
+                return
+            priority = wpc.value
+        rec.priority = priority
+        rec.order = order_key(spec, priority)
+        lq = self._lqs.get(lq_key)
+        if lq is None or lq.stop_policy != "None":
+            self._set_cq(rec, None)
+            why = (
+                ("LocalQueueDoesNotExist", f"LocalQueue {spec.queue_name} doesn't exist")
+                if lq is None
+                else ("LocalQueueStopped", f"LocalQueue {spec.queue_name} is stopped")
+            )
+            self._hold(rec, (), why)  # lq_members is the index for LocalQueue changes
+            return
+        cq_name = lq.cluster_queue
+        self._set_cq(rec, cq_name)
+        cq = self._cqs.get(cq_name)
+        if cq is None:
+            self._hold(
+                rec,
+                (("cq", cq_name),),
+                ("ClusterQueueDoesNotExist", f"ClusterQueue {cq_name} doesn't exist"),
+            )
+            return
+        if not self._namespace_selected(cq, spec.namespace):
+            text = (
+                f"namespace {spec.namespace} doesn't match the namespaceSelector "
+                f"of ClusterQueue {cq_name}"
+            )
+            if cq.namespace_selector is None:
+                text += " (it has none, which selects no namespace; {} selects all)"
+            self._hold(rec, (("cq", cq_name),), ("NamespaceNotSelected", text))
+            return
+        cid, group = self._charge_group((spec.namespace, spec.podsets))
+        group.members[key] = None
+        rec.charge_id = cid
+        result = group.result
+        if isinstance(result, NotChargeable):
+            self._hold(rec, (), (result.reason, result.message))
+            return
+        view = self._views[cq_name]
+        for ps in result:
+            for res, qty in ps.totals:
+                if qty and res not in view.group_of:
+                    self._hold(
+                        rec,
+                        (("cq", cq_name),),
+                        (
+                            "ResourceNotCovered",
+                            f"couldn't assign flavors to podset {ps.name}: "
+                            f"resource {res} unavailable in ClusterQueue {cq_name}",
+                        ),
+                    )
+                    return
+        rec.requests = result
+        shape = group.shapes.get(priority)
+        if shape is None:
+            shape_key = (priority, result)
+            shape = self._shapes.get(shape_key)
+            if shape is None:
+                shape = self._shapes[shape_key] = len(self._shapes)
+            group.shapes[priority] = shape
+        rec.shape = shape
+        rec.queued = True
+        group_q = self._queues[cq_name].push(rec.order, shape)
+        inactive = self._inactive.get(cq_name)
+        if inactive is not None:
+            self._inadmissible(rec, inactive)
+        elif group_q.parked:
+            assert group_q.verdict is not None
+            self._inadmissible(rec, group_q.verdict)
+        else:
+            self._ready[cq_name] = None
+
+    def _detach(self, rec: WorkloadRecord) -> None:
+        """Take a pending workload out of its queue or holds (before re-placing it)."""
+        key = rec.key
+        spec = rec.spec
+        if rec.queued:
+            cq_name = rec.cluster_queue or ""
+            queue = self._queues.get(cq_name)
+            if queue is not None:
+                queue.remove(key, rec.shape)
+                self._ready[cq_name] = None  # a StrictFIFO queue may have a new head
+            rec.queued = False
+        for hk in rec.holds:
+            members = self._holds.get(hk)
+            if members is not None:
+                members.pop(key, None)
+                if not members:
+                    del self._holds[hk]
+        rec.holds = ()
+        group = self._charge_groups.get(rec.charge_id)
+        if group is not None:
+            group.members.pop(key, None)
+        rec.charge_id = -1
+        lq_key = (spec.namespace, spec.queue_name)
+        lq_members = self._lq_members.get(lq_key)
+        if lq_members is not None:
+            lq_members.pop(key, None)
+            if not lq_members:
+                del self._lq_members[lq_key]
+        self._set_cq(rec, None)
+
+    def _reevaluate(self, keys: dict[str, None] | list[str]) -> None:
+        """Detach and place again the given pending workloads, in queue order."""
+        recs = [self._workloads[k] for k in keys if k in self._workloads]
+        recs = [r for r in recs if r.state != ADMITTED]
+        recs.sort(key=lambda r: r.order)
+        for rec in recs:
+            self._detach(rec)
+        for rec in recs:
+            self._place(rec)
+
+    def _recharge(self) -> None:
+        """The DRA inventory or the configuration changed: charge every group of
+        pending workloads again and re-place the members whose charge changed."""
+        self._prune_charge_groups()
+        changed: dict[str, None] = {}
+        for group in list(self._charge_groups.values()):
+            result = self._charge(group.key)
+            if result != group.result:
+                group.result = result
+                group.shapes.clear()
+                changed.update(group.members)
+        # Workloads held before charging (e.g. no LocalQueue yet) are charged when placed.
+        self._reevaluate(changed)

@@ -1,0 +1,406 @@
+"""Quotas, usage and the cohort tree.
+
+Theory of operation
+-------------------
+ClusterQueues and Cohorts are *nodes* of a forest. A ClusterQueue is a leaf
+whose parent is the Cohort it names; a Cohort's parent is its ``parentName``.
+A cohort that is named (by a ClusterQueue or as a parent) but not defined as an
+object exists implicitly, with no quota and no parent.
+
+Every node keeps, per ``(flavor, resource)`` (a :data:`FlavorResource`):
+
+- its own *limits* (nominal quota, borrowing limit, lending limit),
+- its *subtree quota*: own nominal plus what each child lends up, where a child
+  lends ``subtree - local`` and ``local = max(0, subtree - lendingLimit)``
+  (nothing kept back when there is no lending limit),
+- its *usage*: for a ClusterQueue the sum of its admitted workloads; for a
+  Cohort the part of its children's usage that exceeds their local quota (what
+  they draw from the cohort).
+
+``available`` and ``potential_available`` follow Kueue's recursion
+(``pkg/cache/scheduler/resource_node.go``): what is free locally plus what the
+parent can give, the latter capped by the node's borrowing limit minus what it
+already draws from the parent. ``add_usage``/``remove_usage`` bubble the part
+beyond the local quota up the chain, so the whole tree stays consistent in
+O(depth) per change; a structural change (a queue or cohort added, removed or
+edited) rebuilds every node's subtree quota and cohort usage from the
+ClusterQueues' usage, which is the single source of truth.
+
+Cycles: a Cohort whose parent chain would come back to itself is refused by
+:meth:`QuotaTree.set_cohort` (the caller emits a Rejected decision and the
+previous version stays in force), so the structure is always a forest and no
+walk can loop. Children are kept sorted by name so every walk is
+deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from kuota.api.types import ResourceGroup
+
+FlavorResource = tuple[str, str]  # (flavor, resource)
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    nominal: int = 0
+    borrowing_limit: int | None = None  # None: unlimited
+    lending_limit: int | None = None  # None: lends everything
+
+
+_NO_LIMITS = Limits()
+
+
+@dataclass(eq=False, slots=True)
+class QuotaNode:
+    name: str
+    is_cluster_queue: bool
+    limits: dict[FlavorResource, Limits] = field(default_factory=dict)
+    parent: QuotaNode | None = None
+    subtree: dict[FlavorResource, int] = field(default_factory=dict)
+    usage: dict[FlavorResource, int] = field(default_factory=dict)
+    child_queues: list[QuotaNode] = field(default_factory=list)
+    child_cohorts: list[QuotaNode] = field(default_factory=list)
+    height: int = 0  # Kueue's getNodeHeight: distance to the furthest leaf
+
+    def local_quota(self, fr: FlavorResource) -> int:
+        """Quota this node keeps for its own subtree (never lent to its parent)."""
+        lending = self.limits.get(fr, _NO_LIMITS).lending_limit
+        if lending is None:
+            return 0
+        return max(0, self.subtree.get(fr, 0) - lending)
+
+    def local_available(self, fr: FlavorResource) -> int:
+        return max(0, self.local_quota(fr) - self.usage.get(fr, 0))
+
+    def root(self) -> QuotaNode:
+        node = self
+        while node.parent is not None:
+            node = node.parent
+        return node
+
+
+def limits_from_groups(groups: Iterable[ResourceGroup]) -> dict[FlavorResource, Limits]:
+    out: dict[FlavorResource, Limits] = {}
+    for group in groups:
+        for fq in group.flavors:
+            for rq in fq.resources:
+                out[(fq.name, rq.name)] = Limits(
+                    rq.nominal_quota, rq.borrowing_limit, rq.lending_limit
+                )
+    return out
+
+
+# --------------------------------------------------------------------------- arithmetic
+
+
+def available(node: QuotaNode, fr: FlavorResource) -> int:
+    """How much more of ``fr`` the node can take now (Kueue's ``available``):
+    what is free in its local quota plus what its parent can give, the latter
+    capped by its borrowing limit minus what it already draws from the parent.
+
+    May be negative after quota was removed under admitted workloads."""
+    parent = node.parent
+    if parent is None:
+        return node.subtree.get(fr, 0) - node.usage.get(fr, 0)
+    if parent.parent is None:  # the usual shape: a ClusterQueue in a root cohort
+        above = parent.subtree.get(fr, 0) - parent.usage.get(fr, 0)
+        return available_below(node, fr, above)
+    # Iterative form of Kueue's recursion: the chain up to the root, then back down.
+    chain: list[QuotaNode] = []
+    top = node
+    while top.parent is not None:
+        chain.append(top)
+        top = top.parent
+    result = top.subtree.get(fr, 0) - top.usage.get(fr, 0)
+    for n in reversed(chain):
+        lim = n.limits.get(fr)
+        usage = n.usage.get(fr, 0)
+        if lim is None:  # no quota of its own for fr: nothing local, no limits
+            continue
+        subtree = n.subtree.get(fr, 0)
+        lending = lim.lending_limit
+        local = subtree - lending if lending is not None and subtree > lending else 0
+        if lim.borrowing_limit is not None:
+            used_in_parent = usage - local if usage > local else 0
+            cap = subtree - local - used_in_parent + lim.borrowing_limit
+            if cap < result:
+                result = cap
+        if local > usage:
+            result += local - usage
+    return result
+
+
+def available_below(node: QuotaNode, fr: FlavorResource, parent_available: int) -> int:
+    """``available(node, fr)`` given ``available(node.parent, fr)`` (computed once
+    for all the children of a cohort)."""
+    lim = node.limits.get(fr)
+    if lim is None:
+        return parent_available
+    usage = node.usage.get(fr, 0)
+    subtree = node.subtree.get(fr, 0)
+    lending = lim.lending_limit
+    local = subtree - lending if lending is not None and subtree > lending else 0
+    result = parent_available
+    if lim.borrowing_limit is not None:
+        used_in_parent = usage - local if usage > local else 0
+        result = min(result, subtree - local - used_in_parent + lim.borrowing_limit)
+    return result + (local - usage if local > usage else 0)
+
+
+def potential_available(node: QuotaNode, fr: FlavorResource) -> int:
+    """The most the node could ever take of ``fr`` if nothing were in use."""
+    parent = node.parent
+    if parent is None:
+        return node.subtree.get(fr, 0)
+    result = node.local_quota(fr) + potential_available(parent, fr)
+    borrowing = node.limits.get(fr, _NO_LIMITS).borrowing_limit
+    if borrowing is not None:
+        result = min(node.subtree.get(fr, 0) + borrowing, result)
+    return result
+
+
+def borrows_with(node: QuotaNode, fr: FlavorResource, value: int) -> bool:
+    return node.usage.get(fr, 0) + value > node.subtree.get(fr, 0)
+
+
+def borrowing_height(node: QuotaNode, fr: FlavorResource, value: int) -> tuple[int, bool]:
+    """Height of the lowest subtree that holds ``value`` more of ``fr`` without
+    borrowing (0: the ClusterQueue itself), and whether that subtree is smaller
+    than the whole tree (Kueue's ``FindHeightOfLowestSubtreeThatFits``)."""
+    if node.parent is None or not borrows_with(node, fr, value):
+        return 0, node.parent is not None
+    remaining = value - node.local_available(fr)
+    tracking = node.parent
+    while True:
+        if not borrows_with(tracking, fr, remaining):
+            return tracking.height, tracking.parent is not None
+        remaining -= tracking.local_available(fr)
+        if tracking.parent is None:
+            return tracking.height, False
+        tracking = tracking.parent
+
+
+def limiting_factor(node: QuotaNode, fr: FlavorResource) -> str:
+    """Says, for people, what caps ``available`` (for Inadmissible messages)."""
+    if node.parent is None:
+        return "nominal quota reached" if node.is_cluster_queue else f"cohort {node.name} is full"
+    from_parent = available(node.parent, fr)
+    lim = node.limits.get(fr, _NO_LIMITS)
+    if lim.borrowing_limit is not None:
+        local = node.local_quota(fr)
+        stored = node.subtree.get(fr, 0) - local
+        used = max(0, node.usage.get(fr, 0) - local)
+        if stored - used + lim.borrowing_limit <= from_parent:
+            who = "" if node.is_cluster_queue else f" of cohort {node.name}"
+            return f"borrowing limit{who} reached"
+    cohort = node.parent
+    while cohort.parent is not None:
+        lim = cohort.limits.get(fr, _NO_LIMITS)
+        if lim.borrowing_limit is not None:
+            local = cohort.local_quota(fr)
+            stored = cohort.subtree.get(fr, 0) - local
+            used = max(0, cohort.usage.get(fr, 0) - local)
+            if stored - used + lim.borrowing_limit <= available(cohort.parent, fr):
+                return f"borrowing limit of cohort {cohort.name} reached"
+        cohort = cohort.parent
+    return f"no unused quota left in cohort {cohort.name}"
+
+
+def add_usage(node: QuotaNode, fr: FlavorResource, value: int) -> None:
+    """Charge ``value`` to the node; the part beyond its local quota goes up."""
+    while True:
+        usage = node.usage.get(fr, 0)
+        node.usage[fr] = usage + value
+        parent = node.parent
+        if parent is None:
+            return
+        lim = node.limits.get(fr)
+        if lim is not None and lim.lending_limit is not None:
+            local = node.subtree.get(fr, 0) - lim.lending_limit
+            local_free = local - usage if local > usage else 0
+            if value <= local_free:
+                return
+            value -= local_free
+        node = parent
+
+
+def remove_usage(node: QuotaNode, fr: FlavorResource, value: int) -> None:
+    """Release ``value``; what was drawn from the parent is given back first."""
+    while True:
+        usage = node.usage.get(fr, 0)
+        lim = node.limits.get(fr)
+        local = 0
+        if lim is not None and lim.lending_limit is not None:
+            local = max(0, node.subtree.get(fr, 0) - lim.lending_limit)
+        stored_in_parent = usage - local
+        left = usage - value
+        if left:
+            node.usage[fr] = left
+        else:
+            node.usage.pop(fr, None)
+        parent = node.parent
+        if stored_in_parent <= 0 or parent is None:
+            return
+        value = min(value, stored_in_parent)
+        node = parent
+
+
+# --------------------------------------------------------------------------- the forest
+
+
+@dataclass(frozen=True, slots=True)
+class _CohortSpec:
+    parent: str | None
+    limits: Mapping[FlavorResource, Limits]
+
+
+class QuotaTree:
+    """All ClusterQueue and Cohort nodes. Structure edits rebuild derived data."""
+
+    def __init__(self) -> None:
+        self.queues: dict[str, QuotaNode] = {}
+        self.cohorts: dict[str, QuotaNode] = {}  # explicit and implicit
+        self._queue_cohort: dict[str, str | None] = {}
+        self.root_of: dict[str, str] = {}  # ClusterQueue -> root_name (rebuilt with the tree)
+        self._cohort_specs: dict[str, _CohortSpec] = {}  # explicit Cohort objects only
+
+    # ----------------------------------------------------------------- queries
+
+    def root_name(self, queue: str) -> str:
+        """Identity of the tree a ClusterQueue belongs to (``cq:x`` or ``cohort:y``)."""
+        return self.root_of[queue]
+
+    def queues_in_tree(self, root: str) -> list[str]:
+        kind, _, name = root.partition(":")
+        if kind == "cq":
+            return [name] if name in self.queues else []
+        cohort = self.cohorts.get(name)
+        if cohort is None or cohort.parent is not None:
+            return []
+        out: list[str] = []
+        stack = [cohort]
+        while stack:
+            node = stack.pop()
+            out.extend(q.name for q in node.child_queues)
+            stack.extend(node.child_cohorts)
+        return sorted(out)
+
+    def all_roots(self) -> list[str]:
+        roots = {self.root_name(q) for q in self.queues}
+        return sorted(roots)
+
+    def cohort_parent(self, name: str) -> str | None:
+        spec = self._cohort_specs.get(name)
+        return spec.parent if spec is not None else None
+
+    # ----------------------------------------------------------------- edits
+
+    def set_queue(self, name: str, *, cohort: str | None, groups: Iterable[ResourceGroup]) -> None:
+        node = self.queues.get(name)
+        if node is None:
+            node = self.queues[name] = QuotaNode(name=name, is_cluster_queue=True)
+        node.limits = limits_from_groups(groups)
+        self._queue_cohort[name] = cohort
+        self._rebuild()
+
+    def remove_queue(self, name: str) -> None:
+        self.queues.pop(name, None)
+        self._queue_cohort.pop(name, None)
+        self._rebuild()
+
+    def would_cycle(self, name: str, parent: str | None) -> bool:
+        seen = name
+        current = parent
+        steps = 0
+        while current is not None:
+            if current == seen:
+                return True
+            steps += 1
+            if steps > len(self._cohort_specs) + 1:
+                return True  # defensive: an existing cycle (cannot happen)
+            spec = self._cohort_specs.get(current)
+            current = spec.parent if spec is not None else None
+        return False
+
+    def set_cohort(self, name: str, *, parent: str | None, groups: Iterable[ResourceGroup]) -> bool:
+        """Define or replace a Cohort object. Returns False (and changes nothing)
+        if ``parent`` would close a cycle."""
+        if self.would_cycle(name, parent):
+            return False
+        self._cohort_specs[name] = _CohortSpec(parent, limits_from_groups(groups))
+        self._rebuild()
+        return True
+
+    def remove_cohort(self, name: str) -> None:
+        self._cohort_specs.pop(name, None)
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        # Which cohorts exist: explicit ones plus every name referenced.
+        names: dict[str, None] = dict.fromkeys(sorted(self._cohort_specs))
+        for queue in sorted(self.queues):
+            cohort = self._queue_cohort.get(queue)
+            if cohort:
+                names.setdefault(cohort, None)
+        for spec_name in sorted(self._cohort_specs):
+            parent = self._cohort_specs[spec_name].parent
+            if parent:
+                names.setdefault(parent, None)
+        old = self.cohorts
+        cohorts: dict[str, QuotaNode] = {}
+        for name in sorted(names):
+            node = old.get(name) or QuotaNode(name=name, is_cluster_queue=False)
+            spec = self._cohort_specs.get(name)
+            node.limits = dict(spec.limits) if spec is not None else {}
+            node.parent = None
+            node.child_cohorts = []
+            node.child_queues = []
+            cohorts[name] = node
+        self.cohorts = cohorts
+        for name in sorted(cohorts):
+            spec = self._cohort_specs.get(name)
+            if spec is not None and spec.parent:
+                parent_node = cohorts[spec.parent]
+                cohorts[name].parent = parent_node
+                parent_node.child_cohorts.append(cohorts[name])
+        for queue in sorted(self.queues):
+            node = self.queues[queue]
+            cohort = self._queue_cohort.get(queue)
+            node.parent = cohorts[cohort] if cohort else None
+            if node.parent is not None:
+                node.parent.child_queues.append(node)
+            node.subtree = {fr: lim.nominal for fr, lim in node.limits.items()}
+        for name in sorted(cohorts):
+            if cohorts[name].parent is None:
+                _accumulate(cohorts[name])
+        self.root_of = {
+            q: f"cq:{q}" if n.parent is None else f"cohort:{n.root().name}"
+            for q, n in self.queues.items()
+        }
+
+
+def _accumulate(cohort: QuotaNode) -> None:
+    """Recompute subtree quota, usage and height of ``cohort`` from its children."""
+    subtree = {fr: lim.nominal for fr, lim in cohort.limits.items()}
+    usage: dict[FlavorResource, int] = {}
+    height = 1 if cohort.child_queues else 0
+    children: list[QuotaNode] = []
+    for child in cohort.child_cohorts:
+        _accumulate(child)
+        height = max(height, child.height + 1)
+        children.append(child)
+    children.extend(cohort.child_queues)
+    for child in children:
+        for fr, quota in child.subtree.items():
+            subtree[fr] = subtree.get(fr, 0) + quota - child.local_quota(fr)
+    cohort.subtree = subtree
+    for child in children:
+        for fr, used in child.usage.items():
+            drawn = max(0, used - child.local_quota(fr))
+            if drawn:
+                usage[fr] = usage.get(fr, 0) + drawn
+    cohort.usage = usage
+    cohort.height = height

@@ -1,0 +1,177 @@
+"""The fold's state, and the helpers every layer of it uses.
+
+Theory of operation: :class:`FoldState` holds everything a
+:class:`~kuota.core.fold.Fold` knows, in plain picklable containers (dicts
+used as ordered sets, lists, frozen dataclasses), so that a deepcopy or pickle
+continues exactly as the original:
+
+- observed objects: ResourceFlavors, ClusterQueues (and their
+  :class:`~kuota.core.flavors.QueueView`), Cohorts, LocalQueues, priority
+  classes, namespace labels, the Configuration, the DRA inventory;
+- the quota forest (:class:`~kuota.core.quota.QuotaTree`);
+- one :class:`~kuota.core.queues.ClusterQueueQueue` per ClusterQueue, the
+  ``ready`` set of queues that may have a head to try, and the queues that are
+  inactive (stopped, or missing a flavor) with the verdict that says why;
+- workload records, the *holds* (index: what could unblock a workload that
+  cannot reach a queue -> its key), LocalQueue membership of pending
+  workloads, admitted workloads per ClusterQueue;
+- *waiters*: per cohort tree, per flavor-resource, per ClusterQueue, a heap of
+  (amount needed, shape, epoch) of parked groups and blocked heads;
+- caches keyed by interned ids (charge groups, shapes, assignment plans).
+
+The layers on top: :mod:`kuota.core.placement` (where a pending workload
+waits), :mod:`kuota.core.cycle` (scheduling cycles and quota changes) and
+:mod:`kuota.core.fold` (events and objects).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kuota.api.types import (
+    ClusterQueue,
+    Cohort,
+    Configuration,
+    LabelSelector,
+    LocalQueue,
+    ObjectRef,
+    PodSet,
+    ResourceFlavor,
+    WorkloadPriorityClass,
+)
+from kuota.core.dra import DraInventory, NotChargeable
+from kuota.core.flavors import (
+    PodSetPlan,
+    PodSetRequest,
+    QueueView,
+)
+from kuota.core.queues import ClusterQueueQueue
+from kuota.core.quota import (
+    FlavorResource,
+    QuotaTree,
+)
+from kuota.core.verdict import Verdict
+from kuota.core.workload import (
+    INADMISSIBLE,
+    HoldKey,
+    WorkloadRecord,
+)
+
+ChargeKey = tuple[str, tuple[PodSet, ...]]
+ChargeResult = tuple[PodSetRequest, ...] | NotChargeable
+Waiter = tuple[int, int, int]  # (amount needed, shape or BLOCKED_HEAD, epoch)
+
+
+@dataclass(slots=True)
+class ChargeGroup:
+    """Workloads that share (namespace, podsets) and so share a charge. Kept for
+    the current DRA inventory and configuration; pruned when empty."""
+
+    key: ChargeKey
+    result: ChargeResult
+    members: dict[str, None]  # pending members
+    shapes: dict[int, int]  # priority -> shape id of (priority, result)
+
+
+def selector_matches(selector: LabelSelector, labels: dict[str, str]) -> bool:
+    for key, value in selector.match_labels:
+        if labels.get(key) != value:
+            return False
+    for req in selector.match_expressions:
+        present = req.key in labels
+        if req.operator == "In":
+            ok = present and labels[req.key] in req.values
+        elif req.operator == "NotIn":
+            ok = not present or labels[req.key] not in req.values
+        elif req.operator == "Exists":
+            ok = present
+        elif req.operator == "DoesNotExist":
+            ok = not present
+        else:
+            ok = False
+        if not ok:
+            return False
+    return True
+
+
+class FoldState:
+    """All the state of a Fold (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._now = 0.0
+        self._flavors: dict[str, ResourceFlavor] = {}
+        self._cqs: dict[str, ClusterQueue] = {}
+        self._views: dict[str, QueueView] = {}
+        self._cohorts: dict[str, Cohort] = {}
+        self._lqs: dict[tuple[str, str], LocalQueue] = {}
+        self._wpcs: dict[str, WorkloadPriorityClass] = {}
+        self._namespaces: dict[str, dict[str, str]] = {}
+        self._config = Configuration()
+        self._config_source: ObjectRef | None = None
+        self._inventory = DraInventory()
+        self._tree = QuotaTree()
+        self._queues: dict[str, ClusterQueueQueue] = {}
+        self._inactive: dict[str, Verdict] = {}  # ClusterQueue -> why it admits nothing
+        self._ready: dict[str, None] = {}  # ClusterQueues that may have a head to try
+        self._workloads: dict[str, WorkloadRecord] = {}  # not finished
+        self._finished_uids: dict[str, str] = {}  # finished workload -> uid, until deleted
+        self._holds: dict[HoldKey, dict[str, None]] = {}
+        self._lq_members: dict[tuple[str, str], dict[str, None]] = {}
+        self._admitted: dict[str, dict[str, None]] = {}
+        self._pending_count: dict[str, int] = {}  # ClusterQueue -> pending workloads for it
+        # cohort tree -> flavor-resource -> ClusterQueue -> heap of (needed, shape, epoch)
+        self._waiters: dict[str, dict[FlavorResource, dict[str, list[Waiter]]]] = {}
+        self._shapes: dict[tuple[int, tuple[PodSetRequest, ...]], int] = {}
+        self._charge_ids: dict[ChargeKey, int] = {}
+        self._charge_groups: dict[int, ChargeGroup] = {}
+        self._charge_prune_at = 1024
+        self._plans: dict[tuple[str, int], tuple[PodSetPlan, ...]] = {}  # (queue, shape)
+        self._formatted: dict[int, str] = {}
+        self._ns_cache: dict[tuple[str, str], bool] = {}
+        self._out: list[dict[str, Any]] = []
+
+    # ------------------------------------------------------------------ decisions
+
+    def _inadmissible(self, rec: WorkloadRecord, verdict: Verdict) -> None:
+        rec.state = INADMISSIBLE
+        seen = verdict.key
+        if rec.last_verdict == seen:
+            return
+        rec.last_verdict = seen
+        self._out.append(
+            {
+                "type": "Inadmissible",
+                "workload": rec.key,
+                "uid": rec.spec.uid,
+                "cluster_queue": rec.cluster_queue,
+                "reason": verdict.reason,
+                "message": verdict.message(),
+            }
+        )
+
+    def _rejected(self, ref: ObjectRef, message: str, reason: str = "InvalidObject") -> None:
+        self._out.append(
+            {"type": "Rejected", "object": str(ref), "reason": reason, "message": message}
+        )
+
+    # ------------------------------------------------------------------ lookups
+
+    def _set_cq(self, rec: WorkloadRecord, cq: str | None) -> None:
+        if rec.cluster_queue == cq:
+            return
+        if rec.cluster_queue is not None:
+            self._pending_count[rec.cluster_queue] -= 1
+        if cq is not None:
+            self._pending_count[cq] = self._pending_count.get(cq, 0) + 1
+        rec.cluster_queue = cq
+
+    def _namespace_selected(self, cq: ClusterQueue, namespace: str) -> bool:
+        ck = (cq.name, namespace)
+        hit = self._ns_cache.get(ck)
+        if hit is None:
+            selector = cq.namespace_selector
+            labels = self._namespaces.get(namespace, {})
+            hit = selector is not None and selector_matches(selector, labels)
+            self._ns_cache[ck] = hit
+        return hit

@@ -1,0 +1,47 @@
+"""Why a workload is not admitted: the payload of an Inadmissible decision.
+
+Theory of operation: a :class:`Verdict` carries the CamelCase ``reason``, a
+``signature`` and what is needed to write the human ``message``. Two verdicts
+with the same reason and signature say the same thing; the fold emits an
+Inadmissible decision only when that pair changes for a workload. For a quota
+shortage the signature lists the flavors, resources and requested amounts but
+not the figures that move with every admission elsewhere ("1 available",
+what caps it), so a parked workload is announced once per cause, not once per
+change in free quota. The message is rendered only when a decision is
+emitted: most failed attempts are never shown to anyone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kuota.core.flavors import Assignment, Reason, render_reasons
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    reason: str
+    signature: tuple[object, ...]
+    text: str = ""  # the message, when it is fixed text
+    podsets: tuple[tuple[str, tuple[Reason, ...]], ...] = ()  # rendered on demand
+
+    @property
+    def key(self) -> tuple[str, tuple[object, ...]]:
+        return (self.reason, self.signature)
+
+    def message(self) -> str:
+        if self.podsets:
+            return "; ".join(render_reasons(name, reasons) for name, reasons in self.podsets)
+        return self.text
+
+
+def text_verdict(reason: str, message: str) -> Verdict:
+    return Verdict(reason, (message,), message)
+
+
+def assignment_verdict(assignment: Assignment) -> Verdict:
+    return Verdict(
+        assignment.reason or "InsufficientQuota",
+        assignment.signature,
+        podsets=tuple((p.name, p.reasons) for p in assignment.podsets if p.reasons),
+    )

@@ -1,0 +1,74 @@
+"""Workload records: what the fold remembers about each Job it queues.
+
+Theory of operation
+-------------------
+A record is created when a Job with the queue label is first seen and lives
+until the workload finishes (the fold then keeps only its uid, so that a late
+update of the finished Job is ignored) or the Job is deleted. Its ``state``
+is one of :data:`STATES` (never Finished: that is the uid-only memory); where it
+waits is said by ``queued`` (in a ClusterQueue's queue, under ``shape``) or
+``holds`` (index keys of the object whose change could unblock it: its
+LocalQueue, its ClusterQueue, its priority class, its namespace, the DRA
+inventory). A pending record is in exactly one of the two places; an admitted
+one is in neither and carries its :class:`Admission` (the charged usage per
+flavor-resource, released on finish, delete or eviction).
+
+``last_verdict`` is the (reason, signature) of the last Inadmissible decision
+emitted for it, so the fold never emits the same one twice in a row (the
+signature is the message without the figures that move with usage, so a
+parked workload is not re-announced each time "N available" changes).
+``requests`` caches the charged podsets (per-pod charge × count) for the
+current spec, DRA inventory and configuration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kuota.api.types import WorkloadSpec
+from kuota.core.flavors import PodSetRequest
+from kuota.core.queues import OrderKey
+from kuota.core.quota import FlavorResource
+
+PENDING = "Pending"
+INADMISSIBLE = "Inadmissible"
+ADMITTED = "Admitted"
+FINISHED = "Finished"
+DEACTIVATED = "Deactivated"
+STATES = (PENDING, INADMISSIBLE, ADMITTED, FINISHED, DEACTIVATED)
+
+HoldKey = tuple[str, ...]  # ("lq", ns, name) | ("cq", name) | ("wpc", name) | ("ns", ns) | ("dra",)
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    cluster_queue: str
+    usage: tuple[tuple[FlavorResource, int], ...]
+    flavors: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]  # podset -> (resource, flavor)
+    at: float
+
+
+@dataclass(slots=True)
+class WorkloadRecord:
+    spec: WorkloadSpec
+    order: OrderKey
+    priority: int = 0
+    state: str = PENDING
+    cluster_queue: str | None = None  # the ClusterQueue its LocalQueue points to, if known
+    queued: bool = False
+    shape: int = -1
+    charge_id: int = -1  # the fold's charge group while pending
+    holds: tuple[HoldKey, ...] = ()
+    requests: tuple[PodSetRequest, ...] = ()
+    admission: Admission | None = None
+    last_verdict: tuple[str, tuple[object, ...]] | None = None  # Verdict.key last emitted
+    pods_ready: bool = False
+    extra: dict[str, object] = field(default_factory=dict)  # seam for later issues
+
+    @property
+    def key(self) -> str:
+        return self.order[2]
+
+
+def order_key(spec: WorkloadSpec, priority: int) -> OrderKey:
+    return (-priority, spec.creation_seconds, spec.key)

@@ -1,0 +1,368 @@
+"""The simulation engine: a scenario timeline folded through the real core.
+
+Theory of operation: the engine turns a list of manifests (in file order) into
+journal events on a virtual clock and feeds them, one at a time, to a fold
+(the same ``kuota.core`` fold the admission service runs). It reads no clock
+and draws no random numbers: the same manifests give the same decisions, bit
+for bit.
+
+Time is an ``int`` count of microseconds (see ``kuota.sim.duration``), so
+instants compare exactly. Pending events live in one heap ordered by
+``(instant, origin, sequence)``:
+
+- origin 0, *file events*: ``ObjectUpserted`` at ``kuota.dev/submit-at`` and
+  ``ObjectDeleted`` at ``kuota.dev/delete-at``; sequence is the file position
+  (an object's submission before its own deletion), so ties keep file order.
+- origin 1, *engine events*: ``PodsReady`` at admission + ``ready-after`` and
+  ``WorkloadFinished`` at admission + ``run-for``, scheduled when the fold
+  emits ``Admitted``; sequence is the order they were scheduled (per
+  admission: PodsReady before WorkloadFinished). At one instant they come
+  after every file event.
+
+Each scheduled engine event carries the workload's *admission generation*;
+``Preempted``, ``Evicted``, ``Finished`` and ``Deactivated`` decisions and the
+Job's deletion bump the generation, so a run that was cut short never
+"finishes" later (a re-admission schedules afresh from its own instant).
+
+Before every step the engine asks ``fold.next_wakeup()``; when a timer
+(backoff, pods-ready timeout) is due strictly before the next queued event, a
+``Tick`` at that instant is applied first (an event at the very instant of the
+wakeup carries the time itself). Events get ids ``sim-<n>`` and offset ``n`` in
+the order they are applied; skipped (stale) engine events use no number.
+
+Without ``until`` the run ends when no event is queued and the fold wants no
+wakeup: nothing can change any more. With ``until`` events after that instant
+are not applied.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from kuota.events.schema import (
+    Decision,
+    JournalEvent,
+    ObjectDeleted,
+    ObjectUpserted,
+    PodsReady,
+    Tick,
+    WorkloadFinished,
+)
+from kuota.sim.duration import (
+    DurationError,
+    exact_seconds,
+    format_seconds,
+    micros_to_seconds,
+    parse_duration,
+    seconds_to_micros_ceil,
+)
+from kuota.sim.scenario import CREATED_AT, ScenarioError, Timing, timing_of
+
+#: Kinds the engine treats as workloads (timing of runs, ``created-at``).
+WORKLOAD_KINDS = frozenset({"Job"})
+#: Decisions after which a workload no longer holds its admission.
+ENDS_ADMISSION = frozenset({"Preempted", "Evicted", "Finished", "Deactivated"})
+#: Ticks the fold may ask for at one and the same instant before the engine
+#: calls it a runaway (a fold whose wakeup does not move after a Tick).
+MAX_TICKS_PER_INSTANT = 64
+
+_FILE = 0
+_ENGINE = 1
+_UPSERT = 0
+_DELETE = 1
+_PODS_READY = 0
+_FINISHED = 1
+
+
+class FoldLike(Protocol):
+    """What the engine needs of a fold (``kuota.core.fold.Fold`` fits)."""
+
+    def apply(self, event: JournalEvent, *, offset: int | None = None) -> list[Decision]: ...
+
+    def next_wakeup(self) -> float | None: ...
+
+
+class SimulationError(RuntimeError):
+    """The run cannot finish: too many steps, or a fold that keeps waking up."""
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One applied event and the decisions it caused."""
+
+    event: JournalEvent
+    decisions: list[Decision]
+
+
+def workload_key(manifest: Mapping[str, Any]) -> str | None:
+    """``namespace/name`` of a workload manifest (namespace defaults to
+    ``default``, as ``kubectl`` does), or None for other kinds."""
+    if manifest.get("kind") not in WORKLOAD_KINDS:
+        return None
+    metadata = manifest.get("metadata")
+    if not isinstance(metadata, Mapping):
+        return None
+    name = metadata.get("name")
+    if not isinstance(name, str) or not name:
+        return None
+    namespace = metadata.get("namespace") or "default"
+    return f"{namespace}/{name}"
+
+
+class Simulator:
+    """Runs one scenario through a fold. Single use: ``run`` or ``steps`` once."""
+
+    def __init__(self, manifests: Sequence[Mapping[str, Any]], *, fold: FoldLike) -> None:
+        self._fold = fold
+        self._manifests = list(manifests)
+        # Read every timing first: a bad annotation fails before anything runs.
+        self._timings: list[Timing] = [
+            timing_of(manifest, index=index) for index, manifest in enumerate(self._manifests)
+        ]
+        self._keys: list[str | None] = [workload_key(m) for m in self._manifests]
+        self._queue: list[tuple[int, int, int, tuple[Any, ...]]] = []
+        for index, timing in enumerate(self._timings):
+            self._queue.append((timing.submit_at, _FILE, 2 * index, (_UPSERT, index)))
+            if timing.delete_at is not None:
+                self._queue.append((timing.delete_at, _FILE, 2 * index + 1, (_DELETE, index)))
+        heapq.heapify(self._queue)
+        self._engine_seq = 0
+        self._applied = 0
+        self._now = 0
+        self._started = False
+        self._settled = False
+        # workload key -> timing of the manifest last submitted for it
+        self._workload_timing: dict[str, Timing] = {}
+        # workload key -> admission generation
+        self._generation: dict[str, int] = {}
+
+    @property
+    def fold(self) -> FoldLike:
+        return self._fold
+
+    @property
+    def now(self) -> float:
+        """Instant (seconds) of the last applied event."""
+        return micros_to_seconds(self._now)
+
+    @property
+    def applied(self) -> int:
+        """Events applied so far (ticks included)."""
+        return self._applied
+
+    @property
+    def settled(self) -> bool:
+        """True once the run ended because nothing could change any more."""
+        return self._settled
+
+    def run(
+        self, *, until: str | float | None = None, max_steps: int | None = None
+    ) -> list[Decision]:
+        """Apply events until settled (or ``until``); return every decision in order."""
+        decisions: list[Decision] = []
+        for step in self.steps(until=until, max_steps=max_steps):
+            decisions.extend(step.decisions)
+        return decisions
+
+    def steps(
+        self, *, until: str | float | None = None, max_steps: int | None = None
+    ) -> Iterator[Step]:
+        """Apply events one by one, yielding each with its decisions.
+
+        ``until`` is a duration (``"90s"``) or seconds; events after it are not
+        applied. ``max_steps`` bounds the number of applied events; exceeding it
+        raises ``SimulationError`` (a scenario that never settles, e.g. a job
+        that is never ready and is requeued forever, needs ``until``).
+        """
+        if self._started:
+            raise SimulationError("a Simulator runs once; make a new one")
+        self._started = True
+        limit: int | None = None
+        if until is not None:
+            try:
+                limit = parse_duration(until)
+            except DurationError as err:
+                raise ScenarioError(f"until: {err}") from None
+        tick_instant = -1
+        ticks_here = 0
+        queue = self._queue
+        fold = self._fold
+        while True:
+            wakeup = fold.next_wakeup()
+            tick_at: int | None = None
+            if wakeup is not None:
+                wake = max(seconds_to_micros_ceil(wakeup), self._now)
+                if not queue or wake < queue[0][0]:
+                    tick_at = wake
+            if tick_at is None and not queue:
+                self._settled = True
+                return
+            at = tick_at if tick_at is not None else queue[0][0]
+            if limit is not None and at > limit:
+                return
+            event: JournalEvent | None
+            if tick_at is not None:
+                if tick_at == tick_instant:
+                    ticks_here += 1
+                    if ticks_here > MAX_TICKS_PER_INSTANT:
+                        raise SimulationError(
+                            f"the fold keeps asking to wake up at "
+                            f"{format_seconds(micros_to_seconds(tick_at))}s after Ticks at that "
+                            f"instant ({wakeup!r}); its timers do not fire"
+                        )
+                else:
+                    tick_instant, ticks_here = tick_at, 1
+                event = Tick(id=f"sim-{self._applied}", at=micros_to_seconds(tick_at))
+            else:
+                _, origin, _, payload = heapq.heappop(queue)
+                if origin == _FILE:
+                    event = self._file_event(at, payload)
+                else:
+                    event = self._engine_event(at, payload)
+                if event is None:
+                    continue  # an engine event cancelled by a later preemption/eviction
+            if max_steps is not None and self._applied >= max_steps:
+                raise SimulationError(
+                    f"the scenario did not settle within {max_steps} events "
+                    f"(simulated time {format_seconds(micros_to_seconds(at))}s); pass an `until`"
+                )
+            try:
+                decisions = fold.apply(event, offset=self._applied)
+            except Exception as err:  # a fold bug: say which event, keep the traceback
+                err.add_note(f"while the fold applied {describe_event(event)}")
+                raise
+            self._applied += 1
+            self._now = at
+            if decisions:
+                self._observe(at, decisions)
+            yield Step(event=event, decisions=decisions)
+
+    # ------------------------------------------------------------------ events
+
+    def _file_event(self, at: int, payload: tuple[Any, ...]) -> JournalEvent:
+        action, index = payload
+        manifest = self._manifests[index]
+        key = self._keys[index]
+        seconds = micros_to_seconds(at)
+        if action == _DELETE:
+            if key is not None:
+                self._end_admission(key)
+            metadata = manifest.get("metadata")
+            metadata = metadata if isinstance(metadata, Mapping) else {}
+            return ObjectDeleted(
+                id=f"sim-{self._applied}",
+                at=seconds,
+                kind=str(manifest.get("kind") or ""),
+                name=str(metadata.get("name") or ""),
+                namespace=str(metadata.get("namespace") or ""),
+            )
+        obj: dict[str, Any] = dict(manifest)
+        if key is not None:
+            self._workload_timing[key] = self._timings[index]
+            obj = _with_created_at(obj, at)
+        return ObjectUpserted(id=f"sim-{self._applied}", at=seconds, object=obj)
+
+    def _engine_event(self, at: int, payload: tuple[Any, ...]) -> JournalEvent | None:
+        action, key, generation, namespace, name = payload
+        if self._generation.get(key) != generation:
+            return None
+        if action == _PODS_READY:
+            return PodsReady(
+                id=f"sim-{self._applied}",
+                at=micros_to_seconds(at),
+                namespace=namespace,
+                name=name,
+                ready=True,
+            )
+        return WorkloadFinished(
+            id=f"sim-{self._applied}",
+            at=micros_to_seconds(at),
+            namespace=namespace,
+            name=name,
+            succeeded=True,
+        )
+
+    def _schedule(self, at: int, payload: tuple[Any, ...]) -> None:
+        heapq.heappush(self._queue, (at, _ENGINE, self._engine_seq, payload))
+        self._engine_seq += 1
+
+    def _end_admission(self, key: str) -> None:
+        self._generation[key] = self._generation.get(key, 0) + 1
+
+    def _observe(self, at: int, decisions: list[Decision]) -> None:
+        for decision in decisions:
+            key = decision.workload
+            if key is None:
+                continue
+            if decision.type == "Admitted":
+                generation = self._generation.get(key, 0) + 1
+                self._generation[key] = generation
+                timing = self._workload_timing.get(key, Timing())
+                namespace, _, name = key.partition("/")
+                if timing.ready_after is not None:
+                    self._schedule(
+                        at + timing.ready_after,
+                        (_PODS_READY, key, generation, namespace, name),
+                    )
+                if timing.run_for is not None:
+                    self._schedule(
+                        at + timing.run_for, (_FINISHED, key, generation, namespace, name)
+                    )
+            elif decision.type in ENDS_ADMISSION:
+                self._end_admission(key)
+
+
+def describe_event(event: JournalEvent) -> str:
+    """``sim-12 ObjectUpserted Job team/train-1 at 30s``, for error messages."""
+    what = ""
+    if isinstance(event, ObjectUpserted):
+        metadata = event.object.get("metadata")
+        metadata = metadata if isinstance(metadata, Mapping) else {}
+        namespace = metadata.get("namespace")
+        name = f"{namespace}/{metadata.get('name')}" if namespace else metadata.get("name")
+        what = f" {event.object.get('kind')} {name}"
+    elif isinstance(event, ObjectDeleted):
+        what = f" {event.kind} {event.namespace + '/' if event.namespace else ''}{event.name}"
+    elif isinstance(event, WorkloadFinished | PodsReady):
+        what = f" {event.namespace}/{event.name}"
+    return f"{event.id} {event.type}{what} at {format_seconds(event.at)}s"
+
+
+def _with_created_at(obj: dict[str, Any], at: int) -> dict[str, Any]:
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, Mapping):
+        return obj
+    annotations = metadata.get("annotations")
+    annotations = dict(annotations) if isinstance(annotations, Mapping) else {}
+    if CREATED_AT in annotations:
+        return obj
+    annotations[CREATED_AT] = exact_seconds(at)
+    obj["metadata"] = {**metadata, "annotations": annotations}
+    return obj
+
+
+def simulate(
+    manifests: Sequence[Mapping[str, Any]],
+    *,
+    fold: FoldLike,
+    until: str | float | None = None,
+    max_steps: int | None = None,
+) -> list[Decision]:
+    """Convenience: every decision of one scenario run."""
+    return Simulator(manifests, fold=fold).run(until=until, max_steps=max_steps)
+
+
+__all__ = [
+    "ENDS_ADMISSION",
+    "WORKLOAD_KINDS",
+    "FoldLike",
+    "ScenarioError",
+    "SimulationError",
+    "Simulator",
+    "Step",
+    "simulate",
+    "workload_key",
+]

@@ -1,0 +1,59 @@
+"""Stable JSON lines for decisions (``kuota simulate`` stdout).
+
+Theory of operation: one compact JSON object per decision, keys in a fixed
+order, fields that do not apply left out, nested maps sorted by key and
+instants printed by ``json_seconds`` (ints as ints, otherwise at most three
+decimals). The same decisions therefore always print the same bytes, which is
+what makes ``kuota simulate`` output diffable and golden-testable. Ids and
+causes are left out on purpose: they are journal plumbing, not outcomes.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kuota.events.schema import Decision
+from kuota.sim.duration import json_seconds
+
+#: (JSON key, Decision attribute), in print order.
+FIELDS: tuple[tuple[str, str], ...] = (
+    ("type", "type"),
+    ("workload", "workload"),
+    ("object", "object"),
+    ("clusterQueue", "cluster_queue"),
+    ("flavors", "flavors"),
+    ("usage", "usage"),
+    ("reason", "reason"),
+    ("message", "message"),
+    ("preemptor", "preemptor"),
+    ("policy", "policy"),
+    ("victims", "victims"),
+    ("requeueAt", "requeue_at"),
+)
+
+
+def decision_record(decision: Decision) -> dict[str, Any]:
+    """The decision as an ordered dict of the fields that apply."""
+    record: dict[str, Any] = {"at": json_seconds(decision.at)}
+    for key, attribute in FIELDS:
+        value = getattr(decision, attribute)
+        if value is None or value == "" or value == {} or value == []:
+            continue
+        if key == "requeueAt":
+            value = json_seconds(value)
+        elif isinstance(value, dict):
+            value = _sorted(value)
+        record[key] = value
+    return record
+
+
+def decision_json(decision: Decision) -> str:
+    """One compact JSON line (no trailing newline)."""
+    return json.dumps(decision_record(decision), separators=(",", ":"), ensure_ascii=False)
+
+
+def _sorted(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _sorted(value[key]) for key in sorted(value)}
+    return value

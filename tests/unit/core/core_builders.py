@@ -1,0 +1,419 @@
+"""Fluent builders of manifests and a small driver that feeds them to a Fold.
+
+``cq("team-a").cohort("pool").flavor("h100", gpu=(8, 4))`` is a ClusterQueue
+whose one resource group covers ``nvidia.com/gpu`` with nominal 8 and
+borrowing limit 4 in flavor h100; ``job("ns", "j1").queue("lq").requests(cpu="1")``
+is a Job with the queue label. Resource keyword names are short aliases
+(``gpu`` = ``nvidia.com/gpu``); quotas are ``n``, ``(n, borrowing)`` or
+``(n, borrowing, lending)``. Builders return manifests (plain dicts) through
+``.m``; :class:`Driver` wraps them in journal events with increasing ids.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from kuota.core.fold import Fold
+from kuota.events.schema import (
+    Decision,
+    JournalEvent,
+    ObjectDeleted,
+    ObjectUpserted,
+    PodsReady,
+    PreemptionPlan,
+    Tick,
+    WorkloadFinished,
+)
+
+ALIASES = {"gpu": "nvidia.com/gpu", "mem": "memory"}
+Quota = int | str | tuple[Any, ...]
+
+
+def res(name: str) -> str:
+    return ALIASES.get(name, name)
+
+
+class _Builder:
+    def __init__(self, manifest: dict[str, Any]) -> None:
+        self.m = manifest
+
+    def meta(self) -> dict[str, Any]:
+        meta: dict[str, Any] = self.m["metadata"]
+        return meta
+
+
+def _quota(name: str, q: Quota) -> dict[str, Any]:
+    if not isinstance(q, tuple):
+        q = (q,)
+    out: dict[str, Any] = {"name": name, "nominalQuota": q[0]}
+    if len(q) > 1 and q[1] is not None:
+        out["borrowingLimit"] = q[1]
+    if len(q) > 2 and q[2] is not None:
+        out["lendingLimit"] = q[2]
+    return out
+
+
+class _QuotaHolder(_Builder):
+    def _groups(self) -> list[dict[str, Any]]:
+        groups: list[dict[str, Any]] = self.m["spec"].setdefault("resourceGroups", [])
+        return groups
+
+    def group(self) -> _QuotaHolder:
+        """Start a new resource group for the next ``flavor`` calls."""
+        self._groups().append({"coveredResources": [], "flavors": []})
+        return self
+
+    def flavor(self, name: str, quotas: dict[str, Quota] | None = None, **kw: Quota) -> Any:
+        items = [(res(k), v) for k, v in (quotas or {}).items()] + [
+            (res(k), v) for k, v in kw.items()
+        ]
+        groups = self._groups()
+        if not groups:
+            groups.append({"coveredResources": [], "flavors": []})
+        group = groups[-1]
+        if not group["coveredResources"]:
+            group["coveredResources"] = [r for r, _ in items]
+        group["flavors"].append({"name": name, "resources": [_quota(r, q) for r, q in items]})
+        return self
+
+
+class CQ(_QuotaHolder):
+    def cohort(self, name: str) -> CQ:
+        self.m["spec"]["cohort"] = name
+        return self
+
+    def strategy(self, value: str) -> CQ:
+        self.m["spec"]["queueingStrategy"] = value
+        return self
+
+    def strict(self) -> CQ:
+        return self.strategy("StrictFIFO")
+
+    def selector(self, selector: dict[str, Any] | None) -> CQ:
+        if selector is None:
+            self.m["spec"].pop("namespaceSelector", None)
+        else:
+            self.m["spec"]["namespaceSelector"] = selector
+        return self
+
+    def fungibility(self, *, borrow: str | None = None, preempt: str | None = None) -> CQ:
+        f = self.m["spec"].setdefault("flavorFungibility", {})
+        if borrow:
+            f["whenCanBorrow"] = borrow
+        if preempt:
+            f["whenCanPreempt"] = preempt
+        return self
+
+    def borrow_within_cohort(self, policy: str) -> CQ:
+        p = self.m["spec"].setdefault("preemption", {})
+        p["reclaimWithinCohort"] = "Any"
+        p["borrowWithinCohort"] = {"policy": policy}
+        return self
+
+    def stop(self, policy: str = "Hold") -> CQ:
+        self.m["spec"]["stopPolicy"] = policy
+        return self
+
+
+def cq(name: str) -> CQ:
+    return CQ(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ClusterQueue",
+            "metadata": {"name": name},
+            "spec": {"namespaceSelector": {}},
+        }
+    )
+
+
+class CohortB(_QuotaHolder):
+    def parent(self, name: str | None) -> CohortB:
+        if name is None:
+            self.m["spec"].pop("parentName", None)
+        else:
+            self.m["spec"]["parentName"] = name
+        return self
+
+
+def cohort(name: str) -> CohortB:
+    return CohortB(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "Cohort",
+            "metadata": {"name": name},
+            "spec": {},
+        }
+    )
+
+
+class Flavor(_Builder):
+    def labels(self, **labels: str) -> Flavor:
+        self.m["spec"].setdefault("nodeLabels", {}).update(labels)
+        return self
+
+    def label(self, key: str, value: str) -> Flavor:
+        self.m["spec"].setdefault("nodeLabels", {})[key] = value
+        return self
+
+    def taint(self, key: str, value: str = "", effect: str = "NoSchedule") -> Flavor:
+        t: dict[str, Any] = {"key": key, "effect": effect}
+        if value:
+            t["value"] = value
+        self.m["spec"].setdefault("nodeTaints", []).append(t)
+        return self
+
+
+def flavor(name: str) -> Flavor:
+    return Flavor(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ResourceFlavor",
+            "metadata": {"name": name},
+            "spec": {},
+        }
+    )
+
+
+def lq(namespace: str, name: str, cluster_queue: str) -> _Builder:
+    return _Builder(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "LocalQueue",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"clusterQueue": cluster_queue},
+        }
+    )
+
+
+def wpc(name: str, value: int) -> _Builder:
+    return _Builder(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "WorkloadPriorityClass",
+            "metadata": {"name": name},
+            "value": value,
+        }
+    )
+
+
+def namespace(name: str, **labels: str) -> _Builder:
+    meta: dict[str, Any] = {"name": name}
+    if labels:
+        meta["labels"] = dict(labels)
+    return _Builder({"apiVersion": "v1", "kind": "Namespace", "metadata": meta})
+
+
+class Job(_Builder):
+    def _pod(self) -> dict[str, Any]:
+        pod: dict[str, Any] = self.m["spec"]["template"]["spec"]
+        return pod
+
+    def queue(self, name: str) -> Job:
+        self.meta().setdefault("labels", {})["kueue.x-k8s.io/queue-name"] = name
+        return self
+
+    def priority(self, name: str) -> Job:
+        self.meta().setdefault("labels", {})["kueue.x-k8s.io/priority-class"] = name
+        return self
+
+    def created(self, seconds: float) -> Job:
+        self.meta().setdefault("annotations", {})["kuota.dev/created-at"] = str(seconds)
+        return self
+
+    def uid(self, value: str) -> Job:
+        self.meta()["uid"] = value
+        return self
+
+    def parallelism(self, n: int) -> Job:
+        self.m["spec"]["parallelism"] = n
+        return self
+
+    def requests(self, quotas: dict[str, str | int] | None = None, **kw: str | int) -> Job:
+        reqs = {res(k): v for k, v in (quotas or {}).items()}
+        reqs.update({res(k): v for k, v in kw.items()})
+        container = self._pod()["containers"][0]
+        container.setdefault("resources", {}).setdefault("requests", {}).update(reqs)
+        return self
+
+    def node_selector(self, **labels: str) -> Job:
+        self._pod().setdefault("nodeSelector", {}).update(labels)
+        return self
+
+    def node_selector_kv(self, key: str, value: str) -> Job:
+        self._pod().setdefault("nodeSelector", {})[key] = value
+        return self
+
+    def affinity(self, *terms: list[dict[str, Any]]) -> Job:
+        self._pod()["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": list(t)} for t in terms]
+                }
+            }
+        }
+        return self
+
+    def toleration(self, key: str, operator: str = "Exists", value: str = "") -> Job:
+        t: dict[str, Any] = {"key": key, "operator": operator}
+        if value:
+            t["value"] = value
+        self._pod().setdefault("tolerations", []).append(t)
+        return self
+
+    def claim(self, name: str, template: str) -> Job:
+        self._pod().setdefault("resourceClaims", []).append(
+            {"name": name, "resourceClaimTemplateName": template}
+        )
+        return self
+
+
+def job(namespace: str, name: str) -> Job:
+    return Job(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [{"name": "main", "image": "busybox"}],
+                    }
+                }
+            },
+        }
+    )
+
+
+def manifest(x: _Builder | dict[str, Any]) -> dict[str, Any]:
+    return copy.deepcopy(x.m if isinstance(x, _Builder) else x)
+
+
+class Driver:
+    """Feeds a Fold with events carrying increasing ids; keeps every decision."""
+
+    def __init__(self, fold: Fold | None = None) -> None:
+        self.fold = fold or Fold()
+        self.t = 0.0
+        self.n = 0
+        self.events: list[JournalEvent] = []
+        self.decisions: list[Decision] = []
+
+    def _next(self, at: float | None) -> tuple[str, float]:
+        self.n += 1
+        if at is not None:
+            self.t = at
+        return f"e{self.n}", self.t
+
+    def feed(self, event: JournalEvent) -> list[Decision]:
+        self.events.append(event)
+        out = self.fold.apply(event, offset=len(self.events) - 1)
+        self.decisions.extend(out)
+        return out
+
+    def apply(self, *objs: _Builder | dict[str, Any], at: float | None = None) -> list[Decision]:
+        out: list[Decision] = []
+        for o in objs:
+            eid, t = self._next(at)
+            out += self.feed(ObjectUpserted(id=eid, at=t, object=manifest(o)))
+        return out
+
+    def delete(
+        self, kind: str, name: str, namespace: str = "", *, at: float | None = None
+    ) -> list[Decision]:
+        eid, t = self._next(at)
+        return self.feed(ObjectDeleted(id=eid, at=t, kind=kind, name=name, namespace=namespace))
+
+    def finish(
+        self, key: str, *, succeeded: bool = True, at: float | None = None
+    ) -> list[Decision]:
+        ns, name = key.split("/")
+        eid, t = self._next(at)
+        return self.feed(
+            WorkloadFinished(id=eid, at=t, namespace=ns, name=name, succeeded=succeeded)
+        )
+
+    def tick(self, *, at: float | None = None) -> list[Decision]:
+        eid, t = self._next(at)
+        return self.feed(Tick(id=eid, at=t))
+
+    def ready(self, key: str, *, at: float | None = None) -> list[Decision]:
+        ns, name = key.split("/")
+        eid, t = self._next(at)
+        return self.feed(PodsReady(id=eid, at=t, namespace=ns, name=name))
+
+    def plan(self, preemptor: str, victims: list[str]) -> list[Decision]:
+        eid, t = self._next(None)
+        return self.feed(PreemptionPlan(id=eid, at=t, preemptor=preemptor, victims=victims))
+
+    def state(self, key: str) -> str | None:
+        return self.fold.workload_state(key)
+
+    def usage(self, cluster_queue: str) -> dict[tuple[str, str], int]:
+        for s in self.fold.summary():
+            if s.name == cluster_queue:
+                return {(r.flavor, r.resource): r.usage for r in s.resources if r.usage}
+        raise KeyError(cluster_queue)
+
+
+def kinds(decisions: list[Decision]) -> list[tuple[str, str | None]]:
+    return [(d.type, d.workload or d.object) for d in decisions]
+
+
+def admitted(decisions: list[Decision]) -> list[str]:
+    return [d.workload for d in decisions if d.type == "Admitted" and d.workload]
+
+
+def last(decisions: list[Decision], kind: str, workload: str | None = None) -> Decision:
+    for d in reversed(decisions):
+        if d.type == kind and (workload is None or d.workload == workload):
+            return d
+    raise AssertionError(f"no {kind} decision for {workload}: {kinds(decisions)}")
+
+
+# --------------------------------------------------------------------------- DRA and configuration
+
+
+def configuration(*mappings: dict[str, Any]) -> dict[str, Any]:
+    """Upstream Kueue Configuration with ``resources.deviceClassMappings``."""
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "resources": {"deviceClassMappings": list(mappings)},
+    }
+
+
+def class_mapping(name: str, *classes: str) -> dict[str, Any]:
+    return {"name": name, "deviceClassNames": list(classes)}
+
+
+def device_class(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": {},
+    }
+
+
+def claim_template(
+    namespace: str, name: str, device_class_name: str, count: int = 1
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": "gpu",
+                            "exactly": {"deviceClassName": device_class_name, "count": count},
+                        }
+                    ]
+                }
+            }
+        },
+    }

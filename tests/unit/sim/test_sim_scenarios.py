@@ -1,0 +1,233 @@
+"""The reference scenarios (``examples/scenarios``) through the real fold.
+
+Each case states what the articles in ``shared/references`` describe: what a
+workload is charged, when it is admitted, and the limits that are never
+passed.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from kuota.core.fold import Fold
+from kuota.core.quantity import parse_quantity
+from kuota.events.schema import Decision
+from kuota.sim.engine import Simulator
+from kuota.sim.scenario import load_scenario
+
+SCENARIOS = Path(__file__).resolve().parents[3] / "examples" / "scenarios"
+
+
+@cache
+def run(name: str) -> tuple[Decision, ...]:
+    text = (SCENARIOS / name).read_text(encoding="utf-8")
+    simulator = Simulator(load_scenario(text, source=name), fold=Fold())
+    decisions = simulator.run(max_steps=10_000)
+    assert simulator.settled
+    return tuple(decisions)
+
+
+def first_admission(decisions: tuple[Decision, ...], workload: str) -> Decision:
+    for d in decisions:
+        if d.type == "Admitted" and d.workload == workload:
+            return d
+    raise AssertionError(f"{workload} was never admitted")
+
+
+def charged(decision: Decision) -> dict[str, int]:
+    """resource -> milli-units charged, summed over flavors."""
+    out: dict[str, int] = {}
+    for resources in (decision.usage or {}).values():
+        for resource, amount in resources.items():
+            out[resource] = out.get(resource, 0) + parse_quantity(amount)
+    return out
+
+
+def peak(decisions: tuple[Decision, ...], resource: str, *, prefix: str = "") -> int:
+    """Highest concurrent charge of ``resource`` by workloads named ``prefix*``."""
+    holding: dict[str, int] = {}
+    best = 0
+    for d in decisions:
+        if d.workload is None or not d.workload.startswith(prefix):
+            continue
+        if d.type == "Admitted":
+            holding[d.workload] = charged(d).get(resource, 0)
+        elif d.type in ("Finished", "Preempted", "Evicted", "Deactivated"):
+            holding.pop(d.workload, None)
+        best = max(best, sum(holding.values()))
+    return best
+
+
+Q = parse_quantity
+
+ADMISSIONS = {
+    # article 000: a whole 80 GB GPU is charged ~80 GB, a 1g.10gb slice ~10 GB
+    "mig: whole GPU charged 80Gi": (
+        "mig-memory-quota.yaml",
+        "training/train-1",
+        0,
+        {"gpu-memory": Q("80Gi"), "cpu": Q("4")},
+    ),
+    "mig: slice charged 10Gi": (
+        "mig-memory-quota.yaml",
+        "inference/infer-1",
+        30,
+        {"gpu-memory": Q("10Gi"), "cpu": Q("1")},
+    ),
+    "mig: seventh slice still fits": (
+        "mig-memory-quota.yaml",
+        "inference/infer-7",
+        30,
+        {"gpu-memory": Q("10Gi"), "cpu": Q("1")},
+    ),
+    "mig: second training job waits for the slices": (
+        "mig-memory-quota.yaml",
+        "training/train-2",
+        330,
+        {"gpu-memory": Q("80Gi"), "cpu": Q("4")},
+    ),
+    # article 004: team-alpha borrows up to its limit, the rest waits
+    "cohort: alpha-1 within nominal": (
+        "cohort-borrowing.yaml",
+        "team-alpha/alpha-1",
+        0,
+        {"nvidia.com/gpu": Q(4)},
+    ),
+    "cohort: alpha-3 borrows idle GPUs": (
+        "cohort-borrowing.yaml",
+        "team-alpha/alpha-3",
+        0,
+        {"nvidia.com/gpu": Q(4)},
+    ),
+    "cohort: beta jobs take the rest of the cohort": (
+        "cohort-borrowing.yaml",
+        "team-beta/beta-2",
+        120,
+        {"nvidia.com/gpu": Q(2)},
+    ),
+    "cohort: beta-3 waits for freed quota, then goes before a borrower": (
+        "cohort-borrowing.yaml",
+        "team-beta/beta-3",
+        600,
+        {"nvidia.com/gpu": Q(2)},
+    ),
+    "cohort: alpha-4 waits until it fits its nominal quota": (
+        "cohort-borrowing.yaml",
+        "team-alpha/alpha-4",
+        660,
+        {"nvidia.com/gpu": Q(4)},
+    ),
+    # article 000: device-count quota, each device counts 1
+    "whole-gpu: two pods of one GPU": (
+        "whole-gpu.yaml",
+        "research/job-a",
+        0,
+        {"nvidia-gpu": Q(2), "cpu": Q(2)},
+    ),
+    "whole-gpu: one pod of two GPUs": (
+        "whole-gpu.yaml",
+        "research/job-b",
+        0,
+        {"nvidia-gpu": Q(2), "cpu": Q(1)},
+    ),
+    "whole-gpu: waits for job-a": (
+        "whole-gpu.yaml",
+        "research/job-c",
+        300,
+        {"nvidia-gpu": Q(1), "cpu": Q(1)},
+    ),
+    # extended resources and templates share one quota, nothing counted twice
+    "extended: nvidia.com/gpu charged to the mapping": (
+        "extended-resources.yaml",
+        "ml/legacy-1",
+        0,
+        {"nvidia-gpu": Q(2), "cpu": Q(1)},
+    ),
+    "extended: template job": (
+        "extended-resources.yaml",
+        "ml/dra-1",
+        0,
+        {"nvidia-gpu": Q(1), "cpu": Q(1)},
+    ),
+    "extended: fills the quota": (
+        "extended-resources.yaml",
+        "ml/legacy-2",
+        10,
+        {"nvidia-gpu": Q(1), "cpu": Q(1)},
+    ),
+    "extended: template job waits for the extended-resource job": (
+        "extended-resources.yaml",
+        "ml/dra-2",
+        300,
+        {"nvidia-gpu": Q(1), "cpu": Q(1)},
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("scenario", "workload", "at", "charge"), ADMISSIONS.values(), ids=ADMISSIONS.keys()
+)
+def test_admission_time_and_charge(
+    scenario: str, workload: str, at: float, charge: dict[str, int]
+) -> None:
+    admitted = first_admission(run(scenario), workload)
+    assert (admitted.at, charged(admitted)) == (at, charge)
+
+
+LIMITS = {
+    "mig: gpu-memory never above 160Gi": ("mig-memory-quota.yaml", "gpu-memory", "", Q("160Gi")),
+    "cohort: team-alpha borrows up to 12 GPUs and no more": (
+        "cohort-borrowing.yaml",
+        "nvidia.com/gpu",
+        "team-alpha/",
+        Q(12),
+    ),
+    "cohort: the cohort's 16 GPUs are all used": (
+        "cohort-borrowing.yaml",
+        "nvidia.com/gpu",
+        "",
+        Q(16),
+    ),
+    "whole-gpu: 4 A100s": ("whole-gpu.yaml", "nvidia-gpu", "", Q(4)),
+    "extended: one quota of 4 for both paths": ("extended-resources.yaml", "nvidia-gpu", "", Q(4)),
+}
+
+
+@pytest.mark.parametrize(
+    ("scenario", "resource", "prefix", "limit"), LIMITS.values(), ids=LIMITS.keys()
+)
+def test_peak_usage_reaches_the_limit_and_never_passes_it(
+    scenario: str, resource: str, prefix: str, limit: int
+) -> None:
+    assert peak(run(scenario), resource, prefix=prefix) == limit
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    ["mig-memory-quota.yaml", "cohort-borrowing.yaml", "whole-gpu.yaml", "extended-resources.yaml"],
+)
+def test_every_job_finishes_and_nothing_is_rejected_or_preempted(scenario: str) -> None:
+    decisions = run(scenario)
+    assert [d for d in decisions if d.type in ("Rejected", "Preempted", "Evicted")] == []
+    jobs = {d.workload for d in decisions if d.workload}
+    finished = {d.workload for d in decisions if d.type == "Finished"}
+    assert finished == jobs
+
+
+def test_borrowing_job_is_told_why_it_waits() -> None:
+    decisions = run("cohort-borrowing.yaml")
+    waiting = [
+        d for d in decisions if d.type == "Inadmissible" and d.workload == "team-alpha/alpha-4"
+    ]
+    assert waiting, "alpha-4 should be reported inadmissible while it waits"
+    assert waiting[0].at == 0
+    assert waiting[0].message
+
+
+def test_no_extended_resource_is_charged_under_its_own_name() -> None:
+    for d in run("extended-resources.yaml"):
+        if d.type == "Admitted":
+            assert "nvidia.com/gpu" not in charged(d), d
