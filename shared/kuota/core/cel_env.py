@@ -505,6 +505,23 @@ class DeviceEnv:
         self._contexts: dict[tuple[tuple[str, ...], tuple[str, ...]], Any] = {}
         self._results: dict[str, bool | SelectorError] = {}
 
+    # Snapshots pickle the fold's state. cel.Context objects (the per-device CEL
+    # activations) are native and derived, so they are dropped and rebuilt lazily;
+    # the cached results are plain data and travel with the state.
+    def __getstate__(self) -> dict[str, object]:
+        return {
+            "_attrs": self._attrs,
+            "_caps": self._caps,
+            "_driver": self._driver,
+            "_multi": self._multi,
+            "_results": self._results,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
+        self._contexts = {}
+
     def matches(self, selector: CompiledSelector) -> bool | SelectorError:
         cached = self._results.get(selector.expression)
         if cached is None:
