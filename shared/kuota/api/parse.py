@@ -17,9 +17,9 @@ Kueue semantics kept (and checked against kubernetes-sigs/kueue):
   ``spec.cohort`` (v1beta1, and as article 004 writes it under v1beta2);
   Cohort ``spec.parentName`` (v1beta1+) or ``spec.parent`` (v1alpha1).
 - ``namespaceSelector``: absent/null is kept as ``None`` and ``{}`` as an empty
-  ``LabelSelector``. In Kueue (``metav1.LabelSelectorAsSelector``) ``None`` is
-  the *nothing* selector (no namespace may submit) and ``{}`` matches every
-  namespace; the fold must keep that difference.
+  ``LabelSelector``. In Kueue ``None`` is the *nothing* selector (no namespace
+  may submit); kuota's fold deliberately admits every namespace for ``None``
+  (docs/design/namespace-selector.md) and keeps ``{}`` as "every namespace".
 - ``flavorFungibility``: one internal vocabulary, v1beta2's: ``MayStopSearch``
   or ``TryNextFlavor`` for both ``whenCanBorrow`` (default ``MayStopSearch``)
   and ``whenCanPreempt`` (default ``TryNextFlavor``). v1beta1's deprecated

@@ -154,8 +154,6 @@ class Placement(FoldState):
                 f"namespace {spec.namespace} doesn't match the namespaceSelector "
                 f"of ClusterQueue {cq_name}"
             )
-            if cq.namespace_selector is None:
-                text += " (it has none, which selects no namespace; {} selects all)"
             self._hold(rec, (("cq", cq_name),), ("NamespaceNotSelected", text))
             return
         cid, group = self._charge_group((spec.namespace, spec.podsets))

@@ -172,6 +172,7 @@ class FoldState:
         if hit is None:
             selector = cq.namespace_selector
             labels = self._namespaces.get(namespace, {})
-            hit = selector is not None and selector_matches(selector, labels)
+            # No selector at all admits every namespace; see docs/design/namespace-selector.md.
+            hit = selector is None or selector_matches(selector, labels)
             self._ns_cache[ck] = hit
         return hit
