@@ -1,0 +1,119 @@
+"""The one writer of the journal: events in order, then what was journaled to Redis.
+
+Every source (watches, the configuration file, the clock) hands its events to
+``JournalWriter.put`` in the order it produced them; one task sends them with
+an idempotent producer (``acks=all``), so the journal partition holds them in
+that order with no duplicates from producer retries. Only after Kafka has
+acknowledged a batch is ``Seen`` state written to the Redis hash: Redis may lag
+the journal (a restart then re-emits an upsert, which the fold ignores) but
+never leads it (that would lose an event). A send that fails for good is fatal:
+the in-memory state has moved past what the journal holds, so the service
+exits and a restart relists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from aiokafka import AIOKafkaProducer
+from redis.asyncio import Redis
+
+from kuota.bus.topics import shard_key
+from kuota.events.schema import JournalEvent, Tick
+from kuota.kube.translate import Seen
+from kuota_ingest import metrics
+
+log = logging.getLogger("kuota_ingest.journal")
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    events: tuple[JournalEvent, ...]
+    key: str | None = None  # object key whose Seen state to persist after the events
+    seen: Seen | None = None  # None with a key: forget the key
+
+
+class JournalWriter:
+    def __init__(
+        self,
+        producer: AIOKafkaProducer,
+        *,
+        topic: str,
+        redis: Redis,
+        seen_key: str,
+        max_batch: int = 1000,
+        queue_size: int = 10000,
+    ) -> None:
+        self._producer = producer
+        self._topic = topic
+        self._redis = redis
+        self._seen_key = seen_key
+        self._max_batch = max_batch
+        self._queue: asyncio.Queue[Item] = asyncio.Queue(queue_size)
+        self.produced = 0
+
+    async def put(self, item: Item) -> None:
+        await self._queue.put(item)
+
+    def pending(self) -> int:
+        return self._queue.qsize()
+
+    async def run(self) -> None:
+        while True:
+            items = [await self._queue.get()]
+            while len(items) < self._max_batch and not self._queue.empty():
+                items.append(self._queue.get_nowait())
+            await self._write(items)
+            for _ in items:
+                self._queue.task_done()
+
+    async def idle(self) -> None:
+        """Wait until everything queued so far is journaled (used at shutdown)."""
+        await self._queue.join()
+
+    async def _write(self, items: list[Item]) -> None:
+        futures = []
+        for item in items:
+            key = shard_key(item.key or "")
+            for event in item.events:
+                futures.append(
+                    await self._producer.send(
+                        self._topic,
+                        value=event.model_dump_json().encode(),
+                        key=key,
+                        headers=[("kuota-type", event.type.encode())],
+                    )
+                )
+        if futures:
+            await asyncio.gather(*futures)
+        last_tick: float | None = None
+        for item in items:
+            for event in item.events:
+                metrics.EVENTS.labels(event.type).inc()
+                if isinstance(event, Tick):
+                    last_tick = event.at
+                else:
+                    log.info("journaled %s %s", event.type, event.id)
+        self.produced += len(futures)
+        if last_tick is not None:
+            metrics.LAST_TICK.set(last_tick)
+        upserts: dict[str, str] = {}
+        deletes: set[str] = set()
+        for item in items:
+            if item.key is None:
+                continue
+            if item.seen is None:
+                upserts.pop(item.key, None)
+                deletes.add(item.key)
+            else:
+                deletes.discard(item.key)
+                upserts[item.key] = item.seen.dumps()
+        if upserts or deletes:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                if deletes:
+                    pipe.hdel(self._seen_key, *sorted(deletes))
+                if upserts:
+                    pipe.hset(self._seen_key, mapping=upserts)
+                await pipe.execute()

@@ -1,0 +1,148 @@
+"""Ingest's settings, from the environment (see docs/design/ingest.md).
+
+===============================  ===============================================
+``KUOTA_KAFKA_BOOTSTRAP`` ...    Kafka (``kuota.bus.settings``), required
+``KUOTA_REDIS_URL``              Redis, required (what was journaled, per object)
+``KUBECONFIG``                   kubeconfig; unset: in-cluster service account
+``KUOTA_METRICS_PORT``           Prometheus ``/metrics`` (default 9101; 0: off)
+``KUOTA_TICK_SECONDS``           period of ``Tick`` events (default 1.0)
+``KUOTA_WEBHOOK_PORT``           mutating webhook, HTTPS (default 9443; 0: off)
+``KUOTA_WEBHOOK_HOST``           its bind address (default 0.0.0.0)
+``KUOTA_WEBHOOK_CERT_FILE``      serving certificate and key (PEM); both unset:
+``KUOTA_WEBHOOK_KEY_FILE``       no webhook (logged)
+``KUOTA_CONFIG_FILE``            a Kueue Configuration file, re-read on change
+``KUOTA_CONFIG_CONFIGMAP``       or ``namespace/name`` of a ConfigMap holding
+                                 ``controller_manager_config.yaml``, watched
+``KUOTA_CRD_RETRY_SECONDS``      how often to look again for a missing Kueue
+                                 CRD (default 30)
+``KUOTA_INGEST_SEEN_KEY``        Redis hash of what was journaled (default
+                                 ``kuota:ingest:seen``, suffixed
+                                 ``:<journal topic>`` unless the journal is
+                                 ``kuota.journal``)
+``KUOTA_LOG_LEVEL``              default INFO
+===============================  ===============================================
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from kuota.bus.settings import KafkaSettings, SettingsError
+
+SERVICE_ACCOUNT_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+DEFAULT_SEEN_KEY = "kuota:ingest:seen"
+
+
+@dataclass(frozen=True, slots=True)
+class IngestSettings:
+    kafka: KafkaSettings
+    redis_url: str
+    kubeconfig: str | None  # None: in-cluster
+    metrics_port: int
+    metrics_host: str
+    tick_seconds: float
+    webhook_port: int
+    webhook_host: str
+    webhook_cert: str | None
+    webhook_key: str | None
+    config_file: str | None
+    config_map: tuple[str, str] | None
+    crd_retry_seconds: float
+    seen_key: str
+    log_level: str
+
+    @property
+    def webhook_enabled(self) -> bool:
+        return self.webhook_port > 0 and self.webhook_cert is not None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> IngestSettings:
+        e = os.environ if env is None else env
+        kafka = KafkaSettings.from_env(e)
+        redis_url = e.get("KUOTA_REDIS_URL", "").strip()
+        if not redis_url:
+            raise SettingsError(
+                "KUOTA_REDIS_URL is not set (for the local stack: `. .stack/stack.env`)"
+            )
+        kubeconfig = e.get("KUBECONFIG", "").strip() or None
+        if kubeconfig is not None:
+            first = kubeconfig.split(os.pathsep)[0]
+            if not Path(first).is_file():
+                raise SettingsError(f"KUBECONFIG={kubeconfig}: no such file")
+        elif not SERVICE_ACCOUNT_TOKEN.is_file():
+            raise SettingsError(
+                "KUBECONFIG is not set and there is no in-cluster service account token"
+            )
+        cert = e.get("KUOTA_WEBHOOK_CERT_FILE", "").strip() or None
+        key = e.get("KUOTA_WEBHOOK_KEY_FILE", "").strip() or None
+        if (cert is None) != (key is None):
+            raise SettingsError(
+                "set both KUOTA_WEBHOOK_CERT_FILE and KUOTA_WEBHOOK_KEY_FILE, or neither"
+            )
+        for var, path in (("KUOTA_WEBHOOK_CERT_FILE", cert), ("KUOTA_WEBHOOK_KEY_FILE", key)):
+            if path is not None and not Path(path).is_file():
+                raise SettingsError(f"{var}={path}: no such file (make one: scripts/webhook-certs)")
+        config_file = e.get("KUOTA_CONFIG_FILE", "").strip() or None
+        config_map_raw = e.get("KUOTA_CONFIG_CONFIGMAP", "").strip()
+        if config_file and config_map_raw:
+            raise SettingsError("set KUOTA_CONFIG_FILE or KUOTA_CONFIG_CONFIGMAP, not both")
+        if config_file is not None and not Path(config_file).is_file():
+            raise SettingsError(f"KUOTA_CONFIG_FILE={config_file}: no such file")
+        config_map: tuple[str, str] | None = None
+        if config_map_raw:
+            ns, _, name = config_map_raw.partition("/")
+            if not ns or not name or "/" in name:
+                raise SettingsError(
+                    f"KUOTA_CONFIG_CONFIGMAP={config_map_raw!r}: want namespace/name"
+                )
+            config_map = (ns, name)
+        journal = kafka.topic("journal")
+        seen_key = e.get("KUOTA_INGEST_SEEN_KEY", "").strip() or (
+            DEFAULT_SEEN_KEY if journal == "kuota.journal" else f"{DEFAULT_SEEN_KEY}:{journal}"
+        )
+        return cls(
+            kafka=kafka,
+            redis_url=redis_url,
+            kubeconfig=kubeconfig,
+            metrics_port=_port(e, "KUOTA_METRICS_PORT", 9101),
+            metrics_host=e.get("KUOTA_METRICS_HOST", "0.0.0.0"),
+            tick_seconds=_positive(e, "KUOTA_TICK_SECONDS", 1.0),
+            webhook_port=_port(e, "KUOTA_WEBHOOK_PORT", 9443),
+            webhook_host=e.get("KUOTA_WEBHOOK_HOST", "0.0.0.0"),
+            webhook_cert=cert,
+            webhook_key=key,
+            config_file=config_file,
+            config_map=config_map,
+            crd_retry_seconds=_positive(e, "KUOTA_CRD_RETRY_SECONDS", 30.0),
+            seen_key=seen_key,
+            log_level=e.get("KUOTA_LOG_LEVEL", "INFO").upper(),
+        )
+
+
+def _port(e: Mapping[str, str], var: str, default: int) -> int:
+    raw = e.get(var, "").strip()
+    if not raw:
+        return default
+    try:
+        port = int(raw)
+    except ValueError:
+        raise SettingsError(f"{var}={raw!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise SettingsError(f"{var}={port} is not a port number (0-65535)")
+    return port
+
+
+def _positive(e: Mapping[str, str], var: str, default: float) -> float:
+    raw = e.get(var, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingsError(f"{var}={raw!r} is not a number of seconds") from None
+    if not value > 0:
+        raise SettingsError(f"{var}={raw!r} must be positive")
+    return value

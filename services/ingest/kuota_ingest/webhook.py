@@ -1,0 +1,63 @@
+"""The mutating webhook's HTTPS server: ``POST /mutate-batch-v1-job``.
+
+The answer itself is ``kuota.kube.admission_review.mutate_job``; this module
+reads the body, writes one log line and counts the outcome.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import ssl
+
+from aiohttp import web
+
+from kuota.kube.admission_review import mutate_job
+from kuota_ingest import metrics
+
+log = logging.getLogger("kuota_ingest.webhook")
+
+PATH = "/mutate-batch-v1-job"
+MAX_BODY = 3 * 1024 * 1024  # the apiserver's own request limit is 3 MiB
+
+
+async def _mutate(request: web.Request) -> web.Response:
+    try:
+        body: object = json.loads(await request.read())
+    except (ValueError, UnicodeDecodeError):
+        body = None
+    answer = mutate_job(body)
+    metrics.WEBHOOK.labels(answer.outcome).inc()
+    level = logging.WARNING if answer.outcome == "malformed" else logging.INFO
+    log.log(level, "webhook %s %s: %s", answer.outcome, _who(body), answer.why)
+    return web.json_response(answer.review)
+
+
+def _who(body: object) -> str:
+    """``namespace/name`` of the reviewed object, for the log (``?`` if unknown)."""
+    req = body.get("request") if isinstance(body, dict) else None
+    if not isinstance(req, dict):
+        return "?"
+    obj = req.get("object")
+    md = obj.get("metadata") if isinstance(obj, dict) else None
+    md = md if isinstance(md, dict) else {}
+    name = req.get("name") or md.get("name") or md.get("generateName") or "?"
+    return f"{req.get('namespace') or ''}/{name}"
+
+
+async def _healthz(_: web.Request) -> web.Response:
+    return web.Response(text="ok")
+
+
+def webhook_app() -> web.Application:
+    app = web.Application(client_max_size=MAX_BODY)
+    app.router.add_post(PATH, _mutate)
+    app.router.add_get("/healthz", _healthz)
+    return app
+
+
+def tls_context(cert_file: str, key_file: str) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(cert_file, key_file)
+    return ctx

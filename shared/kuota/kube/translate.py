@@ -1,0 +1,459 @@
+"""Observed Kubernetes objects -> journal events (pure: no I/O, no clock).
+
+Theory of operation: ingest sees a stream of changes per object (an upsert
+with the apiserver's manifest, or a delete). For each change it asks
+:func:`translate_upsert` / :func:`translate_delete`, giving the object and what
+it remembered about that object (:class:`Seen`, ``None`` the first time), and
+gets back the journal events to write plus what to remember next. Nothing here
+reads a clock: ``at`` (ingest's wall clock) is an argument.
+
+What is journaled
+    The manifest minus ``status`` and ``metadata.managedFields``: the fold
+    reads no status of any kind (kuota writes the Kueue kinds' status itself),
+    and managed fields are bookkeeping several times the size of the spec.
+    A LIST's items carry no ``apiVersion``; it is filled in from
+    :data:`API_VERSIONS` so the journal always says which version it holds.
+
+When an upsert is journaled (the digest rule)
+    Only when something the fold reads changed. :func:`fold_digest` hashes a
+    projection of the object: ``kind``, ``metadata`` name, namespace, uid,
+    creationTimestamp, labels and annotations, and every top-level field but
+    ``apiVersion``, ``metadata`` and ``status``. For a Job the projection also
+    leaves out what kuota itself changes when it admits or evicts the Job, so
+    that actuation never echoes back into the journal:
+
+    - ``spec.suspend`` (kuota's lever, not the user's intent);
+    - the flavor's node labels and tolerations the actuator injects into
+      ``spec.template.spec.nodeSelector`` / ``.tolerations``: while the
+      actuator's annotation ``kuota.dev/original-pod-template-scheduling``
+      (JSON ``{"nodeSelector": ..., "tolerations": ...}``, written in the same
+      update as the injection and dropped in the same update as the restore)
+      is on the Job, those two fields count as the values it recorded; without
+      it they count as they are, so a user's edit of a suspended Job's node
+      selector is journaled. An annotation that cannot be read makes both
+      fields unknown: the digest changes once and the Job is journaled as
+      it is;
+    - annotations prefixed ``kuota.dev/`` other than ``kuota.dev/created-at``
+      and ``kuota.dev/active``, which users set and the fold reads (e.g.
+      ``kuota.dev/decision-id``, written by the actuator).
+
+    A status-only change (a Job's pod counts, a Namespace's phase, a
+    ClusterQueue's status) therefore journals nothing, however often it
+    happens.
+
+    The journaled Job is the user's Job in the same sense: with the recorded
+    original ``nodeSelector`` / ``tolerations`` put back, so the fold never
+    mistakes an injected flavor for a user's constraint.
+
+What a Job's status becomes
+    - ``WorkloadFinished`` when a ``Complete`` or ``Failed`` condition is
+      ``True``: once per Job uid (``Seen.finished``);
+    - ``PodsReady`` when readiness flips, where ready means *not suspended and*
+      ``status.ready + status.succeeded >= pods`` (succeeded including
+      ``status.uncountedTerminatedPods.succeeded``), pods being ``parallelism``
+      (default 1) capped by ``completions`` (Kueue's ``podsCount``). The first
+      observation of a Job counts as "not ready" (the fold's default), so only
+      a Job that becomes ready produces an event; a ready Job that is suspended
+      again (evicted) produces ``PodsReady(ready=False)``. A finished Job
+      produces no more readiness events.
+
+Ids are deterministic (``docs/design/ingest.md``):
+``<Kind>/<ns>/<name>@<resourceVersion>`` for an upsert (cluster-scoped objects
+have an empty namespace), the same with ``/deleted`` for a delete,
+``finished/<ns>/<name>/<uid>``, ``podsready/<ns>/<name>/<uid>/<true|false>@<rv>``
+and ``tick@<at>``.
+
+Never raises: a change that is not an object with a name yields no events and a
+``problem`` string for the log; everything else about validity is the fold's
+business (it answers with a ``Rejected`` decision).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import yaml
+
+from kuota.events.schema import (
+    JournalEvent,
+    ObjectDeleted,
+    ObjectUpserted,
+    PodsReady,
+    Tick,
+    WorkloadFinished,
+)
+
+API_VERSIONS: dict[str, str] = {
+    "Job": "batch/v1",
+    "Namespace": "v1",
+    "ConfigMap": "v1",
+    "DeviceClass": "resource.k8s.io/v1",
+    "ResourceSlice": "resource.k8s.io/v1",
+    "ResourceClaimTemplate": "resource.k8s.io/v1",
+    "ClusterQueue": "kueue.x-k8s.io/v1beta2",
+    "LocalQueue": "kueue.x-k8s.io/v1beta2",
+    "ResourceFlavor": "kueue.x-k8s.io/v1beta2",
+    "Cohort": "kueue.x-k8s.io/v1beta2",
+    "WorkloadPriorityClass": "kueue.x-k8s.io/v1beta2",
+}
+KUOTA_ANNOTATION_PREFIX = "kuota.dev/"
+# kuota.dev/ annotations the fold reads (kuota.api.parse_job); every other one
+# is kuota's own bookkeeping and ignored by the digest.
+FOLD_ANNOTATIONS = frozenset({"kuota.dev/created-at", "kuota.dev/active"})
+# Written by the actuator (kuota.core.actuation.ANN_ORIGINAL): the pod template's
+# nodeSelector and tolerations before the first flavor was injected.
+ORIGINAL_SCHEDULING_ANNOTATION = "kuota.dev/original-pod-template-scheduling"
+CONFIG_KINDS = frozenset({"Configuration", "Kueue", "ConfigMap"})
+CONFIG_FILE_NAME = "kuota-config-file"  # metadata.name of a file Configuration without one
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """What ingest remembers about one object between changes (and restarts)."""
+
+    rv: str  # last observed resourceVersion (journaled or not)
+    digest: str  # fold_digest of the last journaled upsert
+    uid: str = ""
+    finished: bool = False  # WorkloadFinished written for this uid
+    ready: bool = False  # last PodsReady value written for this uid
+
+    def dumps(self) -> str:
+        return json.dumps(
+            [self.rv, self.digest, self.uid, int(self.finished), int(self.ready)],
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def loads(cls, text: str | bytes) -> Seen | None:
+        """The inverse of :meth:`dumps`; ``None`` for anything unreadable."""
+        try:
+            rv, digest, uid, finished, ready = json.loads(text)
+        except (ValueError, TypeError):
+            return None
+        if not (isinstance(rv, str) and isinstance(digest, str) and isinstance(uid, str)):
+            return None
+        return cls(rv, digest, uid, bool(finished), bool(ready))
+
+
+@dataclass(frozen=True, slots=True)
+class Translation:
+    events: tuple[JournalEvent, ...] = ()
+    seen: Seen | None = None  # what to remember next; None: forget the object
+    skipped: bool = False  # an upsert the digest rule left out of the journal
+    problem: str | None = None  # why the change was not understood (for the log)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    md = obj.get("metadata")
+    return md if isinstance(md, Mapping) else {}
+
+
+def _str(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _int(value: object, default: int = 0) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def object_key(kind: str, obj: Mapping[str, Any]) -> str:
+    """``<Kind>/<namespace>/<name>``: the name of an object in ingest's memory."""
+    md = _meta(obj)
+    return f"{kind}/{_str(md.get('namespace'))}/{_str(md.get('name'))}"
+
+
+_SCHEDULING = ("nodeSelector", "tolerations")
+
+
+def original_scheduling(obj: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The pod template's ``nodeSelector`` / ``tolerations`` as the user wrote them.
+
+    ``None`` when the actuator's record is present but unreadable; otherwise a
+    dict with the keys that are set (an empty selector or list is absent, as
+    Kubernetes treats it)."""
+    annotations = _meta(obj).get("annotations")
+    recorded = (
+        annotations.get(ORIGINAL_SCHEDULING_ANNOTATION)
+        if isinstance(annotations, Mapping)
+        else None
+    )
+    if recorded is None:
+        source: object = _pod_spec(obj)
+    else:
+        try:
+            source = json.loads(recorded) if isinstance(recorded, str) else None
+        except ValueError:
+            return None
+        if not isinstance(source, Mapping):
+            return None
+    assert isinstance(source, Mapping)
+    return {k: source[k] for k in _SCHEDULING if source.get(k)}
+
+
+def _pod_spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    spec = obj.get("spec")
+    template = spec.get("template") if isinstance(spec, Mapping) else None
+    pod_spec = template.get("spec") if isinstance(template, Mapping) else None
+    return pod_spec if isinstance(pod_spec, Mapping) else {}
+
+
+def journal_object(kind: str, obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The manifest as journaled: no status, no managed fields, kind and apiVersion
+    set; a Job's pod template with the user's own node selector and tolerations."""
+    out = {k: copy.deepcopy(v) for k, v in obj.items() if k != "status"}
+    md = out.get("metadata")
+    if isinstance(md, dict):
+        md.pop("managedFields", None)
+        annotations = md.get("annotations")
+        if (
+            kind == "Job"
+            and isinstance(annotations, Mapping)
+            and ORIGINAL_SCHEDULING_ANNOTATION in annotations
+        ):
+            original = original_scheduling(obj)
+            pod_spec = _pod_spec(out)
+            if original is not None and isinstance(pod_spec, dict):
+                for k in _SCHEDULING:
+                    pod_spec.pop(k, None)
+                pod_spec.update(copy.deepcopy(original))
+    out["kind"] = _str(out.get("kind")) or kind
+    if not out.get("apiVersion") and kind in API_VERSIONS:
+        out["apiVersion"] = API_VERSIONS[kind]
+    return out
+
+
+def _job_spec_projection(obj: Mapping[str, Any]) -> object:
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping):
+        return spec
+    out = {k: v for k, v in spec.items() if k != "suspend"}
+    template = out.get("template")
+    if isinstance(template, Mapping):
+        tspec = template.get("spec")
+        if isinstance(tspec, Mapping):
+            tspec = {k: v for k, v in tspec.items() if k not in _SCHEDULING}
+            out["template"] = {**template, "spec": tspec}
+    out["scheduling (user)"] = original_scheduling(obj)
+    return out
+
+
+def fold_digest(kind: str, obj: Mapping[str, Any]) -> str:
+    """A digest of what the fold reads of ``obj`` (see the module docstring)."""
+    md = _meta(obj)
+    annotations = md.get("annotations")
+    if kind == "Job" and isinstance(annotations, Mapping):
+        annotations = {
+            k: v
+            for k, v in annotations.items()
+            if not str(k).startswith(KUOTA_ANNOTATION_PREFIX) or k in FOLD_ANNOTATIONS
+        }
+    projection: dict[str, Any] = {
+        "kind": kind,
+        "metadata": {
+            "name": md.get("name"),
+            "namespace": md.get("namespace"),
+            "uid": md.get("uid"),
+            "creationTimestamp": md.get("creationTimestamp"),
+            "labels": md.get("labels") or {},
+            "annotations": annotations or {},
+        },
+    }
+    for k, v in obj.items():
+        if k in ("apiVersion", "kind", "metadata", "status"):
+            continue
+        projection[k] = _job_spec_projection(obj) if kind == "Job" and k == "spec" else v
+    text = json.dumps(projection, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _condition_true(status: Mapping[str, Any], types: tuple[str, ...]) -> Mapping[str, Any] | None:
+    conditions = status.get("conditions")
+    if not isinstance(conditions, list):
+        return None
+    for c in conditions:
+        if isinstance(c, Mapping) and c.get("type") in types and c.get("status") == "True":
+            return c
+    return None
+
+
+def job_pods(spec: Mapping[str, Any]) -> int:
+    """Kueue's ``podsCount``: parallelism (default 1) capped by completions."""
+    pods = _int(spec.get("parallelism"), 1)
+    completions = spec.get("completions")
+    if isinstance(completions, int) and not isinstance(completions, bool) and completions < pods:
+        pods = completions
+    return pods
+
+
+def job_ready(obj: Mapping[str, Any]) -> bool:
+    """Not suspended, and ready + succeeded pods reach the Job's pod count."""
+    spec = obj.get("spec")
+    spec = spec if isinstance(spec, Mapping) else {}
+    if spec.get("suspend") is True:
+        return False
+    status = obj.get("status")
+    status = status if isinstance(status, Mapping) else {}
+    # A pod that succeeded but is not counted yet (the Job controller first
+    # records it under uncountedTerminatedPods, then in .succeeded) is neither
+    # ready nor succeeded for a moment; without it readiness would flicker.
+    uncounted = status.get("uncountedTerminatedPods")
+    pending = uncounted.get("succeeded") if isinstance(uncounted, Mapping) else None
+    counted_soon = len(pending) if isinstance(pending, list) else 0
+    done = _int(status.get("succeeded")) + counted_soon
+    return _int(status.get("ready")) + done >= job_pods(spec)
+
+
+def tick(at: float) -> Tick:
+    return Tick(id=f"tick@{at!r}", at=at)
+
+
+# --------------------------------------------------------------------------- translation
+
+
+def translate_upsert(kind: str, obj: object, prev: Seen | None, *, at: float) -> Translation:
+    """Events for an added or modified object; ``prev`` is what was remembered."""
+    if not isinstance(obj, Mapping):
+        return Translation(seen=prev, problem=f"{kind}: not an object ({type(obj).__name__})")
+    md = _meta(obj)
+    name, namespace = _str(md.get("name")), _str(md.get("namespace"))
+    if not name:
+        return Translation(seen=prev, problem=f"{kind}: an object without metadata.name")
+    rv = _str(md.get("resourceVersion"))
+    uid = _str(md.get("uid"))
+    try:
+        digest = fold_digest(kind, obj)
+        manifest = journal_object(kind, obj)
+    except (TypeError, ValueError, RecursionError) as e:
+        return Translation(seen=prev, problem=f"{kind} {namespace}/{name}: {e}")
+
+    if prev is not None and prev.uid != uid:
+        prev = None  # a new object under the same name: nothing carries over
+    events: list[JournalEvent] = []
+    skipped = prev is not None and prev.digest == digest
+    if not skipped:
+        events.append(ObjectUpserted(id=f"{kind}/{namespace}/{name}@{rv}", at=at, object=manifest))
+    seen = Seen(rv=rv, digest=digest, uid=uid)
+    if prev is not None:
+        seen = replace(seen, finished=prev.finished, ready=prev.ready)
+    if kind == "Job":
+        seen = _job_status_events(obj, seen, name=name, namespace=namespace, at=at, out=events)
+    return Translation(events=tuple(events), seen=seen, skipped=skipped)
+
+
+def _job_status_events(
+    obj: Mapping[str, Any],
+    seen: Seen,
+    *,
+    name: str,
+    namespace: str,
+    at: float,
+    out: list[JournalEvent],
+) -> Seen:
+    if seen.finished:
+        return seen
+    status = obj.get("status")
+    status = status if isinstance(status, Mapping) else {}
+    ns = namespace or "default"
+    uid = seen.uid or f"{ns}/{name}"
+    ready = job_ready(obj)
+    done = _condition_true(status, ("Complete", "Failed"))
+    # Readiness first: a Job that completes in one step was ready on its way there.
+    if ready != seen.ready:
+        out.append(
+            PodsReady(
+                id=f"podsready/{ns}/{name}/{uid}/{str(ready).lower()}@{seen.rv}",
+                at=at,
+                namespace=ns,
+                name=name,
+                ready=ready,
+            )
+        )
+        seen = replace(seen, ready=ready)
+    if done is not None:
+        message = _str(done.get("message")) or _str(done.get("reason"))
+        out.append(
+            WorkloadFinished(
+                id=f"finished/{ns}/{name}/{uid}",
+                at=at,
+                namespace=ns,
+                name=name,
+                succeeded=done.get("type") == "Complete",
+                message=message,
+            )
+        )
+        seen = replace(seen, finished=True)
+    return seen
+
+
+def translate_delete(kind: str, obj: object, prev: Seen | None, *, at: float) -> Translation:
+    """Events for a deleted object (from a watch DELETED or a relist's diff)."""
+    if not isinstance(obj, Mapping):
+        return Translation(seen=prev, problem=f"{kind}: not an object ({type(obj).__name__})")
+    md = _meta(obj)
+    name, namespace = _str(md.get("name")), _str(md.get("namespace"))
+    if not name:
+        return Translation(seen=prev, problem=f"{kind}: a deleted object without metadata.name")
+    rv = _str(md.get("resourceVersion")) or (prev.rv if prev is not None else "")
+    return Translation(
+        events=(
+            ObjectDeleted(
+                id=f"{kind}/{namespace}/{name}@{rv}/deleted",
+                at=at,
+                kind=kind,
+                name=name,
+                namespace=namespace,
+            ),
+        ),
+        seen=None,
+    )
+
+
+def stub(kind: str, key: str, seen: Seen) -> dict[str, Any]:
+    """A placeholder object for a remembered key (seeds a watcher after a restart)."""
+    _, namespace, name = key.split("/", 2)
+    md: dict[str, Any] = {"name": name, "resourceVersion": seen.rv}
+    if namespace:
+        md["namespace"] = namespace
+    if seen.uid:
+        md["uid"] = seen.uid
+    return {"kind": kind, "metadata": md}
+
+
+# --------------------------------------------------------------------------- configuration file
+
+
+def config_file_object(text: str) -> dict[str, Any] | str:
+    """The manifest to journal for a Configuration file, or why it cannot be one.
+
+    The file holds one YAML document: an upstream Kueue ``Configuration``
+    (what ``controller_manager_config.yaml`` holds), the operator's ``Kueue``,
+    or a whole ``ConfigMap`` like ``kueue-manager-config``. Its
+    ``metadata.resourceVersion`` becomes ``sha256-<digest of the text>`` so an
+    unchanged file gives the same event id, and ``metadata.name`` defaults to
+    ``kuota-config-file``.
+    """
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as e:
+        return f"not YAML: {e}"
+    if len(docs) != 1:
+        return f"want exactly one YAML document, found {len(docs)}"
+    doc = docs[0]
+    if not isinstance(doc, dict):
+        return f"the document is a {type(doc).__name__}, not a mapping"
+    kind = doc.get("kind")
+    if kind not in CONFIG_KINDS:
+        return f"kind {kind!r} is not one of {sorted(CONFIG_KINDS)}"
+    md = doc.get("metadata")
+    md = dict(md) if isinstance(md, dict) else {}
+    md.setdefault("name", CONFIG_FILE_NAME)
+    md["resourceVersion"] = "sha256-" + hashlib.sha256(text.encode()).hexdigest()[:16]
+    return {**doc, "metadata": md}
