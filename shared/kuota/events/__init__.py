@@ -10,6 +10,7 @@ extended additively, and older versions are upgraded on read
 from kuota.events.schema import (
     DECISION_TYPES,
     SCHEMA_VERSION,
+    ActuationFailed,
     Decision,
     JournalEvent,
     ObjectDeleted,
@@ -26,6 +27,7 @@ from kuota.events.schema import (
 __all__ = [
     "DECISION_TYPES",
     "SCHEMA_VERSION",
+    "ActuationFailed",
     "Decision",
     "JournalEvent",
     "ObjectDeleted",

@@ -13,6 +13,10 @@ Journal events (``type`` discriminates):
 - ``PodsReady``: the Job's pods became ready (or stopped being ready).
 - ``PreemptionPlan``: victims proposed by the preemption service for a
   preemptor; admission re-checks it against its own state before acting.
+- ``ActuationFailed``: the actuator could not apply a decision to the cluster
+  (the Job is missing or was replaced, a permanent API error, a flavor that
+  cannot be injected). Written by the actuator; ``at`` is the decision's own
+  ``at``, so the actuator never moves event time forward.
 
 ``at`` is event time in seconds (float) since the Unix epoch for the pipeline,
 or since the scenario's start for ``kuota simulate``. The fold reads no other
@@ -80,8 +84,25 @@ class PreemptionPlan(_EventBase):
     based_on: str = ""  # id of the last journal event the plan's state had folded
 
 
+class ActuationFailed(_EventBase):
+    """A decision the actuator could not apply (id ``actuationfailed/<decision_id>``)."""
+
+    type: Literal["ActuationFailed"] = "ActuationFailed"
+    decision_id: str
+    workload: str  # "namespace/name"
+    reason: str  # machine-readable, CamelCase, e.g. JobNotFound, FailedToStart
+    message: str = ""
+    decision_type: str | None = None  # the Decision's type, e.g. "Admitted"
+
+
 JournalEvent = Annotated[
-    ObjectUpserted | ObjectDeleted | Tick | WorkloadFinished | PodsReady | PreemptionPlan,
+    ObjectUpserted
+    | ObjectDeleted
+    | Tick
+    | WorkloadFinished
+    | PodsReady
+    | PreemptionPlan
+    | ActuationFailed,
     Field(discriminator="type"),
 ]
 _event_adapter: TypeAdapter[JournalEvent] = TypeAdapter(JournalEvent)

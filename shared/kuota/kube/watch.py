@@ -85,6 +85,12 @@ class Watcher:
             auth_settings=["BearerToken"],
             _preload_content=False,
         )
+        status = getattr(resp, "status", 200)
+        if status >= 400:
+            # Without preloading the client does not raise for HTTP errors itself.
+            body = (await resp.read())[:500]
+            resp.release()
+            raise ApiException(status=status, reason=body.decode(errors="replace"))
         return resp
 
     def _selector(self) -> list[tuple[str, Any]]:

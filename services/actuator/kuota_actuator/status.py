@@ -1,0 +1,150 @@
+"""ClusterQueue status from the read model: the ``/status`` subresource and Redis.
+
+Every ``interval`` seconds, the writer computes Kueue's status fields for
+every ClusterQueue (``kuota.core.readmodel``), compares them with what the
+apiserver has (the ClusterQueue mirror, kept by a watch) and merge-patches
+``/status`` only where they differ, so an idle system writes nothing and a
+status clobbered by someone else is put back. The same documents, with an
+``updated_at``, go to the Redis hash ``kuota:status:clusterqueues`` (one JSON
+field per ClusterQueue) for ``kuota status``, again only when they changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from kuota.api.parse import parse_object
+from kuota.api.types import ClusterQueue
+from kuota.core.readmodel import ClusterQueueReadModel, statuses
+from kuota_actuator.kubeapi import ApiError, Kube, Mirror
+from kuota_actuator.metrics import ActuatorMetrics
+
+log = logging.getLogger("kuota.actuator")
+
+REDIS_KEY = "kuota:status:clusterqueues"
+CQ_PATH = "/apis/kueue.x-k8s.io/v1beta2/clusterqueues"
+_DEFAULTS: dict[str, Any] = {
+    "pendingWorkloads": 0,
+    "reservingWorkloads": 0,
+    "admittedWorkloads": 0,
+    "flavorsReservation": [],
+    "flavorsUsage": [],
+}
+
+
+def _observed(obj: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
+    status = obj.get("status") or {}
+    return {k: status.get(k) if status.get(k) is not None else _DEFAULTS.get(k) for k in fields}
+
+
+class StatusWriter:
+    def __init__(
+        self,
+        kube: Kube,
+        redis: aioredis.Redis | None,
+        model: ClusterQueueReadModel,
+        cluster_queues: Mirror,
+        metrics: ActuatorMetrics,
+        *,
+        redis_key: str = REDIS_KEY,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.kube = kube
+        self.redis = redis
+        self.model = model
+        self.mirror = cluster_queues
+        self.metrics = metrics
+        self.redis_key = redis_key
+        self._clock = clock
+        self._sent: dict[str, tuple[str, str]] = {}  # cq -> (status JSON, resourceVersion seen)
+        self._in_redis: dict[str, str] = {}  # cq -> document JSON without updated_at
+
+    def _specs(self, objects: dict[str, dict[str, Any]]) -> list[ClusterQueue]:
+        out: list[ClusterQueue] = []
+        for obj in objects.values():
+            parsed = parse_object(obj)
+            if isinstance(parsed, ClusterQueue):
+                out.append(parsed)
+        return out
+
+    async def sync_once(self) -> int:
+        """Write what changed; returns how many writes were made."""
+        objects = self.mirror.objects
+        desired = statuses(self.model, self._specs(objects))
+        writes = 0
+        for name, obj in sorted(objects.items()):
+            want = desired.get(name)
+            if want is None:
+                continue
+            if _observed(obj, want) == want:
+                self._sent.pop(name, None)
+                continue
+            rv = str((obj.get("metadata") or {}).get("resourceVersion", ""))
+            key = (json.dumps(want, sort_keys=True), rv)
+            if self._sent.get(name) == key:
+                continue  # patched already; the watch has not shown it yet
+            try:
+                await self.kube.merge_patch(f"{CQ_PATH}/{name}/status", {"status": want})
+                self._sent[name] = key
+                writes += 1
+                self.metrics.status_writes.labels("apiserver", "ok").inc()
+                log.info(
+                    "ClusterQueue %s status: pending %d, admitted %d",
+                    name,
+                    want["pendingWorkloads"],
+                    want["admittedWorkloads"],
+                )
+            except ApiError as err:
+                self.metrics.status_writes.labels("apiserver", "error").inc()
+                log.warning("ClusterQueue %s: status not written: %s", name, err)
+        writes += await self._write_redis(desired)
+        self.metrics.refresh(self.model)
+        return writes
+
+    async def _write_redis(self, desired: dict[str, dict[str, Any]]) -> int:
+        if self.redis is None:
+            return 0
+        changed: dict[str, str] = {}
+        docs: dict[str, str] = {}
+        for name, status in desired.items():
+            doc = {"name": name, **status, "pendingByStatus": self.model.pending(name)}
+            text = json.dumps(doc, sort_keys=True)
+            docs[name] = text
+            if self._in_redis.get(name) != text:
+                changed[name] = json.dumps({**doc, "updated_at": self._clock()}, sort_keys=True)
+        gone = sorted(set(self._in_redis) - set(docs))
+        if not changed and not gone:
+            return 0
+        try:
+            if changed:
+                await self.redis.hset(self.redis_key, mapping=changed)  # type: ignore[misc]
+            if gone:
+                await self.redis.hdel(self.redis_key, *gone)  # type: ignore[misc]
+        except (RedisError, OSError) as err:
+            self.metrics.status_writes.labels("redis", "error").inc()
+            log.warning("Redis %s not written: %s", self.redis_key, err)
+            return 0
+        for name in changed:
+            self._in_redis[name] = docs[name]
+        for name in gone:
+            self._in_redis.pop(name, None)
+        self.metrics.status_writes.labels("redis", "ok").inc()
+        return len(changed) + len(gone)
+
+    async def run(self, stop: asyncio.Event, interval: float) -> None:
+        while not stop.is_set():
+            try:
+                await self.sync_once()
+            except Exception as err:  # never let status writing stop actuation
+                log.warning("status sync failed: %s", err)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), interval)

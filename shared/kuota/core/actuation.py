@@ -1,0 +1,557 @@
+"""What the actuator does to a Job for a decision: pure patch computation.
+
+Theory of operation
+-------------------
+The actuator turns decisions into Job changes the way Kueue's job reconciler
+does, but without a Workload object: everything it must remember lives on
+the Job itself, in annotations written in the same update as the change.
+
+- ``kuota.dev/decision-id`` / ``kuota.dev/decision-offset``: the last decision
+  applied to this Job and its :class:`DecisionOrder`. A decision whose id is
+  recorded, or whose order is not after the recorded one, is skipped, so a
+  redelivered or out-of-date decision never undoes a newer one.
+- ``kuota.dev/original-pod-template-scheduling``: the pod template's
+  ``nodeSelector`` and ``tolerations`` before the first flavor was injected
+  (JSON), so a stop restores them exactly.
+
+:func:`plan` looks at the Job as it is now and returns ONE step. The shell
+executes it with a resourceVersion precondition, GETs the Job again and asks
+for the next step, until the step is final (or a skip or a failure). Deriving
+each step from the current object, rather than remembering where a sequence
+stopped, makes a crash between steps harmless: the redelivered decision
+resumes from whatever state the Job is in.
+
+Why steps: the apiserver lets a Job's pod-template ``nodeSelector`` and
+``tolerations`` change only while the STORED Job is suspended and has not
+started (no ``status.startTime``) or, from Kubernetes 1.35/1.36
+(``MutableSchedulingDirectivesForSuspendedJobs``, on by default in 1.36), has
+no active pods left (``status.active`` 0; verified on our 1.36 apiserver: with
+``startTime`` cleared but a pod still active the update is refused). So
+
+- **Admitted** (stored Job suspended, never started): template +
+  ``suspend: false`` + annotations in one update. A Job that ran before must
+  first have no active pods (:class:`Wait` for the Job controller) and no
+  ``startTime`` (reset through ``/status``, as Kueue does).
+- **Preempted / Evicted / Deactivated** (stored Job running): (1) suspend;
+  (2) :class:`Wait` until the Job controller has taken the pods down
+  (``status.active`` 0); (3) reset ``status.startTime`` if it is still set;
+  (4) restore the template, drop the original-scheduling annotation and
+  record the decision. Kueue's batch/Job integration stops Jobs the same way
+  (suspend, reset startTime, restore).
+
+Injection follows Kueue's ``podset.Merge``: the flavors' ``nodeLabels`` are
+merged into the template's ``nodeSelector`` (a key the Job already sets to a
+different value is a permanent conflict, Kueue's ``FailedToStart``; between
+flavors the first wins), and their ``tolerations`` are appended unless an
+equal toleration is already there.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kuota.events.schema import Decision
+
+__all__ = [
+    "ANN_DECISION_ID",
+    "ANN_DECISION_OFFSET",
+    "ANN_ORIGINAL",
+    "JOB_MUTATING",
+    "STOPPING",
+    "DecisionOrder",
+    "EventSpec",
+    "Fail",
+    "FlavorSpec",
+    "InjectionConflict",
+    "Plan",
+    "ResetStartTime",
+    "SchedulingFields",
+    "Skip",
+    "UpdateJob",
+    "Wait",
+    "assigned_flavors",
+    "feedback_events",
+    "flavor_spec",
+    "inject",
+    "plan",
+]
+
+ANN_DECISION_ID = "kuota.dev/decision-id"
+ANN_DECISION_OFFSET = "kuota.dev/decision-offset"
+ANN_ORIGINAL = "kuota.dev/original-pod-template-scheduling"
+
+MAIN_PODSET = "main"  # a Job's only podset
+STOPPING = frozenset({"Preempted", "Evicted", "Deactivated"})
+JOB_MUTATING = frozenset({"Admitted"}) | STOPPING
+
+# Kueue truncates event messages to this many characters (api.TruncateEventMessage).
+MAX_EVENT_MESSAGE = 1024
+
+# Kueue's HumanReadablePreemptionReasons.
+_PREEMPTION_REASONS = {
+    "InClusterQueue": "prioritization in the ClusterQueue",
+    "InCohortReclamation": "reclamation within the cohort",
+    "InCohortFairSharing": "Fair Sharing within the cohort",
+    "InCohortReclaimWhileBorrowing": "reclamation within the cohort while borrowing",
+}
+
+
+# --------------------------------------------------------------------------- values
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class DecisionOrder:
+    """Where a decision sits in the decision stream, comparable across restarts.
+
+    ``cause_offset`` is the journal offset of the event that caused it (-1 when
+    the decision carries none); ``record_offset`` is the decision record's own
+    offset in its partition of the decision topic, which orders the several
+    decisions one event can cause for the same workload (Evicted, Requeued,
+    Admitted). A workload's decisions share one key, hence one partition.
+    """
+
+    cause_offset: int
+    record_offset: int
+
+    def __str__(self) -> str:
+        return f"{self.cause_offset}/{self.record_offset}"
+
+    @classmethod
+    def of(cls, decision: Decision, record_offset: int) -> DecisionOrder:
+        cause = decision.cause_offset
+        return cls(-1 if cause is None else cause, record_offset)
+
+    @classmethod
+    def parse(cls, text: object) -> DecisionOrder | None:
+        if not isinstance(text, str):
+            return None
+        cause, sep, record = text.partition("/")
+        if not sep:
+            return None
+        try:
+            return cls(int(cause), int(record))
+        except ValueError:
+            return None
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorSpec:
+    """What a ResourceFlavor puts on the pods it admits."""
+
+    name: str
+    node_labels: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+
+
+def flavor_spec(obj: Mapping[str, Any]) -> FlavorSpec:
+    """A :class:`FlavorSpec` from a ResourceFlavor manifest (the apiserver's JSON)."""
+    meta = obj.get("metadata")
+    name = meta.get("name", "") if isinstance(meta, Mapping) else ""
+    spec = obj.get("spec")
+    spec = spec if isinstance(spec, Mapping) else {}
+    labels = spec.get("nodeLabels")
+    tolerations = spec.get("tolerations")
+    return FlavorSpec(
+        name=str(name),
+        node_labels=(
+            {str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {}
+        ),
+        tolerations=(
+            tuple(dict(t) for t in tolerations if isinstance(t, Mapping))
+            if isinstance(tolerations, list)
+            else ()
+        ),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulingFields:
+    """A pod template's ``nodeSelector`` and ``tolerations`` (None = not set)."""
+
+    node_selector: Mapping[str, str] | None = None
+    tolerations: tuple[Mapping[str, Any], ...] | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "nodeSelector": dict(self.node_selector) if self.node_selector else None,
+                "tolerations": [dict(t) for t in self.tolerations] if self.tolerations else None,
+            },
+            sort_keys=True,
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_json(cls, text: object) -> SchedulingFields | None:
+        if not isinstance(text, str):
+            return None
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return None
+        if not isinstance(data, dict):
+            return None
+        return cls.read(data)
+
+    @classmethod
+    def read(cls, pod_spec: Mapping[str, Any]) -> SchedulingFields:
+        sel = pod_spec.get("nodeSelector")
+        tol = pod_spec.get("tolerations")
+        return cls(
+            node_selector=(
+                {str(k): str(v) for k, v in sel.items()} if isinstance(sel, Mapping) else None
+            ),
+            tolerations=(
+                tuple(dict(t) for t in tol if isinstance(t, Mapping))
+                if isinstance(tol, list)
+                else None
+            ),
+        )
+
+    def same_as(self, other: SchedulingFields) -> bool:
+        """Equal as Kubernetes sees it: an empty selector or list is an absent one."""
+        return dict(self.node_selector or {}) == dict(other.node_selector or {}) and [
+            _toleration_key(t) for t in self.tolerations or ()
+        ] == [_toleration_key(t) for t in other.tolerations or ()]
+
+
+def _toleration_key(t: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    # Go's struct equality: an omitted field equals its zero value.
+    return tuple(sorted((k, json.dumps(v)) for k, v in t.items() if v not in (None, "")))
+
+
+class InjectionConflict(ValueError):
+    """The flavors' node labels contradict the Job's own nodeSelector."""
+
+
+def assigned_flavors(decision: Decision) -> list[str]:
+    """The flavors assigned to the Job's podset, deduplicated, in resource-name order."""
+    by_podset = decision.flavors or {}
+    podset = by_podset.get(MAIN_PODSET)
+    if podset is None and len(by_podset) == 1:
+        podset = next(iter(by_podset.values()))
+    names: list[str] = []
+    for resource in sorted(podset or {}):
+        flavor = (podset or {})[resource]
+        if flavor not in names:
+            names.append(flavor)
+    return names
+
+
+def inject(original: SchedulingFields, flavors: Sequence[FlavorSpec]) -> SchedulingFields:
+    """The template's scheduling fields once ``flavors`` are injected (Kueue's podset.Merge)."""
+    from_flavors: dict[str, str] = {}
+    tolerations: list[Mapping[str, Any]] = []
+    for fl in flavors:
+        for k, v in fl.node_labels.items():
+            from_flavors.setdefault(k, v)  # between flavors the first wins
+        tolerations.extend(fl.tolerations)
+    selector = dict(original.node_selector or {})
+    for k, v in sorted(from_flavors.items()):
+        if k in selector and selector[k] != v:
+            raise InjectionConflict(
+                f"conflict for nodeSelector: conflict for key={k}, value1={selector[k]}, value2={v}"
+            )
+        selector[k] = v
+    merged = list(original.tolerations or ())
+    seen = {_toleration_key(t) for t in merged}
+    for t in tolerations:
+        key = _toleration_key(t)
+        if key not in seen:
+            seen.add(key)
+            merged.append(dict(t))
+    return SchedulingFields(selector or None, tuple(merged) or None)
+
+
+# --------------------------------------------------------------------------- plans
+
+
+@dataclass(frozen=True, slots=True)
+class EventSpec:
+    """A Kubernetes Event to record on the decision's object."""
+
+    reason: str
+    message: str
+    type: str = "Normal"  # Normal | Warning
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """Nothing to write; ``why`` is for the log."""
+
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class Fail:
+    """The decision cannot be applied; reported to the journal as ActuationFailed."""
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateJob:
+    """PUT this Job (it carries the resourceVersion it was computed from)."""
+
+    job: dict[str, Any]
+    final: bool  # True: the decision is applied once this succeeds
+    what: str
+    events: tuple[EventSpec, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ResetStartTime:
+    """PUT this Job to ``/status``: ``status.startTime`` removed, so the pod
+    template's scheduling fields become mutable again."""
+
+    job: dict[str, Any]
+    what: str = "reset status.startTime"
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """Nothing to write yet: GET the Job again after a pause (the Job
+    controller must first take the pods of a suspended Job down)."""
+
+    why: str
+
+
+Plan = Skip | Fail | UpdateJob | ResetStartTime | Wait
+
+
+def plan(
+    job: Mapping[str, Any],
+    decision: Decision,
+    *,
+    order: DecisionOrder,
+    flavors: Mapping[str, FlavorSpec],
+) -> Plan:
+    """The next step to bring ``job`` in line with ``decision`` (see module docstring)."""
+    if decision.type not in JOB_MUTATING:
+        return Skip(f"{decision.type} does not change the Job")
+    meta = _mapping(job.get("metadata"))
+    uid = meta.get("uid")
+    if decision.uid and uid and uid != decision.uid:
+        return Fail(
+            "JobNotFound",
+            f"Job {decision.workload} was replaced (uid {uid}); the decision was for uid "
+            f"{decision.uid}",
+        )
+    annotations = _mapping(meta.get("annotations"))
+    if annotations.get(ANN_DECISION_ID) == decision.id:
+        return Skip(f"decision {decision.id} already applied")
+    recorded = DecisionOrder.parse(annotations.get(ANN_DECISION_OFFSET))
+    if recorded is not None and order <= recorded:
+        return Skip(
+            f"decision {decision.id} at {order} is not after the applied "
+            f"{annotations.get(ANN_DECISION_ID)} at {recorded}"
+        )
+    if _finished(job):
+        return Skip("the Job has finished")
+    if decision.type == "Admitted":
+        return _plan_admit(job, decision, order=order, flavors=flavors)
+    return _plan_stop(job, decision, order=order)
+
+
+def _plan_admit(
+    job: Mapping[str, Any],
+    decision: Decision,
+    *,
+    order: DecisionOrder,
+    flavors: Mapping[str, FlavorSpec],
+) -> Plan:
+    names = assigned_flavors(decision)
+    missing = [n for n in names if n not in flavors]
+    if missing:
+        return Fail("FlavorNotFound", f"ResourceFlavor {', '.join(missing)} not found")
+    pod_spec = _pod_spec(job)
+    current = SchedulingFields.read(pod_spec)
+    annotations = _mapping(_mapping(job.get("metadata")).get("annotations"))
+    original = SchedulingFields.from_json(annotations.get(ANN_ORIGINAL)) or current
+    try:
+        desired = inject(original, [flavors[n] for n in names])
+    except InjectionConflict as err:
+        return Fail("FailedToStart", f"invalid admission check PodSetUpdate: {err}")
+    cq = decision.cluster_queue or ""
+    events = (
+        EventSpec("Admitted", f"Admitted by ClusterQueue {cq}, wait time since reservation was 0s"),
+        EventSpec("Started", f"Admitted by clusterQueue {cq}"),
+    )
+    suspended = _suspended(job)
+    changes_template = not desired.same_as(current)
+    if not suspended and changes_template:
+        # Running with another placement (a stop that never got applied):
+        # stop it first; the template is immutable while it runs.
+        new = _copy(job)
+        new["spec"]["suspend"] = True
+        _annotations(new)[ANN_ORIGINAL] = original.to_json()
+        return UpdateJob(new, final=False, what="suspend to re-admit with new flavors")
+    if suspended and changes_template:
+        blocked = _template_blocked(job)
+        if blocked is not None:
+            return blocked
+    new = _copy(job)
+    new["spec"]["suspend"] = False
+    _set_scheduling(new, desired)
+    ann = _annotations(new)
+    ann[ANN_ORIGINAL] = original.to_json()
+    ann[ANN_DECISION_ID] = decision.id
+    ann[ANN_DECISION_OFFSET] = str(order)
+    flavor_text = ", ".join(names) if names else "no flavor"
+    return UpdateJob(new, final=True, what=f"unsuspend with {flavor_text}", events=events)
+
+
+def _plan_stop(job: Mapping[str, Any], decision: Decision, *, order: DecisionOrder) -> Plan:
+    message = _stop_message(decision)
+    if not _suspended(job):
+        new = _copy(job)
+        new["spec"]["suspend"] = True
+        return UpdateJob(
+            new, final=False, what="suspend", events=(EventSpec("Stopped", _truncate(message)),)
+        )
+    annotations = _mapping(_mapping(job.get("metadata")).get("annotations"))
+    original = SchedulingFields.from_json(annotations.get(ANN_ORIGINAL))
+    current = SchedulingFields.read(_pod_spec(job))
+    restores = original is not None and not original.same_as(current)
+    if restores:
+        blocked = _template_blocked(job)
+        if blocked is not None:
+            return blocked
+    new = _copy(job)
+    if original is not None and restores:
+        _set_scheduling(new, original)
+    ann = _annotations(new)
+    ann.pop(ANN_ORIGINAL, None)
+    ann[ANN_DECISION_ID] = decision.id
+    ann[ANN_DECISION_OFFSET] = str(order)
+    return UpdateJob(
+        new,
+        final=True,
+        what="restore the pod template" if restores else "record the stop",
+        events=(_stop_event(decision, message),),
+    )
+
+
+def _stop_message(decision: Decision) -> str:
+    if decision.message:
+        return decision.message
+    if decision.type == "Preempted":
+        human = _PREEMPTION_REASONS.get(decision.reason or "", "UNKNOWN")
+        preemptor = decision.preemptor or "UNKNOWN"
+        return f"Preempted to accommodate a workload ({preemptor}) due to {human}"
+    if decision.type == "Deactivated":
+        return "The workload is deactivated"
+    return f"The workload was evicted ({decision.reason or 'unknown reason'})"
+
+
+def _stop_event(decision: Decision, message: str) -> EventSpec:
+    if decision.type == "Preempted":
+        return EventSpec("Preempted", _truncate(message))
+    if decision.type == "Evicted":
+        return EventSpec(f"EvictedDueTo{decision.reason or 'Unknown'}", _truncate(message))
+    return EventSpec("Deactivated", _truncate(message))
+
+
+def feedback_events(decision: Decision) -> tuple[EventSpec, ...]:
+    """Events for decisions that do not change the Job (Kueue's wording)."""
+    if decision.type == "Inadmissible":
+        text = decision.message or decision.reason or ""
+        return (EventSpec("Pending", _truncate(text), "Warning"),)
+    if decision.type == "Rejected":
+        text = decision.message or "the object is invalid"
+        return (EventSpec(decision.reason or "InvalidObject", _truncate(text), "Warning"),)
+    return ()
+
+
+# --------------------------------------------------------------------------- Job fields
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _copy(job: Mapping[str, Any]) -> dict[str, Any]:
+    new = copy.deepcopy(dict(job))
+    new.setdefault("spec", {})
+    return new
+
+
+def _annotations(job: dict[str, Any]) -> dict[str, str]:
+    meta = job.setdefault("metadata", {})
+    ann = meta.get("annotations")
+    if not isinstance(ann, dict):
+        ann = meta["annotations"] = {}
+    out: dict[str, str] = ann
+    return out
+
+
+def _pod_spec(job: Mapping[str, Any]) -> Mapping[str, Any]:
+    return _mapping(_mapping(_mapping(job.get("spec")).get("template")).get("spec"))
+
+
+def _set_scheduling(job: dict[str, Any], fields: SchedulingFields) -> None:
+    spec = job.setdefault("spec", {})
+    template = spec.setdefault("template", {})
+    pod = template.setdefault("spec", {})
+    if fields.node_selector:
+        pod["nodeSelector"] = dict(fields.node_selector)
+    else:
+        pod.pop("nodeSelector", None)
+    if fields.tolerations:
+        pod["tolerations"] = [dict(t) for t in fields.tolerations]
+    else:
+        pod.pop("tolerations", None)
+
+
+def _suspended(job: Mapping[str, Any]) -> bool:
+    return _mapping(job.get("spec")).get("suspend") is True
+
+
+def _start_time(job: Mapping[str, Any]) -> object:
+    return _mapping(job.get("status")).get("startTime")
+
+
+def _active(job: Mapping[str, Any]) -> int:
+    active = _mapping(job.get("status")).get("active")
+    return active if isinstance(active, int) else 0
+
+
+def _template_blocked(job: Mapping[str, Any]) -> Wait | ResetStartTime | None:
+    """What stands between a suspended Job and a pod-template change."""
+    active = _active(job)
+    if active:
+        return Wait(f"{active} active pod(s) of the suspended Job")
+    if _start_time(job):
+        return ResetStartTime(_without_start_time(job))
+    return None
+
+
+def _without_start_time(job: Mapping[str, Any]) -> dict[str, Any]:
+    new = _copy(job)
+    status = new.get("status")
+    if isinstance(status, dict):
+        status.pop("startTime", None)
+    return new
+
+
+def _finished(job: Mapping[str, Any]) -> bool:
+    conditions = _mapping(job.get("status")).get("conditions")
+    for c in conditions if isinstance(conditions, list) else ():
+        if (
+            isinstance(c, Mapping)
+            and c.get("type") in ("Complete", "Failed")
+            and c.get("status") == "True"
+        ):
+            return True
+    return False
+
+
+def _truncate(text: str) -> str:
+    if len(text) <= MAX_EVENT_MESSAGE:
+        return text
+    return text[: MAX_EVENT_MESSAGE - 3] + "..."
