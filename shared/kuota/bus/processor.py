@@ -19,6 +19,16 @@ undo it: it raises, the service exits, and on restart the state is rebuilt
 from the snapshot plus the journal tail. This is the same "re-initialise the
 task" recovery Kafka Streams uses. Why not faust: see
 docs/design/exactly-once.md.
+
+Recovery (see docs/design/admission.md): a stateful service starts in three
+steps instead of ``start()``. ``start_producer()`` runs ``init_transactions``,
+which fences a predecessor with the same transactional id and aborts its open
+transaction, so the group's committed offsets can no longer move;
+``committed_offsets()`` then reads them without joining the group, and
+``replay()`` feeds the input records from the snapshot's offset up to the
+committed offset to a callback that rebuilds the state and produces nothing
+(those outputs were committed already); finally ``start_consumer()`` joins the
+group, which resumes at the committed offset.
 """
 
 from __future__ import annotations
@@ -28,6 +38,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import OffsetOutOfRangeError
 
 from kuota.bus.settings import KafkaSettings
 
@@ -41,6 +53,11 @@ class OutRecord:
 
 
 Handler = Callable[[Sequence[ConsumerRecord[bytes, bytes]]], Sequence[OutRecord]]
+Replayer = Callable[[Sequence[ConsumerRecord[bytes, bytes]]], None]
+
+
+class ReplayError(RuntimeError):
+    """The journal range to replay cannot be read (truncated, or no progress)."""
 
 
 class TransactionalProcessor:
@@ -54,6 +71,7 @@ class TransactionalProcessor:
         handle: Handler,
         max_batch: int = 500,
         transaction_timeout_ms: int = 15000,
+        group_instance_id: str | None = None,
     ) -> None:
         self._settings = settings
         self._group_id = group_id
@@ -64,6 +82,10 @@ class TransactionalProcessor:
         self.consumer: AIOKafkaConsumer = AIOKafkaConsumer(
             input_topic,
             group_id=group_id,
+            # Static membership (KIP-345): a restarted member with the same
+            # instance id takes its predecessor's partitions at once instead of
+            # waiting a session timeout for the dead member to be dropped.
+            group_instance_id=group_instance_id,
             enable_auto_commit=False,
             isolation_level="read_committed",
             auto_offset_reset="earliest",
@@ -80,8 +102,107 @@ class TransactionalProcessor:
         self.records_out = 0
 
     async def start(self) -> None:
+        await self.start_producer()
+        await self.start_consumer()
+
+    async def start_producer(self) -> None:
+        """Start the transactional producer. Its ``init_transactions`` fences a
+        predecessor with the same transactional id and aborts the transaction it
+        left open, so after this the group's committed offsets are final."""
         await self.producer.start()
+
+    async def start_consumer(self) -> None:
+        """Join the group; consumption resumes at the committed offsets."""
         await self.consumer.start()
+
+    async def committed_offsets(self) -> dict[int, int | None]:
+        """The group's committed offset per partition of the input topic (None:
+        nothing committed yet), read without joining the group, so usable
+        before ``start_consumer``."""
+        admin = AIOKafkaAdminClient(**self._settings.client_kwargs())
+        await admin.start()
+        try:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 10.0
+            while True:  # a topic created a moment ago may not be in the metadata yet
+                described = await admin.describe_topics([self._input_topic])
+                parts = sorted(
+                    p["partition"]
+                    for t in described
+                    if t["topic"] == self._input_topic and t["error_code"] == 0
+                    for p in t["partitions"]
+                )
+                if parts or loop.time() > deadline:
+                    break
+                await asyncio.sleep(0.2)
+            tps = [TopicPartition(self._input_topic, p) for p in parts]
+            offsets = await admin.list_consumer_group_offsets(self._group_id, partitions=tps)
+        finally:
+            await admin.close()
+        out: dict[int, int | None] = {}
+        for tp in tps:
+            meta = offsets.get(tp)
+            out[tp.partition] = meta.offset if meta is not None and meta.offset >= 0 else None
+        return out
+
+    async def replay(
+        self,
+        *,
+        partition: int,
+        start: int,
+        end: int,
+        apply: Replayer,
+        max_batch: int | None = None,
+        stall_timeout_s: float = 60.0,
+    ) -> int:
+        """Feed the input records at offsets ``[start, end)`` of ``partition`` to
+        ``apply``, in batches, producing and committing nothing. Reads like the
+        live consumer (``read_committed``), so it sees the same records. Returns
+        how many records it fed. Raises :class:`ReplayError` if ``start`` is no
+        longer in the log or the position stops advancing for ``stall_timeout_s``."""
+        if end <= start:
+            return 0
+        tp = TopicPartition(self._input_topic, partition)
+        reader = AIOKafkaConsumer(
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+            auto_offset_reset="none",
+            **self._settings.client_kwargs(),
+        )
+        await reader.start()
+        fed = 0
+        try:
+            reader.assign([tp])
+            reader.seek(tp, start)
+            loop = asyncio.get_running_loop()
+            last_progress = loop.time()
+            position = start
+            while position < end:
+                try:
+                    fetched = await reader.getmany(
+                        tp, timeout_ms=500, max_records=max_batch or self._max_batch
+                    )
+                except OffsetOutOfRangeError as err:
+                    raise ReplayError(
+                        f"offset {start} of {self._input_topic}[{partition}] is no longer "
+                        f"in the log: {err}"
+                    ) from err
+                records = [r for r in fetched.get(tp, []) if r.offset < end]
+                if records:
+                    apply(records)
+                    fed += len(records)
+                new_position = await reader.position(tp)
+                if new_position > position:
+                    position = new_position
+                    last_progress = loop.time()
+                elif loop.time() - last_progress > stall_timeout_s:
+                    raise ReplayError(
+                        f"replay of {self._input_topic}[{partition}] stalled at offset "
+                        f"{position} (target {end})"
+                    )
+        finally:
+            await reader.stop()
+        return fed
 
     async def stop(self) -> None:
         await self.consumer.stop()

@@ -1,0 +1,193 @@
+"""Journal records in, decision and dead-letter records out.
+
+Theory of operation: :class:`JournalFolder` owns the admission :class:`Fold`
+and the journal offset of the next record to fold. The transactional
+processor hands it batches in two modes:
+
+- ``handle`` (live): each record is decoded and folded with
+  ``offset=record.offset``; every decision becomes a record on the decisions
+  topic, and a record that cannot be decoded (not JSON, not a journal event,
+  a schema version this build does not know) or whose fold raised becomes a
+  record on the dead-letter topic carrying the original bytes and a
+  ``kuota-reason`` header. The processor produces them and commits the
+  offsets in one transaction.
+- ``replay`` (silent recovery, from the snapshot offset up to the group's
+  committed offset): the same decode and fold, so the state ends where the
+  previous incarnation left it, but the outputs are dropped — they were
+  committed already.
+
+The folder never reads a clock for a decision: time enters as the events'
+``at`` (ingest's Ticks fire the fold's timers). The only clock read here is
+``perf_counter`` for the fold-latency metric, through the observer.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import Protocol
+
+from aiokafka import ConsumerRecord
+from pydantic import ValidationError
+
+from kuota.bus.processor import OutRecord
+from kuota.bus.topics import Topics
+from kuota.core.fold import Fold
+from kuota.events.schema import SCHEMA_VERSION, Decision, JournalEvent, parse_event
+
+log = logging.getLogger("kuota.admission")
+
+REASON_HEADER = "kuota-reason"
+SOURCE_HEADER = "kuota-source"
+TYPE_HEADER = "kuota-type"
+MAX_REASON = 1000
+
+
+class UndecodableRecord(ValueError):
+    """A journal record that is not a journal event this build can fold."""
+
+
+class Observer(Protocol):
+    """What the folder reports (the metrics); ``live`` is False during replay."""
+
+    def folded(self, event: JournalEvent, seconds: float, *, live: bool) -> None: ...
+
+    def decided(self, decision: Decision, *, live: bool) -> None: ...
+
+    def dead_lettered(self, reason: str) -> None: ...
+
+
+def decode(value: bytes | None) -> JournalEvent:
+    """The journal event in a record's value, or :class:`UndecodableRecord`."""
+    if not value:
+        raise UndecodableRecord("empty record value")
+    try:
+        event = parse_event(value)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "record"
+        raise UndecodableRecord(
+            f"not a journal event ({err.error_count()} error(s)); {where}: {first['msg']}"
+        ) from None
+    if event.schema_version != SCHEMA_VERSION:
+        raise UndecodableRecord(
+            f"schema_version {event.schema_version} is not supported "
+            f"(this build reads {SCHEMA_VERSION})"
+        )
+    return event
+
+
+def decision_record(topic: str, decision: Decision) -> OutRecord:
+    key = decision.workload or decision.object or decision.cause
+    return OutRecord(
+        topic=topic,
+        key=key.encode(),
+        value=decision.model_dump_json().encode(),
+        headers=((TYPE_HEADER, decision.type.encode()),),
+    )
+
+
+def dead_letter_record(topic: str, record: ConsumerRecord[bytes, bytes], reason: str) -> OutRecord:
+    source = f"{record.topic}/{record.partition}/{record.offset}"
+    return OutRecord(
+        topic=topic,
+        key=record.key,
+        value=record.value or b"",
+        headers=(
+            (REASON_HEADER, reason[:MAX_REASON].encode()),
+            (SOURCE_HEADER, source.encode()),
+        ),
+    )
+
+
+class JournalFolder:
+    def __init__(
+        self,
+        *,
+        topics: Topics,
+        fold: Fold | None = None,
+        next_offset: int = 0,
+        observer: Observer | None = None,
+    ) -> None:
+        self.topics = topics
+        self.fold = fold if fold is not None else Fold()
+        self.next_offset = next_offset  # journal offset of the next record to fold
+        self.observer = observer
+        self.since_snapshot = 0  # records folded live since the last snapshot
+        self.fold_errors = 0
+
+    # ------------------------------------------------------------------ modes
+
+    def handle(self, records: Sequence[ConsumerRecord[bytes, bytes]]) -> list[OutRecord]:
+        """Live: fold the batch; the decision and dead-letter records to produce."""
+        out: list[OutRecord] = []
+        for record in records:
+            self._check_order(record)
+            try:
+                event = decode(record.value)
+            except UndecodableRecord as err:
+                reason = str(err)
+                log.warning("dead-lettered journal offset %d: %s", record.offset, reason)
+                out.append(dead_letter_record(self.topics.deadletter, record, reason))
+                self._dead_lettered(reason)
+            else:
+                decisions, reason = self._fold(event, record.offset, live=True)
+                if reason is not None:
+                    out.append(dead_letter_record(self.topics.deadletter, record, reason))
+                    self._dead_lettered(reason)
+                out.extend(decision_record(self.topics.decisions, d) for d in decisions)
+            self.next_offset = record.offset + 1
+            self.since_snapshot += 1
+        return out
+
+    def replay(self, records: Sequence[ConsumerRecord[bytes, bytes]]) -> None:
+        """Silent: fold the batch, produce nothing (its outputs were committed)."""
+        for record in records:
+            self._check_order(record)
+            try:
+                event = decode(record.value)
+            except UndecodableRecord:
+                pass  # dead-lettered by the incarnation that committed it
+            else:
+                self._fold(event, record.offset, live=False)
+            self.next_offset = record.offset + 1
+
+    # ------------------------------------------------------------------ helpers
+
+    def _check_order(self, record: ConsumerRecord[bytes, bytes]) -> None:
+        # Offsets only grow (gaps are transaction markers and aborted records);
+        # a record below next_offset would be folded twice.
+        if record.offset < self.next_offset:
+            raise RuntimeError(
+                f"journal offset {record.offset} is below the next offset to fold "
+                f"({self.next_offset}): the consumer position moved backwards"
+            )
+
+    def _fold(
+        self, event: JournalEvent, offset: int, *, live: bool
+    ) -> tuple[list[Decision], str | None]:
+        t0 = time.perf_counter()
+        try:
+            decisions = self.fold.apply(event, offset=offset)
+        except Exception as err:  # a bug in the fold must not stop admission
+            self.fold_errors += 1
+            first_line = (str(err).splitlines() or [""])[0]
+            reason = f"fold raised {type(err).__name__}: {first_line}"
+            log.error(
+                "fold failed on journal offset %d (event %s)%s: %s",
+                offset,
+                event.id,
+                "" if live else " during replay",
+                reason,
+            )
+            return [], reason
+        if self.observer is not None:
+            self.observer.folded(event, time.perf_counter() - t0, live=live)
+            for d in decisions:
+                self.observer.decided(d, live=live)
+        return decisions, None
+
+    def _dead_lettered(self, reason: str) -> None:
+        if self.observer is not None:
+            self.observer.dead_lettered(reason)
