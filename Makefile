@@ -7,7 +7,7 @@ STACK := scripts/stack
 # Load the stack's addresses (Kafka, Redis, kubeconfig) for commands that need them.
 WITH_STACK := set -a; . $${KUOTA_STACK_DIR:-.stack}/stack.env; set +a;
 
-.PHONY: help venv stack-up stack-down demo test test-unit check lint typecheck bench-core
+.PHONY: help venv stack-up stack-down demo test test-unit check lint typecheck bench-core schemas
 
 help:
 	@echo "make demo        set everything up, start the stack, run the main job"
@@ -53,3 +53,6 @@ check: lint typecheck test
 
 bench-core: venv
 	$(PY) scripts/bench_core.py
+
+schemas: venv
+	$(PY) -m kuota.events.jsonschema docs/schemas

@@ -1,0 +1,50 @@
+"""The exported JSON Schemas match the models, and recorded v1 records still parse."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kuota.events import parse_decision, parse_event
+from kuota.events.jsonschema import render, schemas
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.mark.parametrize("name", sorted(schemas()))
+def test_exported_schema_matches_the_models(name: str) -> None:
+    path = REPO / "docs" / "schemas" / name
+    assert path.is_file(), f"{path} missing: run .venv/bin/python -m kuota.events.jsonschema"
+    assert path.read_text() == render(schemas()[name]), (
+        f"{path} drifted from the pydantic models: re-export with "
+        "`.venv/bin/python -m kuota.events.jsonschema` (additive changes only within a version)"
+    )
+
+
+GOLDEN = REPO / "tests" / "fixtures" / "events" / "v1"
+
+
+@pytest.mark.parametrize("path", sorted(GOLDEN.glob("journal-*.json")), ids=lambda p: p.stem)
+def test_golden_journal_events_round_trip(path: Path) -> None:
+    raw = json.loads(path.read_text())
+    event = parse_event(path.read_bytes())
+    assert event.schema_version == 1
+    assert json.loads(event.model_dump_json()) == raw
+
+
+@pytest.mark.parametrize("path", sorted(GOLDEN.glob("decision-*.json")), ids=lambda p: p.stem)
+def test_golden_decisions_round_trip(path: Path) -> None:
+    raw = json.loads(path.read_text())
+    decision = parse_decision(path.read_bytes())
+    assert decision.schema_version == 1
+    dumped = json.loads(decision.model_dump_json(exclude_none=True))
+    assert dumped == raw
+
+
+def test_goldens_cover_every_type() -> None:
+    journal = {json.loads(p.read_text())["type"] for p in GOLDEN.glob("journal-*.json")}
+    decisions = {json.loads(p.read_text())["type"] for p in GOLDEN.glob("decision-*.json")}
+    assert {"ObjectUpserted", "ObjectDeleted", "Tick", "WorkloadFinished", "PodsReady"} <= journal
+    assert {"Admitted", "Preempted", "Inadmissible", "Finished"} <= decisions
