@@ -1,0 +1,486 @@
+"""docker-compose.yml and the Deployments configure what the code reads.
+
+The settings each service reads are taken from the code itself: every string
+constant that is a whole setting name (``KUOTA_*`` or ``KUBECONFIG``) in the
+service's package and in every ``kuota.*`` module it imports, transitively
+(``settings_read``). So a setting renamed in the code and not in the
+manifests — or the other way round — fails here, not for a user:
+
+- every variable ``docker-compose.yml`` or a Deployment gives a service is one
+  that service reads;
+- the service's own settings reader (``IngestSettings.from_env``,
+  ``load_config``) accepts the environment as given — a new required setting,
+  a malformed value, a path that no volume provides, all fail;
+- the ports: each metrics port is the published / container port named
+  ``metrics`` and the default the image's healthcheck assumes; ingest's webhook
+  port is published (compose) and named ``webhook`` (Kubernetes);
+- Kafka and Redis addresses name the compose services / dev Services.
+
+``problems_*`` return a list of sentences; the tests assert it is empty for
+the real files and not empty for a renamed setting.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import re
+import tomllib
+from collections.abc import Callable, Mapping
+from functools import cache
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+from test_deploy_manifests import REPO, SERVICES, container, documents, find, render
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+COMPOSE = REPO / "docker-compose.yml"
+SETTING = re.compile(r"^(KUOTA_[A-Z0-9_]+|KUBECONFIG)$")
+IMPORTS_ROOTS = {"kuota": REPO / "shared"} | {f"kuota_{s}": REPO / "services" / s for s in SERVICES}
+#: Secrets a production cluster creates itself (docs/deploy.md): name -> keys.
+USER_SECRETS = {
+    "kuota-redis": {"url": "redis://redis.example:6379/0"},
+    "kuota-snapshot-key": {"key": "k"},
+}
+
+
+# --------------------------------------------------------------------------- what the code reads
+
+
+def module_file(name: str) -> Path | None:
+    root = IMPORTS_ROOTS.get(name.split(".")[0])
+    if root is None:
+        return None
+    base = root.joinpath(*name.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def imported_modules(tree: ast.AST) -> set[str]:
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+            out |= {f"{node.module}.{a.name}" for a in node.names}
+    return out
+
+
+@cache
+def settings_read(service: str) -> frozenset[str]:
+    """Setting names in kuota_<service> and every kuota module it imports."""
+    package = REPO / "services" / service / f"kuota_{service}"
+    todo = [p for p in package.glob("*.py")]
+    seen: set[Path] = set()
+    names: set[str] = set()
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        tree = ast.parse(path.read_text(), str(path))
+        docstrings = {
+            id(n.body[0].value)
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and n.body
+            and isinstance(n.body[0], ast.Expr)
+            and isinstance(n.body[0].value, ast.Constant)
+        }
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and id(node) not in docstrings
+                and SETTING.match(node.value)
+            ):
+                names.add(node.value)
+        for name in imported_modules(tree):
+            found = module_file(name)
+            if found is not None:
+                todo.append(found)
+    return frozenset(names)
+
+
+def loader(service: str) -> Callable[[Mapping[str, str]], Any]:
+    if service == "ingest":
+        from kuota_ingest.settings import IngestSettings
+        from kuota_ingest.sources import file_config_error
+
+        def load(env: Mapping[str, str]) -> Any:
+            settings = IngestSettings.from_env(env)
+            if settings.config_file is not None:
+                problem = file_config_error(settings.config_file)
+                assert problem is None, f"KUOTA_CONFIG_FILE: {problem}"
+            return settings
+
+        return load
+    if service == "admission":
+        from kuota_admission.main import load_config as admission
+
+        return admission
+    if service == "preemption":
+        from kuota_preemption.main import load_config as preemption
+
+        return preemption
+    from kuota_actuator.main import load_config as actuator
+
+    return actuator
+
+
+@pytest.fixture
+def in_cluster_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The service-account token file the in-cluster settings look for."""
+    import kuota_actuator.main
+    import kuota_ingest.settings
+
+    token = tmp_path / "token"
+    token.write_text("t")
+    monkeypatch.setattr(kuota_ingest.settings, "SERVICE_ACCOUNT_TOKEN", token)
+    monkeypatch.setattr(kuota_actuator.main, "SERVICE_ACCOUNT_TOKEN", token)
+    return token
+
+
+def is_path_setting(name: str) -> bool:
+    return name == "KUBECONFIG" or name.endswith("_FILE")
+
+
+def try_load(service: str, env: dict[str, str]) -> tuple[Any, str | None]:
+    from kuota.bus.settings import SettingsError
+
+    try:
+        return loader(service)(env), None
+    except (SettingsError, AssertionError) as err:
+        return None, f"kuota-{service} refuses its environment: {err}"
+
+
+def test_settings_read_come_from_the_code() -> None:
+    """The scan finds what each service is documented to read, and only its own."""
+    common = {
+        "KUOTA_KAFKA_BOOTSTRAP",
+        "KUOTA_TOPIC_PREFIX",
+        "KUOTA_METRICS_PORT",
+        "KUOTA_LOG_LEVEL",
+    }
+    for service in SERVICES:
+        assert common <= settings_read(service), service
+    assert {
+        "KUOTA_REDIS_URL",
+        "KUBECONFIG",
+        "KUOTA_WEBHOOK_CERT_FILE",
+        "KUOTA_CONFIG_CONFIGMAP",
+    } <= (settings_read("ingest"))
+    assert "KUOTA_SNAPSHOT_KEY" in settings_read("admission")
+    assert "KUOTA_SNAPSHOT_KEY" not in settings_read("actuator")
+    assert {"KUOTA_REDIS_URL", "KUBECONFIG"}.isdisjoint(settings_read("preemption"))
+    assert "KUOTA_STATUS_INTERVAL" in settings_read("actuator")
+
+
+def test_healthcheck_default_ports_are_the_services_defaults() -> None:
+    from kuota.cli import SERVICE_METRICS_PORTS
+
+    assert set(SERVICE_METRICS_PORTS) == {f"kuota-{s}" for s in SERVICES}
+    for service in SERVICES:
+        env = {
+            "KUOTA_KAFKA_BOOTSTRAP": "k:9092",
+            "KUOTA_REDIS_URL": "redis://r",
+            "KUBECONFIG": __file__,
+        }
+        assert loader(service)(env).metrics_port == SERVICE_METRICS_PORTS[f"kuota-{service}"]
+
+
+# --------------------------------------------------------------------------- compose
+
+
+def interpolate(value: str, env: Mapping[str, str]) -> str:
+    """Compose's ``${VAR}``, ``${VAR:-default}``, ``${VAR-default}``, ``$$``."""
+
+    def sub(m: re.Match[str]) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        name, op, default = m.group(1), m.group(2), m.group(3) or ""
+        if op == ":-":
+            return env.get(name) or default
+        if op == "-":
+            return env.get(name, default)
+        return env.get(name, "")
+
+    return re.sub(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\}", sub, value)
+
+
+def compose_mounts(service: dict[str, Any], env: Mapping[str, str]) -> dict[str, str]:
+    """Container path -> host source of the service's bind mounts."""
+    out = {}
+    for v in service.get("volumes", []):
+        parts = interpolate(v, env).split(":")
+        out[parts[1]] = parts[0]
+    return out
+
+
+def container_ports(service: dict[str, Any]) -> set[int]:
+    return {int(str(p).split(":")[-1]) for p in service.get("ports", [])}
+
+
+def problems_compose(compose: dict[str, Any], tmp: Path, host_env: Mapping[str, str]) -> list[str]:
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    services = compose["services"]
+    problems = []
+    if set(services) != {"kafka", "redis", *SERVICES}:
+        problems.append(f"services are {sorted(services)}")
+    kafka_env = services.get("kafka", {}).get("environment", {})
+    for name in SERVICES:
+        svc = services.get(name)
+        if svc is None:
+            continue
+        cmd = svc.get("command")
+        if cmd != [f"kuota-{name}"] or f"kuota-{name}" not in scripts:
+            problems.append(f"{name}: command {cmd} is not the console script kuota-{name}")
+        if svc.get("restart") not in ("always", "unless-stopped", "on-failure"):
+            problems.append(f"{name}: no restart policy")
+        test = svc.get("healthcheck", {}).get("test", [])
+        if test[:3] != ["CMD", "kuota", "healthcheck"] or "kuota" not in scripts:
+            problems.append(f"{name}: healthcheck {test} is not `kuota healthcheck`")
+        env = {k: interpolate(str(v), host_env) for k, v in svc.get("environment", {}).items()}
+        unread = sorted(set(env) - settings_read(name))
+        if unread:
+            problems.append(f"{name}: sets {unread}, which kuota-{name} does not read")
+        mounts = compose_mounts(svc, host_env)
+        for key, value in list(env.items()):
+            if value and is_path_setting(key):
+                source = next(
+                    (
+                        src
+                        for dst, src in mounts.items()
+                        if value == dst or value.startswith(dst + "/")
+                    ),
+                    None,
+                )
+                if source is None:
+                    problems.append(f"{name}: {key}={value} is in no volume")
+                    continue
+                host = REPO / source if source.startswith("./") else None
+                if host is not None and host.is_file():
+                    env[key] = str(host)  # a file of this checkout: check the real one
+                else:
+                    stand_in = tmp / f"{name}-{key}"
+                    stand_in.write_text("apiVersion: v1\nkind: Config\n")
+                    env[key] = str(stand_in)
+        settings, error = try_load(name, env)
+        if error:
+            problems.append(error)
+            continue
+        if settings.metrics_port not in container_ports(svc):
+            problems.append(f"{name}: metrics port {settings.metrics_port} is not published")
+        if name == "ingest" and settings.webhook_port not in container_ports(svc):
+            problems.append(f"ingest: webhook port {settings.webhook_port} is not published")
+        bootstrap = settings.kafka.bootstrap
+        if f"PLAINTEXT://{bootstrap}" not in kafka_env.get("KAFKA_ADVERTISED_LISTENERS", ""):
+            problems.append(
+                f"{name}: KUOTA_KAFKA_BOOTSTRAP={bootstrap} is not what kafka advertises"
+            )
+        redis_url = getattr(settings, "redis_url", None)
+        if redis_url is not None and urlsplit(redis_url).hostname not in services:
+            problems.append(f"{name}: KUOTA_REDIS_URL={redis_url} names no compose service")
+        user = interpolate(str(svc.get("user", "")), host_env).split(":")[0]
+        if user in ("0", "root"):  # unset: the image's USER, non-root
+            problems.append(f"{name}: runs as root (user {user!r})")
+    return problems
+
+
+def compose_file() -> dict[str, Any]:
+    data = yaml.safe_load(COMPOSE.read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def test_compose_parses_and_runs_what_the_issue_asks() -> None:
+    compose = compose_file()
+    services = compose["services"]
+    kafka = services["kafka"]
+    assert kafka["image"].startswith("apache/kafka:4."), kafka["image"]
+    env = kafka["environment"]
+    assert env["KAFKA_PROCESS_ROLES"] == "broker,controller"  # KRaft, one combined node
+    assert env["KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR"] == "1"
+    assert env["KAFKA_TRANSACTION_STATE_LOG_MIN_ISR"] == "1"
+    assert services["redis"]["image"].startswith("redis:")
+    for name, svc in services.items():
+        assert "healthcheck" in svc and svc.get("restart"), name
+    for name in ("ingest", "actuator"):
+        mounts = [
+            v for v in services[name]["volumes"] if v.startswith("${KUBECONFIG:-~/.kube/config}:")
+        ]
+        assert len(mounts) == 1 and mounts[0].endswith(":ro"), f"{name}: kubeconfig mount {mounts}"
+    for name in ("admission", "preemption"):
+        assert "KUBECONFIG" not in services[name]["environment"], name
+
+
+def test_compose_environment_matches_the_code(tmp_path: Path) -> None:
+    assert problems_compose(compose_file(), tmp_path, {}) == []
+
+
+def test_compose_with_the_user_settings_set(tmp_path: Path) -> None:
+    """The optional settings, as a user sets them, are read and accepted too."""
+    webhook = tmp_path / "webhook"
+    webhook.mkdir()
+    host_env = {
+        "KUOTA_LOG_LEVEL": "DEBUG",
+        "KUOTA_WEBHOOK_CERT_FILE": "/etc/kuota/webhook/tls.crt",
+        "KUOTA_WEBHOOK_KEY_FILE": "/etc/kuota/webhook/tls.key",
+        "KUOTA_WEBHOOK_DIR": str(webhook),
+    }
+    assert problems_compose(compose_file(), tmp_path, host_env) == []
+
+
+@pytest.mark.parametrize(
+    ("service", "old", "new"),
+    [
+        ("ingest", "KUOTA_REDIS_URL", "KUOTA_REDIS"),
+        ("admission", "KUOTA_METRICS_PORT", "KUOTA_METRIC_PORT"),
+        ("actuator", "KUBECONFIG", "KUOTA_KUBECONFIG"),
+        ("preemption", "KUOTA_KAFKA_BOOTSTRAP", "KAFKA_BOOTSTRAP"),
+    ],
+)
+def test_a_renamed_setting_breaks_the_check(
+    tmp_path: Path, service: str, old: str, new: str
+) -> None:
+    compose = compose_file()
+    env = compose["services"][service]["environment"]
+    env[new] = env.pop(old)
+    problems = problems_compose(compose, tmp_path, {})
+    assert any(new in p for p in problems), problems
+
+
+# --------------------------------------------------------------------------- Kubernetes
+
+
+def resolve_env(c: dict[str, Any], docs: list[dict[str, Any]]) -> tuple[dict[str, str], list[str]]:
+    """A container's environment as the kubelet would set it (Secrets the user
+    makes in production are filled with examples)."""
+    env: dict[str, str] = {}
+    problems = []
+    for e in c.get("env", []):
+        name = e["name"]
+        if "value" in e:
+            env[name] = e["value"]
+            continue
+        ref = e["valueFrom"]
+        if "configMapKeyRef" in ref:
+            r = ref["configMapKeyRef"]
+            found = find(docs, "ConfigMap", r["name"])
+            if not found or r["key"] not in found[0].get("data", {}):
+                problems.append(f"{name}: no ConfigMap {r['name']} key {r['key']}")
+                continue
+            env[name] = found[0]["data"][r["key"]]
+        elif "secretKeyRef" in ref:
+            r = ref["secretKeyRef"]
+            found = find(docs, "Secret", r["name"])
+            if found:
+                data = found[0].get("data", {})
+                if r["key"] not in data:
+                    problems.append(f"{name}: Secret {r['name']} has no key {r['key']}")
+                    continue
+                env[name] = base64.b64decode(data[r["key"]]).decode()
+            elif r["key"] in USER_SECRETS.get(r["name"], {}):
+                env[name] = USER_SECRETS[r["name"]][r["key"]]
+            else:
+                problems.append(f"{name}: Secret {r['name']} key {r['key']} is nowhere")
+        else:
+            problems.append(f"{name}: unexpected valueFrom {ref}")
+    return env, problems
+
+
+def problems_deployments(docs: list[dict[str, Any]], tmp: Path) -> list[str]:
+    problems = []
+    for name in SERVICES:
+        deployment = find(docs, "Deployment", f"kuota-{name}")
+        if len(deployment) != 1:
+            problems.append(f"{name}: {len(deployment)} Deployments")
+            continue
+        pod = deployment[0]["spec"]["template"]["spec"]
+        c = container(deployment[0])
+        env, unresolved = resolve_env(c, docs)
+        problems += [f"{name}: {p}" for p in unresolved]
+        unread = sorted(set(env) - settings_read(name))
+        if unread:
+            problems.append(f"{name}: sets {unread}, which kuota-{name} does not read")
+        mounts = {m["mountPath"]: m["name"] for m in c.get("volumeMounts", [])}
+        volumes = {v["name"]: v for v in pod.get("volumes", [])}
+        for key, value in list(env.items()):
+            if value and is_path_setting(key):
+                mount = next((p for p in mounts if value.startswith(p.rstrip("/") + "/")), None)
+                if mount is None:
+                    problems.append(f"{name}: {key}={value} is in no volume")
+                    continue
+                volume = volumes[mounts[mount]]
+                if "secret" in volume:
+                    keys = {i["key"] for i in volume["secret"].get("items", [])} or None
+                    file = value[len(mount.rstrip("/")) + 1 :]
+                    if keys is not None and file not in keys:
+                        problems.append(f"{name}: {key}={value}: not in the Secret's items")
+                stand_in = tmp / f"{name}-{key}"
+                stand_in.write_text("x")
+                env[key] = str(stand_in)
+        settings, error = try_load(name, env)
+        if error:
+            problems.append(error)
+            continue
+        ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
+        if ports.get("metrics") != settings.metrics_port:
+            problems.append(
+                f"{name}: port 'metrics' is {ports.get('metrics')}, not {settings.metrics_port}"
+            )
+        if name == "ingest":
+            if ports.get("webhook") != settings.webhook_port:
+                problems.append(f"ingest: port 'webhook' is not {settings.webhook_port}")
+            if not settings.webhook_enabled:
+                problems.append("ingest: the webhook is off")
+            if settings.config_map is None:
+                problems.append("ingest: no KUOTA_CONFIG_CONFIGMAP")
+            else:
+                ns, cm = settings.config_map
+                if not any(
+                    d["metadata"].get("namespace") == ns for d in find(docs, "ConfigMap", cm)
+                ):
+                    problems.append(f"ingest: no ConfigMap {ns}/{cm}")
+        if "KUBECONFIG" in env:
+            problems.append(f"{name}: KUBECONFIG set in a pod (use the service account)")
+    return problems
+
+
+@pytest.mark.parametrize("overlay", ["dev", "production"])
+def test_deployment_environment_matches_the_code(
+    overlay: str, tmp_path: Path, in_cluster_token: Path
+) -> None:
+    assert problems_deployments(documents(render(f"overlays/{overlay}")), tmp_path) == []
+
+
+def test_dev_overlay_addresses_name_the_dev_services(
+    tmp_path: Path, in_cluster_token: Path
+) -> None:
+    docs = documents(render("overlays/dev"))
+    env, problems = resolve_env(container(find(docs, "Deployment", "kuota-admission")[0]), docs)
+    assert problems == []
+    redis = urlsplit(env["KUOTA_REDIS_URL"])
+    assert redis.hostname == "kuota-redis.kuota-system.svc"
+    (svc,) = find(docs, "Service", "kuota-redis")
+    assert redis.port == svc["spec"]["ports"][0]["port"]
+
+
+def test_a_renamed_setting_breaks_the_deployment_check(
+    tmp_path: Path, in_cluster_token: Path
+) -> None:
+    docs = documents(render("overlays/dev"))
+    c = container(find(docs, "Deployment", "kuota-actuator")[0])
+    for e in c["env"]:
+        if e["name"] == "KUOTA_REDIS_URL":
+            e["name"] = "KUOTA_REDIS_ADDRESS"
+    problems = problems_deployments(docs, tmp_path)
+    assert any("KUOTA_REDIS_ADDRESS" in p for p in problems), problems
+    assert any("KUOTA_REDIS_URL is not set" in p for p in problems), problems
