@@ -7,14 +7,15 @@ STACK := scripts/stack
 # Load the stack's addresses (Kafka, Redis, kubeconfig) for commands that need them.
 WITH_STACK := set -a; . $${KUOTA_STACK_DIR:-.stack}/stack.env; set +a;
 
-.PHONY: help venv stack-up stack-down demo test test-unit check lint typecheck bench-core schemas
+.PHONY: help venv stack-up stack-down demo test test-unit check lint typecheck schemas \
+	bench-core bench-kueue-baseline bench-kueue-large bench-replay bench-e2e
 
 help:
 	@echo "make demo        set everything up, start the stack, run the main job"
 	@echo "make test        set everything up, start the stack, run every test"
 	@echo "make check       ruff + mypy --strict + import layering + tests"
 	@echo "make test-unit   unit tests only (no stack needed)"
-	@echo "make bench-core  decision-core benchmark"
+	@echo "make bench-core / bench-kueue-baseline / bench-kueue-large / bench-replay / bench-e2e"
 	@echo "make stack-up / stack-down"
 
 $(VENV_STAMP): pyproject.toml
@@ -32,8 +33,12 @@ stack-up: venv
 stack-down:
 	$(STACK) down
 
+# The main job: stack + the four services + a sample GPU cluster, the admission
+# stream printed live, a usage table at the end. `make demo DEMO_ARGS=--down` stops
+# everything afterwards.
 demo: venv stack-up
 	@$(STACK) versions
+	$(WITH_STACK) $(PY) scripts/demo $(DEMO_ARGS)
 
 test: venv stack-up
 	$(WITH_STACK) .venv/bin/pytest -q -p no:cacheprovider
@@ -53,6 +58,18 @@ check: lint typecheck test
 
 bench-core: venv
 	$(PY) scripts/bench_core.py
+
+bench-kueue-baseline: venv
+	$(PY) scripts/bench_kueue.py --shape baseline
+
+bench-kueue-large: venv
+	$(PY) scripts/bench_kueue.py --shape large
+
+bench-replay: venv
+	$(PY) scripts/bench_replay.py
+
+bench-e2e: venv stack-up
+	$(WITH_STACK) $(PY) scripts/bench_e2e.py
 
 schemas: venv
 	$(PY) -m kuota.events.jsonschema docs/schemas

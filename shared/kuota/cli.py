@@ -6,6 +6,10 @@ does can be tested without a process. Exit codes: 0 done, 1 the run could not
 finish (e.g. a scenario that never settles), 2 bad input (malformed YAML, a bad
 timing annotation or option). Machine output goes to stdout, people's output
 (summaries, errors) to stderr.
+
+``healthcheck`` is the container image's probe (Dockerfile ``HEALTHCHECK``,
+docker-compose): it asks the service in the same container for its Prometheus
+page, so it needs nothing but the standard library.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from kuota.cli_audit import register as register_audit_commands
 
 app = typer.Typer(
     name="kuota",
@@ -106,6 +112,87 @@ def simulate(
             settled=simulator.settled,
             peaks=peaks.peak,
         )
+
+
+#: Each service's default ``KUOTA_METRICS_PORT`` (the services' settings readers
+#: hold the same numbers; tests/integration/test_deploy_settings.py keeps them equal).
+SERVICE_METRICS_PORTS = {
+    "kuota-ingest": 9101,
+    "kuota-admission": 9102,
+    "kuota-preemption": 9103,
+    "kuota-actuator": 9104,
+}
+
+
+def service_of_cmdline(cmdline: bytes) -> str | None:
+    """The kuota service a ``/proc/<pid>/cmdline`` runs (``python .../kuota-ingest``)."""
+    for arg in cmdline.split(b"\0"):
+        name = arg.decode(errors="replace").rsplit("/", 1)[-1]
+        if name in SERVICE_METRICS_PORTS:
+            return name
+    return None
+
+
+def metrics_port(
+    port: int | None, env: dict[str, str], cmdline: bytes | None
+) -> tuple[int | None, str]:
+    """The port to probe and where it came from (None: no way to tell, or metrics off)."""
+    if port is not None:
+        return port, "--port"
+    raw = env.get("KUOTA_METRICS_PORT", "").strip()
+    if raw:
+        try:
+            return int(raw), "KUOTA_METRICS_PORT"
+        except ValueError:
+            return None, f"KUOTA_METRICS_PORT={raw!r} is not a port number"
+    service = service_of_cmdline(cmdline) if cmdline is not None else None
+    if service is not None:
+        return SERVICE_METRICS_PORTS[service], f"the default of {service} (PID 1)"
+    return None, "no --port, no KUOTA_METRICS_PORT, and PID 1 is no kuota service"
+
+
+@app.command()
+def healthcheck(
+    port: Annotated[
+        int | None,
+        typer.Option(
+            help="Metrics port; default: $KUOTA_METRICS_PORT, else the default port "
+            "of the kuota service running as PID 1."
+        ),
+    ] = None,
+    host: Annotated[str, typer.Option(help="Address of the metrics server.")] = "127.0.0.1",
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for the answer.")] = 3.0,
+) -> None:
+    """Exit 0 if the service's Prometheus endpoint answers (the image's HEALTHCHECK)."""
+    import os
+    import urllib.error
+    import urllib.request
+
+    try:
+        with open("/proc/1/cmdline", "rb") as f:
+            cmdline: bytes | None = f.read()
+    except OSError:
+        cmdline = None
+    chosen, source = metrics_port(port, dict(os.environ), cmdline)
+    if chosen is None:
+        raise _fail(f"healthcheck: {source}", 2)
+    if chosen == 0:
+        raise _fail("healthcheck: metrics are off (port 0): nothing to probe", 1)
+    url = f"http://{host}:{chosen}/metrics"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            head = resp.read(65536)
+            status = resp.status
+    except (urllib.error.URLError, OSError) as err:
+        reason = getattr(err, "reason", err)
+        raise _fail(f"healthcheck: {url}: {reason}", 1) from None
+    if status != 200 or b"# TYPE " not in head:
+        raise _fail(f"healthcheck: {url}: HTTP {status}, not a Prometheus page", 1)
+    sys.stderr.write(f"kuota: healthcheck: {url} answers (port from {source})\n")
+
+
+# audit replay, journal export, explain, events tail, status (kuota.cli_audit).
+register_audit_commands(app)
 
 
 def main() -> None:

@@ -25,7 +25,8 @@ Configuration (environment):
 - ``KUOTA_KAFKA_BOOTSTRAP`` and the other Kafka settings (``kuota.bus.settings``);
 - ``KUOTA_REDIS_URL`` (required); ``KUBECONFIG`` (or the in-cluster service account);
 - ``KUOTA_METRICS_PORT`` (9104), ``KUOTA_LOG_LEVEL`` (INFO);
-- ``KUOTA_STATUS_INTERVAL`` (2 s) between ClusterQueue status syncs;
+- ``KUOTA_STATUS_INTERVAL`` (1 s) between ClusterQueue status syncs, so
+  `kuota status` is at most about 1 s stale;
 - ``KUOTA_ACTUATOR_MAX_ATTEMPTS`` (8): tries per decision against conflicts and
   transient API errors before it is reported as failed;
 - ``KUOTA_ACTUATOR_CONCURRENCY`` (16): API steps in flight at once;
@@ -142,7 +143,7 @@ def load_config(env: Mapping[str, str] | None = None) -> Config:
         kubeconfig=kubeconfig,
         metrics_port=port,
         log_level=level,
-        status_interval=_number(e, "KUOTA_STATUS_INTERVAL", "2", float, 0.05),
+        status_interval=_number(e, "KUOTA_STATUS_INTERVAL", "1", float, 0.05),
         max_attempts=int(_number(e, "KUOTA_ACTUATOR_MAX_ATTEMPTS", "8", int, 1)),
         max_batch=int(_number(e, "KUOTA_MAX_BATCH", "100", int, 1)),
         concurrency=int(_number(e, "KUOTA_ACTUATOR_CONCURRENCY", "16", int, 1)),

@@ -24,6 +24,7 @@ from redis.exceptions import RedisError
 
 from kuota.api.parse import parse_object
 from kuota.api.types import ClusterQueue
+from kuota.core.quantity import format_quantity
 from kuota.core.readmodel import ClusterQueueReadModel, statuses
 from kuota_actuator.kubeapi import ApiError, Kube, Mirror
 from kuota_actuator.metrics import ActuatorMetrics
@@ -44,6 +45,26 @@ _DEFAULTS: dict[str, Any] = {
 def _observed(obj: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
     status = obj.get("status") or {}
     return {k: status.get(k) if status.get(k) is not None else _DEFAULTS.get(k) for k in fields}
+
+
+def _quota(spec: ClusterQueue) -> list[dict[str, Any]]:
+    """Nominal quota and limits per flavor and resource, in the spec's order."""
+
+    def fmt(milli: int | None) -> str | None:
+        return None if milli is None else format_quantity(milli)
+
+    return [
+        {
+            "flavor": fq.name,
+            "resource": rq.name,
+            "nominalQuota": fmt(rq.nominal_quota),
+            "borrowingLimit": fmt(rq.borrowing_limit),
+            "lendingLimit": fmt(rq.lending_limit),
+        }
+        for group in spec.resource_groups
+        for fq in group.flavors
+        for rq in fq.resources
+    ]
 
 
 class StatusWriter:
@@ -79,7 +100,8 @@ class StatusWriter:
     async def sync_once(self) -> int:
         """Write what changed; returns how many writes were made."""
         objects = self.mirror.objects
-        desired = statuses(self.model, self._specs(objects))
+        specs = self._specs(objects)
+        desired = statuses(self.model, specs)
         writes = 0
         for name, obj in sorted(objects.items()):
             want = desired.get(name)
@@ -106,17 +128,23 @@ class StatusWriter:
             except ApiError as err:
                 self.metrics.status_writes.labels("apiserver", "error").inc()
                 log.warning("ClusterQueue %s: status not written: %s", name, err)
-        writes += await self._write_redis(desired)
+        writes += await self._write_redis(desired, {spec.name: spec for spec in specs})
         self.metrics.refresh(self.model)
         return writes
 
-    async def _write_redis(self, desired: dict[str, dict[str, Any]]) -> int:
+    async def _write_redis(
+        self, desired: dict[str, dict[str, Any]], specs: dict[str, ClusterQueue]
+    ) -> int:
         if self.redis is None:
             return 0
         changed: dict[str, str] = {}
         docs: dict[str, str] = {}
         for name, status in desired.items():
             doc = {"name": name, **status, "pendingByStatus": self.model.pending(name)}
+            spec = specs.get(name)
+            if spec is not None:  # for `kuota status`: Redis only, not the Kubernetes status
+                doc["cohort"] = spec.cohort
+                doc["quota"] = _quota(spec)
             text = json.dumps(doc, sort_keys=True)
             docs[name] = text
             if self._in_redis.get(name) != text:

@@ -1,0 +1,200 @@
+"""``kuota status``: ClusterQueues and cohorts from the actuator's Redis read model.
+
+Theory of operation
+-------------------
+The actuator folds every decision into ``kuota.core.readmodel`` and writes,
+when a ClusterQueue's figures change, one JSON document per ClusterQueue to
+the Redis hash ``<instance>:status:clusterqueues`` (``<instance>`` = the topic
+prefix without its dot, ``kuota`` by default)::
+
+    {"name": "cq-gpu", "pendingWorkloads": 2, "admittedWorkloads": 3,
+     "reservingWorkloads": 3, "pendingByStatus": {"inadmissible": 2},
+     "flavorsUsage": [{"name": "gpu-a", "resources":
+         [{"name": "nvidia.com/gpu", "total": "4", "borrowed": "0"}]}],
+     "flavorsReservation": [...], "updated_at": 1767225600.5}
+
+:func:`parse_status` turns the hash into :class:`QueueStatus` rows. The
+documents carry usage and borrowed amounts but not the ClusterQueue's quotas;
+two optional fields, written by an actuator that adds them (Redis only, not
+the Kubernetes status), fill the rest when present::
+
+    "cohort": "pool-a",
+    "quota": [{"flavor": "gpu-a", "resource": "nvidia.com/gpu",
+               "nominalQuota": "4", "borrowingLimit": "2", "lendingLimit": null}]
+
+Without them nominal quota shows as unknown (``?``), never as 0.
+:func:`cohort_totals` sums usage per cohort. Nothing here does I/O: the
+command reads Redis (and, for the staleness line, Kafka) and renders.
+
+Staleness: ``updated_at`` is when a document last *changed*; an idle queue
+keeps an old time and is still current. What bounds staleness is the
+actuator's position on the decision topic (its lag) plus its status interval
+(``KUOTA_STATUS_INTERVAL``), so the command reports both the age of the last
+change and, when Kafka is reachable, the actuator's lag in decisions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kuota.core.quantity import QuantityError, format_quantity, parse_quantity
+
+__all__ = [
+    "QueueStatus",
+    "ResourceStatus",
+    "cohort_totals",
+    "parse_status",
+    "redis_key",
+    "status_dict",
+]
+
+
+def redis_key(instance: str) -> str:
+    """The hash the actuator writes (``kuota_actuator.main.Config.redis_key``)."""
+    return f"{instance}:status:clusterqueues"
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceStatus:
+    flavor: str
+    resource: str
+    usage: int  # milli-units
+    borrowed: int
+    nominal: int | None = None  # None: the read model does not carry it
+    borrowing_limit: int | None = None
+    lending_limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStatus:
+    name: str
+    cohort: str | None
+    admitted: int
+    pending: int
+    pending_by_status: tuple[tuple[str, int], ...]
+    resources: tuple[ResourceStatus, ...]
+    updated_at: float | None
+    problem: str | None = None  # a document that could not be read
+
+
+def _qty(value: Any) -> int | None:
+    if value is None:
+        return None
+    try:
+        return parse_quantity(value)
+    except QuantityError:
+        return None
+
+
+def _queue(name: str, doc: Mapping[str, Any]) -> QueueStatus:
+    quota: dict[tuple[str, str], Mapping[str, Any]] = {
+        (str(q.get("flavor", "")), str(q.get("resource", ""))): q
+        for q in doc.get("quota") or []
+        if isinstance(q, dict)
+    }
+    rows: list[ResourceStatus] = []
+    for flavor in doc.get("flavorsUsage") or []:
+        for r in flavor.get("resources") or []:
+            fr = (str(flavor.get("name", "")), str(r.get("name", "")))
+            q = quota.get(fr, {})
+            rows.append(
+                ResourceStatus(
+                    flavor=fr[0],
+                    resource=fr[1],
+                    usage=_qty(r.get("total")) or 0,
+                    borrowed=_qty(r.get("borrowed")) or 0,
+                    nominal=_qty(q.get("nominalQuota")),
+                    borrowing_limit=_qty(q.get("borrowingLimit")),
+                    lending_limit=_qty(q.get("lendingLimit")),
+                )
+            )
+    by_status = doc.get("pendingByStatus") or {}
+    updated = doc.get("updated_at")
+    cohort = doc.get("cohort")
+    return QueueStatus(
+        name=str(doc.get("name") or name),
+        cohort=str(cohort) if cohort else None,
+        admitted=int(doc.get("admittedWorkloads") or 0),
+        pending=int(doc.get("pendingWorkloads") or 0),
+        pending_by_status=tuple(sorted((str(k), int(v)) for k, v in by_status.items())),
+        resources=tuple(rows),
+        updated_at=float(updated) if isinstance(updated, int | float) else None,
+    )
+
+
+def parse_status(raw: Mapping[bytes | str, bytes | str]) -> list[QueueStatus]:
+    """The hash's documents as rows, sorted by ClusterQueue name."""
+    out: list[QueueStatus] = []
+    for field_name, value in raw.items():
+        name = field_name.decode() if isinstance(field_name, bytes) else field_name
+        try:
+            doc = json.loads(value)
+            if not isinstance(doc, dict):
+                raise ValueError("not a JSON object")
+            out.append(_queue(name, doc))
+        except (ValueError, TypeError, AttributeError) as err:
+            out.append(QueueStatus(name, None, 0, 0, (), (), None, problem=str(err)))
+    return sorted(out, key=lambda q: q.name)
+
+
+def cohort_totals(queues: list[QueueStatus]) -> dict[str, dict[tuple[str, str], int]]:
+    """Usage per cohort, flavor and resource (ClusterQueues whose cohort is known)."""
+    out: dict[str, dict[tuple[str, str], int]] = {}
+    for q in queues:
+        if q.cohort is None:
+            continue
+        totals = out.setdefault(q.cohort, {})
+        for r in q.resources:
+            fr = (r.flavor, r.resource)
+            totals[fr] = totals.get(fr, 0) + r.usage
+    return out
+
+
+def _fmt(value: int | None) -> str | None:
+    return None if value is None else format_quantity(value)
+
+
+def status_dict(
+    queues: list[QueueStatus], *, key: str, now: float, actuator_lag: int | None
+) -> dict[str, Any]:
+    changes = [q.updated_at for q in queues if q.updated_at is not None]
+    return {
+        "key": key,
+        "read_at": now,
+        "last_change_age_s": round(now - max(changes), 3) if changes else None,
+        "actuator_lag": actuator_lag,
+        "cluster_queues": [
+            {
+                "name": q.name,
+                "cohort": q.cohort,
+                "admitted": q.admitted,
+                "pending": q.pending,
+                "pending_by_status": dict(q.pending_by_status),
+                "updated_at": q.updated_at,
+                "problem": q.problem,
+                "resources": [
+                    {
+                        "flavor": r.flavor,
+                        "resource": r.resource,
+                        "usage": format_quantity(r.usage),
+                        "borrowed": format_quantity(r.borrowed),
+                        "nominal": _fmt(r.nominal),
+                        "borrowing_limit": _fmt(r.borrowing_limit),
+                        "lending_limit": _fmt(r.lending_limit),
+                    }
+                    for r in q.resources
+                ],
+            }
+            for q in queues
+        ],
+        "cohorts": {
+            cohort: [
+                {"flavor": f, "resource": r, "usage": format_quantity(v)}
+                for (f, r), v in sorted(totals.items())
+            ]
+            for cohort, totals in sorted(cohort_totals(queues).items())
+        },
+    }

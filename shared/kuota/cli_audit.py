@@ -1,0 +1,437 @@
+"""``kuota audit replay``, ``kuota journal export`` and ``kuota explain``.
+
+Theory of operation: thin shells over :mod:`kuota.audit` (see
+``docs/design/audit.md``). Each reads its sources (Kafka, chosen by the same
+``KUOTA_*`` variables as the services, or an export file), drives the pure
+auditor/explainer, and prints: the answer on stdout (rich text for people,
+one JSON document with ``--json``), progress on stderr when it is a terminal.
+
+Exit codes: 0 done (``audit replay``: identical), 1 ``audit replay`` found a
+divergence, 2 bad input or a source that cannot be read (a missing setting,
+an unreadable file, an unknown topic, Kafka or Redis unreachable).
+
+:func:`register` adds these commands (and ``events tail`` and ``status``) to
+the ``kuota`` app; ``kuota.cli`` calls it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+import typer
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from kuota.audit.explain import Explanation
+    from kuota.audit.replay import AuditResult
+    from kuota.bus.settings import KafkaSettings
+
+audit_app = typer.Typer(
+    help="Re-fold the journal and compare with the decision topic.", no_args_is_help=True
+)
+journal_app = typer.Typer(help="The journal topic.", no_args_is_help=True)
+
+T = TypeVar("T")
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    sys.stderr.write(f"kuota: error: {message}\n")
+    return typer.Exit(code=code)
+
+
+def kafka_settings() -> KafkaSettings:
+    from kuota.bus.settings import KafkaSettings, SettingsError
+
+    try:
+        return KafkaSettings.from_env()
+    except SettingsError as err:
+        raise fail(str(err)) from None
+
+
+def run_async(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run a coroutine; Kafka, Redis and source errors become one line and exit 2."""
+    import asyncio
+
+    from aiokafka.errors import KafkaError
+    from redis.exceptions import RedisError
+
+    from kuota.audit.files import ExportError
+    from kuota.audit.kafka import AuditSourceError
+
+    # aiokafka logs connection retries itself; the one line below says it all.
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+    try:
+        return asyncio.run(make())
+    except (AuditSourceError, ExportError) as err:
+        raise fail(str(err)) from None
+    except (KafkaError, RedisError, OSError) as err:
+        raise fail(f"{type(err).__name__}: {err}") from None
+    except KeyboardInterrupt:
+        raise typer.Exit(code=130) from None
+
+
+def stderr_console() -> Console:
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def stdout_console() -> Console:
+    from rich.console import Console
+
+    # Not a terminal (a pipe, a CI log, a test): lines are not wrapped, so one
+    # decision stays one line for grep; tables get a generous width.
+    tty = sys.stdout.isatty()
+    return Console(width=None if tty else 200, soft_wrap=not tty, highlight=False)
+
+
+def progress_bar(label: str, total: int | None) -> Progress:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
+    console = stderr_console()
+    return Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
+
+
+def check_workload(key: str) -> str:
+    ns, sep, name = key.partition("/")
+    if not sep or not ns or not name or "/" in name:
+        raise fail(f"{key!r}: give the workload as namespace/name")
+    return key
+
+
+# ---------------------------------------------------------------------- audit replay
+
+
+@audit_app.command("replay")
+def replay(
+    from_offset: Annotated[
+        int | None,
+        typer.Option(
+            "--from-offset",
+            min=0,
+            help="Fold from the start, compare only decisions caused at this offset or later.",
+        ),
+    ] = None,
+    snapshot: Annotated[
+        bool,
+        typer.Option(
+            "--snapshot",
+            help="Start from the admission service's Redis snapshot; compare what follows it.",
+        ),
+    ] = False,
+    file: Annotated[
+        Path | None,
+        typer.Option("--file", help="Replay an export (FILE + FILE.decisions) with no Kafka."),
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
+) -> None:
+    """Re-fold the journal, recompute every decision, and diff with the decision topic."""
+    from kuota.audit.files import ExportError, decisions_path, read_decisions, read_header
+    from kuota.audit.files import read_journal as file_journal
+    from kuota.audit.replay import Auditor, run
+
+    if snapshot and from_offset is not None:
+        raise fail("--snapshot and --from-offset exclude each other")
+    if snapshot and file is not None:
+        raise fail("--snapshot reads the admission service's Redis snapshot; not with --file")
+    compare_from = from_offset or 0
+    started = time.perf_counter()
+    if file is not None:
+        dfile = decisions_path(file)
+        for p in (file, dfile):
+            if not p.is_file():
+                raise fail(f"{p}: no such file (written by `kuota journal export {file}`)")
+        try:
+            header = read_header(file)
+        except (ExportError, OSError) as err:
+            raise fail(str(err)) from None
+        end = header.end if header is not None else None
+        source = str(file)
+        if end is not None:
+            source += f" (to offset {end}: {header.end_reason})" if header else ""
+        auditor = Auditor(compare_from=compare_from, compare_to=end)
+        total = end if end is not None else None
+        with progress_bar("replaying", total) as bar:
+            task = bar.add_task("replay", total=total)
+            try:
+                result = run(
+                    auditor,
+                    file_journal(file),
+                    read_decisions(dfile),
+                    progress=lambda n, off: bar.update(task, completed=off + 1),
+                )
+            except (ExportError, OSError) as err:
+                raise fail(str(err)) from None
+        elapsed = time.perf_counter() - started
+    else:
+        settings = kafka_settings()
+        redis_url = os.environ.get("KUOTA_REDIS_URL", "").strip()
+        if snapshot and not redis_url:
+            raise fail("--snapshot needs KUOTA_REDIS_URL (where the admission snapshot is)")
+        result, source, elapsed = run_async(
+            lambda: _replay_kafka(
+                settings, compare_from=compare_from, snapshot=snapshot, redis_url=redis_url
+            )
+        )
+    _report(result, source=source, elapsed=elapsed, json_out=json_out)
+    if not result.identical:
+        raise typer.Exit(code=1)
+
+
+async def _replay_kafka(
+    settings: KafkaSettings, *, compare_from: int, snapshot: bool, redis_url: str
+) -> tuple[AuditResult, str, float]:
+    from kuota.audit.kafka import (
+        AuditSourceError,
+        audit_range,
+        load_snapshot,
+        run_audit,
+        single_partition,
+        snapshot_name,
+    )
+    from kuota.audit.replay import Auditor
+    from kuota.bus.topics import Topics
+    from kuota.core.fold import Fold
+
+    topics = Topics.from_settings(settings)
+    journal = await single_partition(settings, topics.journal)
+    decisions = await single_partition(settings, topics.decisions)
+    rng = await audit_range(settings, journal, decisions)
+    fold, start = Fold(), 0
+    source = f"{topics.journal} to offset {rng.end} ({rng.reason})"
+    if snapshot:
+        name = snapshot_name(settings)
+        fold, start = await load_snapshot(redis_url, name)
+        if start > rng.end:
+            raise AuditSourceError(
+                f"snapshot {name} is at offset {start}, past the audited end {rng.end}"
+            )
+        compare_from = start
+        source += f", from snapshot {name} at offset {start}"
+    elif compare_from:
+        source += f", comparing from offset {compare_from}"
+    auditor = Auditor(fold=fold, compare_from=compare_from, compare_to=rng.end)
+    t0 = time.perf_counter()
+    with progress_bar("replaying", rng.end - start) as bar:
+        task = bar.add_task("replay", total=rng.end - start)
+        result = await run_audit(
+            settings,
+            auditor,
+            journal=journal,
+            decisions=decisions,
+            start=start,
+            end=rng.end,
+            decisions_end=rng.decisions_end,
+            progress=lambda n, off: bar.update(task, completed=off + 1 - start),
+        )
+    return result, source, time.perf_counter() - t0
+
+
+def _report(result: AuditResult, *, source: str, elapsed: float, json_out: bool) -> None:
+    from kuota.audit.render import divergence_text, result_text
+
+    rate = result.events / elapsed if elapsed > 0 else 0.0
+    if json_out:
+        doc = {
+            **result.to_dict(),
+            "source": source,
+            "elapsed_s": round(elapsed, 3),
+            "events_per_s": round(rate),
+        }
+        sys.stdout.write(json.dumps(doc) + "\n")
+        return
+    out = stdout_console()
+    out.print(result_text(result, source=source))
+    if result.divergence is not None:
+        out.print(divergence_text(result.divergence), soft_wrap=True)
+    out.print(
+        f"events_per_s={rate:.0f} events={result.events} decisions={result.matched} "
+        f"elapsed_s={elapsed:.2f}",
+        markup=False,
+    )
+
+
+# ---------------------------------------------------------------------- journal export
+
+
+@journal_app.command("export")
+def export(
+    file: Annotated[
+        Path, typer.Argument(help="Journal JSON lines; decisions go to FILE.decisions.")
+    ],
+) -> None:
+    """Write the journal and the decision topic as JSON lines (for `audit replay --file`)."""
+    settings = kafka_settings()
+    journal_n, decisions_n, end, reason = run_async(lambda: _export(settings, file))
+    sys.stderr.write(
+        f"kuota: exported {journal_n} journal records (to offset {end}: {reason}) to {file} "
+        f"and {decisions_n} decisions to {file}.decisions\n"
+    )
+
+
+async def _export(settings: KafkaSettings, file: Path) -> tuple[int, int, int, str]:
+    from kuota.audit.files import (
+        DECISIONS_KIND,
+        JOURNAL_KIND,
+        ExportHeader,
+        decision_line,
+        decisions_path,
+        header_line,
+        journal_line,
+    )
+    from kuota.audit.kafka import audit_range, read_batches, single_partition
+    from kuota.bus.topics import Topics
+
+    topics = Topics.from_settings(settings)
+    journal = await single_partition(settings, topics.journal)
+    decisions = await single_partition(settings, topics.decisions)
+    rng = await audit_range(settings, journal, decisions)
+    dfile = decisions_path(file)
+    tmp, dtmp = file.with_name(file.name + ".tmp"), dfile.with_name(dfile.name + ".tmp")
+    journal_n = decisions_n = 0
+    with progress_bar("exporting", rng.end + rng.decisions_end) as bar:
+        task = bar.add_task("export", total=rng.end + rng.decisions_end)
+        with tmp.open("wb") as f:
+            header = ExportHeader(JOURNAL_KIND, journal.topic, 0, 0, rng.end, rng.reason)
+            f.write(header_line(header))
+            async for batch in read_batches(settings, journal, start=0, end=rng.end):
+                f.writelines(journal_line(r.offset, r.value) for r in batch)
+                journal_n += len(batch)
+                bar.update(task, completed=batch[-1].offset + 1)
+        with dtmp.open("wb") as f:
+            f.write(header_line(ExportHeader(DECISIONS_KIND, decisions.topic, 0, 0, None, "")))
+            async for batch in read_batches(settings, decisions, start=0, end=rng.decisions_end):
+                f.writelines(decision_line(r.offset, r.partition, r.value) for r in batch)
+                decisions_n += len(batch)
+                bar.update(task, completed=rng.end + batch[-1].offset + 1)
+    tmp.replace(file)
+    dtmp.replace(dfile)
+    return journal_n, decisions_n, rng.end, rng.reason
+
+
+# ---------------------------------------------------------------------- explain
+
+
+def explain(
+    workload: Annotated[str, typer.Argument(help="The Job as namespace/name.")],
+    file: Annotated[
+        Path | None, typer.Option("--file", help="Read an export (FILE + FILE.decisions).")
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
+) -> None:
+    """A workload's history: every decision, the quota state at each, and why it waits."""
+    from kuota.audit.explain import Explainer, relevant
+    from kuota.audit.files import ExportError, decisions_path, read_decisions, read_header
+    from kuota.audit.files import read_journal as file_journal
+    from kuota.audit.render import explanation
+
+    key = check_workload(workload)
+    ex: Explanation
+    if file is not None:
+        dfile = decisions_path(file)
+        for p in (file, dfile):
+            if not p.is_file():
+                raise fail(f"{p}: no such file (written by `kuota journal export {file}`)")
+        try:
+            header = read_header(file)
+            end = header.end if header is not None else None
+            recorded = (
+                r.decision
+                for r in read_decisions(dfile)
+                if r.decision is not None and _before(r.decision.cause_offset, end)
+            )
+            explainer = Explainer(key, relevant(key, recorded))
+            until = explainer.needed_until
+            for record in file_journal(file):
+                if (until is not None and record.offset > until) or (
+                    end is not None and record.offset >= end
+                ):
+                    break
+                explainer.event(record)
+        except (ExportError, OSError) as err:
+            raise fail(str(err)) from None
+        ex = explainer.explain()
+    else:
+        settings = kafka_settings()
+        ex = run_async(lambda: _explain_kafka(settings, key))
+    if json_out:
+        sys.stdout.write(json.dumps(ex.to_dict()) + "\n")
+    else:
+        stdout_console().print(explanation(ex))
+
+
+def _before(offset: int | None, end: int | None) -> bool:
+    return end is None or offset is None or offset < end
+
+
+async def _explain_kafka(settings: KafkaSettings, key: str) -> Explanation:
+    from kuota.audit.explain import Explainer, relevant
+    from kuota.audit.kafka import (
+        audit_range,
+        journal_records,
+        recorded_decisions,
+        single_partition,
+    )
+    from kuota.bus.topics import Topics
+    from kuota.events.schema import Decision
+
+    topics = Topics.from_settings(settings)
+    journal = await single_partition(settings, topics.journal)
+    decisions = await single_partition(settings, topics.decisions)
+    rng = await audit_range(settings, journal, decisions)
+    mine: list[Decision] = []
+    async for batch in recorded_decisions(settings, decisions, end=rng.decisions_end):
+        for r in batch:
+            d = r.decision
+            if d is None or (d.cause_offset is not None and d.cause_offset >= rng.end):
+                continue
+            if d.workload == key or d.preemptor == key:
+                mine.append(d)
+    explainer = Explainer(key, relevant(key, mine))
+    until = explainer.needed_until
+    end = rng.end if until is None else min(rng.end, until + 1)
+    with progress_bar("re-folding", end) as bar:
+        task = bar.add_task("refold", total=end)
+        async for records in journal_records(settings, journal, start=0, end=end):
+            for record in records:
+                explainer.event(record)
+            bar.update(task, completed=records[-1].offset + 1)
+    return explainer.explain()
+
+
+# ---------------------------------------------------------------------- registration
+
+
+def register(app: typer.Typer) -> None:
+    """Add the audit, journal, explain, events and status commands to ``app``."""
+    from kuota.cli_events import events_app
+    from kuota.cli_status import status
+
+    app.add_typer(audit_app, name="audit")
+    app.add_typer(journal_app, name="journal")
+    app.add_typer(events_app, name="events")
+    app.command("explain")(explain)
+    app.command("status")(status)

@@ -1,0 +1,187 @@
+"""A small journal and its recorded decisions, for the audit's unit tests.
+
+``Journal().queues().jobs(6).finish("j0").tick()`` builds journal events for
+one ResourceFlavor ``gpu-a``, a ClusterQueue ``cq-gpu`` of 4 GPUs (optionally
+in a cohort) and a LocalQueue ``lq`` in ``team-a``; ``.records()`` gives them
+as :class:`JournalRecord` with Kafka-like offsets (gaps of 1 every 3 records,
+as transaction markers leave), and :func:`recorded` folds them the way the
+admission service does and returns the decisions as they would be on the
+decision topic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from kuota.audit.replay import JournalRecord, RecordedDecision
+from kuota.core.fold import Fold
+from kuota.events.schema import (
+    Decision,
+    JournalEvent,
+    ObjectUpserted,
+    Tick,
+    WorkloadFinished,
+)
+
+T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+GPU = "nvidia.com/gpu"
+NS = "team-a"
+
+
+def flavor(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ResourceFlavor",
+        "metadata": {"name": name, "resourceVersion": "1"},
+        "spec": {},
+    }
+
+
+def cluster_queue(name: str, gpus: int, cohort: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "namespaceSelector": {},
+        "resourceGroups": [
+            {
+                "coveredResources": [GPU],
+                "flavors": [{"name": "gpu-a", "resources": [{"name": GPU, "nominalQuota": gpus}]}],
+            }
+        ],
+    }
+    if cohort:
+        spec["cohortName"] = cohort
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ClusterQueue",
+        "metadata": {"name": name, "resourceVersion": "1"},
+        "spec": spec,
+    }
+
+
+def local_queue(name: str, cq: str, ns: str = NS) -> dict[str, Any]:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "LocalQueue",
+        "metadata": {"name": name, "namespace": ns, "resourceVersion": "1"},
+        "spec": {"clusterQueue": cq},
+    }
+
+
+def job(name: str, *, gpus: int, created: float, queue: str = "lq", ns: str = NS) -> dict[str, Any]:
+    stamp = datetime.fromtimestamp(created, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": ns,
+            "uid": f"uid-{name}",
+            "resourceVersion": "1",
+            "creationTimestamp": stamp,
+            "labels": {"kueue.x-k8s.io/queue-name": queue},
+        },
+        "spec": {
+            "suspend": True,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "busybox",
+                            "resources": {"requests": {GPU: str(gpus)}},
+                        }
+                    ],
+                }
+            },
+        },
+    }
+
+
+def upserted(obj: dict[str, Any], at: float) -> ObjectUpserted:
+    meta = obj["metadata"]
+    ns = meta.get("namespace", "")
+    return ObjectUpserted(
+        id=f"{obj['kind']}/{ns}/{meta['name']}@{meta['resourceVersion']}", at=at, object=obj
+    )
+
+
+@dataclass
+class Journal:
+    events: list[JournalEvent] = field(default_factory=list)
+    t: float = T0
+    n_jobs: int = 0
+
+    def _at(self) -> float:
+        self.t += 1.0
+        return self.t
+
+    def add(self, event: JournalEvent) -> Journal:
+        self.events.append(event)
+        return self
+
+    def queues(self, *, gpus: int = 4, cohort: str | None = None) -> Journal:
+        self.add(upserted(flavor("gpu-a"), self._at()))
+        self.add(upserted(cluster_queue("cq-gpu", gpus, cohort), self._at()))
+        if cohort:
+            self.add(upserted(cluster_queue("cq-other", 2, cohort), self._at()))
+        return self.add(upserted(local_queue("lq", "cq-gpu"), self._at()))
+
+    def job(self, name: str, gpus: int = 1, *, queue: str = "lq") -> Journal:
+        at = self._at()
+        self.n_jobs += 1
+        return self.add(upserted(job(name, gpus=gpus, created=at, queue=queue), at))
+
+    def jobs(self, n: int, gpus: int = 1) -> Journal:
+        for _ in range(n):
+            self.job(f"j{self.n_jobs}", gpus)
+        return self
+
+    def finish(self, name: str) -> Journal:
+        return self.add(
+            WorkloadFinished(
+                id=f"finished/{NS}/{name}/uid-{name}", at=self._at(), namespace=NS, name=name
+            )
+        )
+
+    def tick(self) -> Journal:
+        at = self._at()
+        return self.add(Tick(id=f"tick@{at}", at=at))
+
+    def records(self) -> list[JournalRecord]:
+        return records(self.events)
+
+
+def records(events: list[JournalEvent]) -> list[JournalRecord]:
+    """Offsets with a gap after every third record (a transaction marker)."""
+    out: list[JournalRecord] = []
+    offset = 0
+    for i, ev in enumerate(events):
+        out.append(JournalRecord(offset, ev))
+        offset += 2 if i % 3 == 2 else 1
+    return out
+
+
+def fold_all(recs: list[JournalRecord]) -> list[Decision]:
+    fold = Fold()
+    out: list[Decision] = []
+    for r in recs:
+        if r.event is not None:
+            out += fold.apply(r.event, offset=r.offset)
+    return out
+
+
+def as_recorded(decisions: list[Decision], topic: str = "t.decisions") -> list[RecordedDecision]:
+    return [RecordedDecision(f"{topic}[0]@{i}", d) for i, d in enumerate(decisions)]
+
+
+def recorded(recs: list[JournalRecord]) -> list[RecordedDecision]:
+    return as_recorded(fold_all(recs))
+
+
+def busy_journal() -> Journal:
+    """A mix of Admitted, Inadmissible and Finished, with an event that makes two
+    decisions (a finish that admits a waiting job)."""
+    j = Journal().queues().jobs(6, gpus=1).jobs(2, gpus=2)
+    return j.tick().finish("j0").finish("j1").tick().finish("j2").jobs(2, gpus=1).tick()

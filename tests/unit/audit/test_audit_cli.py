@@ -1,0 +1,118 @@
+"""The commands' offline paths (``--file``), their output and exit codes; renderers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_audit_files import write_export
+from typer.testing import CliRunner
+
+from kuota.audit.render import decision_text, when
+from kuota.cli import app
+from kuota.cli_events import matches
+from kuota.events.schema import Decision
+
+runner = CliRunner()
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    r = runner.invoke(app, list(args))
+    return r.exit_code, r.stdout, r.stderr
+
+
+def test_commands_are_registered() -> None:
+    code, out, _ = invoke("--help")
+    assert code == 0
+    for name in ("audit", "journal", "explain", "events", "status", "simulate"):
+        assert name in out, name
+
+
+def test_offline_replay_of_an_identical_export(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    n = write_export(path, end=10_000)
+    code, out, _ = invoke("audit", "replay", "--file", str(path))
+    assert code == 0, out
+    assert "audit: identical" in out and f"{n} of {n} recomputed decisions matched" in out
+    assert out.strip().splitlines()[-1].startswith("events_per_s=")
+
+
+def test_offline_replay_of_a_tampered_export_exits_1_with_the_divergence(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    write_export(path, tamper=4)
+    code, out, _ = invoke("audit", "replay", "--file", str(path))
+    assert code == 1
+    assert "DIVERGENCE at decision #4 (changed): same decision id, different content" in out
+    assert "differs:  message: expected \"couldn't assign flavors" in out
+    assert "recorded 'forged'" in out
+    assert "expected JSON:" in out and "recorded JSON:" in out and "event JSON:" in out
+    assert "events_per_s=" in out
+
+
+def test_replay_json(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    write_export(path, tamper=2)
+    code, out, _ = invoke("audit", "replay", "--file", str(path), "--json")
+    assert code == 1
+    doc = json.loads(out)
+    assert doc["identical"] is False and doc["divergence"]["index"] == 2
+    assert isinstance(doc["events_per_s"], int)
+    code, out, _ = invoke("audit", "replay", "--file", str(path), "--json", "--from-offset", "9")
+    doc = json.loads(out)
+    assert code == 0 and doc["identical"] and doc["ignored"] > 0, "the tamper is before offset 9"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["audit", "replay", "--file", "/nonexistent/j"], "no such file"),
+        (["audit", "replay", "--snapshot", "--from-offset", "3"], "exclude each other"),
+        (["explain", "no-namespace"], "give the workload as namespace/name"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(args: list[str], message: str) -> None:
+    code, _, err = invoke(*args)
+    assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_explain_from_an_export(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    write_export(path)
+    code, out, _ = invoke("explain", "team-a/j7", "--file", str(path))
+    assert code == 0, out
+    assert "team-a/j7  state: Inadmissible" in out
+    assert "Inadmissible" in out and "InsufficientQuota" in out
+    assert "quota after: cq-gpu: gpu-a/nvidia.com/gpu 4/4 · admitted 4 · pending" in out
+    assert "waiting: position 1 in ClusterQueue cq-gpu (of 3 queued), 1 in LocalQueue lq" in out
+    assert "just ahead: team-a/j6" in out
+    assert "why (since 2026-01-01T00:00:" in out
+    code, out, _ = invoke("explain", "team-a/j0", "--file", str(path), "--json")
+    doc = json.loads(out)
+    assert [s["decision"]["type"] for s in doc["history"]] == ["Admitted", "Finished"]
+    assert doc["state"] == "Finished" and doc["waiting"] is None
+
+
+def test_decision_one_liners() -> None:
+    d = Decision(
+        id="x",
+        cause="c",
+        cause_offset=12,
+        at=1_767_225_605.25,
+        type="Preempted",
+        workload="team-a/low",
+        cluster_queue="cq",
+        reason="InClusterQueue",
+        message="preempted to admit team-a/high",
+        preemptor="team-a/high",
+        policy="LowerPriority",
+    )
+    line = decision_text(d).plain
+    assert line.startswith("2026-01-01T00:00:05.250Z  Preempted")
+    assert "team-a/low  cq=cq" in line and "by team-a/high, policy LowerPriority" in line
+    assert "InClusterQueue: preempted to admit team-a/high" in line and line.endswith("@12")
+    assert when(90.0) == "t=90s", "scenario time"
+    assert matches(d, workload="team-a/high", cluster_queue=None), "the preemptor's view"
+    assert matches(d, workload="team-a/low", cluster_queue="cq")
+    assert not matches(d, workload=None, cluster_queue="other")
+    assert not matches(d, workload="team-a/x", cluster_queue=None)
