@@ -167,7 +167,11 @@ def _slices(run: str) -> tuple[dict[str, Any], dict[str, Any], set[str]]:
     devices = [
         {
             "name": "gpu-0",
-            "attributes": {"profile": {"string": "full"}, "productName": product},
+            "attributes": {
+                "profile": {"string": "full"},
+                "productName": product,
+                "kuotaTestRun": {"string": run},
+            },
             "capacity": {"memory": {"value": "80Gi"}},
             "consumesCounters": consumes("80Gi"),
         }
@@ -177,7 +181,11 @@ def _slices(run: str) -> tuple[dict[str, Any], dict[str, Any], set[str]]:
         devices.append(
             {
                 "name": name,
-                "attributes": {"profile": {"string": MIG_PROFILE}, "productName": product},
+                "attributes": {
+                    "profile": {"string": MIG_PROFILE},
+                    "productName": product,
+                    "kuotaTestRun": {"string": run},
+                },
                 "capacity": {"memory": {"value": "10Gi"}},
                 "consumesCounters": consumes("10Gi"),
             }
@@ -241,7 +249,20 @@ async def test_dra_job_runs_on_kwok_node(api: client.ApiClient, namespace: str) 
         await resource.create_device_class(
             {
                 "metadata": {"name": class_name, "labels": {TEST_LABEL: "kube-stack"}},
-                "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
+                # Only this run's devices: other suites (the demo, e2e) publish devices of
+                # the same driver without a `profile`, and a request selector that hits a
+                # missing attribute is a CEL runtime error that fails the whole claim.
+                "spec": {
+                    "selectors": [
+                        {
+                            "cel": {
+                                "expression": f'device.driver == "{DRIVER}" && "kuotaTestRun" '
+                                f'in device.attributes["{DRIVER}"] && '
+                                f'device.attributes["{DRIVER}"].kuotaTestRun == "{run}"'
+                            }
+                        }
+                    ]
+                },
             }
         )
         await resource.create_resource_slice(counters)
