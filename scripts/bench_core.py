@@ -25,13 +25,17 @@ LAST stdout line is::
     decisions_per_s=<N> workloads=<N> wall_s=<N> peak_rss_mb=<N>
 
 ``--profile`` runs the loop under cProfile and prints the top functions to
-stderr (the figures are then inflated by the profiler).
+stderr (the figures are then inflated by the profiler). ``--digest`` prints,
+on stderr, a sha256 over every decision's JSON in order (plus the count): two
+versions of the core that decide the same give the same digest (the timing of
+such a run includes the hashing).
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import hashlib
 import io
 import pstats
 import random
@@ -329,6 +333,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--profile", action="store_true", help="cProfile the loop")
     parser.add_argument("--progress-every", type=int, default=50_000, help="events")
+    parser.add_argument(
+        "--digest",
+        action="store_true",
+        help="print sha256 of every decision's JSON (one per line, in order) to compare runs",
+    )
     args = parser.parse_args(argv)
 
     log = sys.stderr
@@ -359,6 +368,7 @@ def main(argv: list[str] | None = None) -> int:
 
     decisions = 0
     by_type: dict[str, int] = {}
+    digest = hashlib.sha256() if args.digest else None
     profiler = cProfile.Profile() if args.profile else None
     start = time.perf_counter()
     cpu_start = time.process_time()
@@ -369,6 +379,10 @@ def main(argv: list[str] | None = None) -> int:
             decisions += len(step.decisions)
             for d in step.decisions:
                 by_type[d.type] = by_type.get(d.type, 0) + 1
+            if digest is not None:
+                for d in step.decisions:
+                    digest.update(d.model_dump_json().encode())
+                    digest.update(b"\n")
         if simulator.applied % args.progress_every == 0:
             elapsed = time.perf_counter() - start
             queues = fold.summary()
@@ -398,6 +412,8 @@ def main(argv: list[str] | None = None) -> int:
         stats.sort_stats("tottime").print_stats(30)
         stats.sort_stats("cumulative").print_stats(30)
         print(buffer.getvalue(), file=log)
+    if digest is not None:
+        print(f"digest sha256={digest.hexdigest()} decisions={decisions}", file=log)
     peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     print(
         f"decisions_per_s={decisions / wall:.0f} workloads={args.workloads} "

@@ -37,7 +37,6 @@ BIN = REPO / ".venv" / "bin" / "kuota-preemption"
 GPU = "nvidia.com/gpu"
 
 STAND_IN = """
-import sys, types
 
 def plan_preemptions(fold):
     # Stand-in for the core's search: one plan while team-a/big waits.
@@ -46,9 +45,9 @@ def plan_preemptions(fold):
                  "reasons": {"team-a/small": "InClusterQueue"}}]
     return []
 
-mod = types.ModuleType("kuota.core.preemption")
+# Replace only the search function: the fold itself imports the real module.
+import kuota.core.preemption as mod
 mod.plan_preemptions = plan_preemptions
-sys.modules["kuota.core.preemption"] = mod
 """
 
 

@@ -34,7 +34,14 @@ from kuota.kube.translate import Seen
 from kuota_ingest.journal import JournalWriter
 from kuota_ingest.metrics import RelistCollector, metrics_app
 from kuota_ingest.settings import IngestSettings
-from kuota_ingest.sources import WATCHED, Clock, Sources, config_map_watch, file_config_error
+from kuota_ingest.sources import (
+    WATCHED,
+    Clock,
+    Sources,
+    config_map_watch,
+    file_config_error,
+    jobs_watch,
+)
 from kuota_ingest.webhook import PATH, tls_context, webhook_app
 
 log = logging.getLogger("kuota_ingest")
@@ -158,7 +165,10 @@ async def run(settings: IngestSettings, stop: asyncio.Event, *, started: float) 
                 "Jobs must be created suspended"
             )
 
-        watched = list(WATCHED)
+        watched = [
+            jobs_watch(settings.job_label_selector) if w.resource.kind == "Job" else w
+            for w in WATCHED
+        ]
         if settings.config_map is not None:
             watched.append(config_map_watch(*settings.config_map))
         kinds = [w.resource.kind for w in watched]

@@ -13,6 +13,11 @@
 ``KUOTA_CONFIG_FILE``            a Kueue Configuration file, re-read on change
 ``KUOTA_CONFIG_CONFIGMAP``       or ``namespace/name`` of a ConfigMap holding
                                  ``controller_manager_config.yaml``, watched
+``KUOTA_JOB_LABEL_SELECTOR``     an extra label selector for the Jobs watched
+                                 (ANDed with ``kueue.x-k8s.io/queue-name``), so
+                                 several kuota pipelines can share one
+                                 apiserver: e.g. ``kuota.dev/pipeline=e2e-1``,
+                                 or ``!kuota.dev/pipeline`` for the default one
 ``KUOTA_CRD_RETRY_SECONDS``      how often to look again for a missing Kueue
                                  CRD (default 30)
 ``KUOTA_INGEST_SEEN_KEY``        Redis hash of what was journaled (default
@@ -52,6 +57,7 @@ class IngestSettings:
     config_map: tuple[str, str] | None
     crd_retry_seconds: float
     seen_key: str
+    job_label_selector: str | None
     log_level: str
 
     @property
@@ -118,6 +124,7 @@ class IngestSettings:
             config_map=config_map,
             crd_retry_seconds=_positive(e, "KUOTA_CRD_RETRY_SECONDS", 30.0),
             seen_key=seen_key,
+            job_label_selector=e.get("KUOTA_JOB_LABEL_SELECTOR", "").strip() or None,
             log_level=e.get("KUOTA_LOG_LEVEL", "INFO").upper(),
         )
 

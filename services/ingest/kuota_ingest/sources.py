@@ -70,6 +70,12 @@ WATCHED: tuple[Watched, ...] = (
 )
 
 
+def jobs_watch(extra_selector: str | None) -> Watched:
+    """The Job watch, narrowed by ``KUOTA_JOB_LABEL_SELECTOR`` when it is set."""
+    selector = QUEUE_NAME_LABEL if not extra_selector else f"{QUEUE_NAME_LABEL},{extra_selector}"
+    return Watched(Resource("Job", "/apis/batch/v1/jobs", label_selector=selector))
+
+
 def config_map_watch(namespace: str, name: str) -> Watched:
     path = f"/api/v1/namespaces/{namespace}/configmaps"
     return Watched(Resource("ConfigMap", path), None, f"ConfigMap/{namespace}/{name}")

@@ -67,6 +67,8 @@ def _kind(value: object) -> str:
 
 
 def mapping(value: object, field: str, *, required: bool = False) -> Raw:
+    if type(value) is dict:  # the common case, without the ABC check below
+        return value
     if value is None:
         if required:
             raise FieldError(field, "required")
@@ -167,7 +169,22 @@ _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
+# Strings already found valid, so that names seen over and over (namespaces, queue
+# names) skip the regular expressions; bounded, cleared when full.
+_VALID_LABELS: dict[str, None] = {}
+_VALID_SUBDOMAINS: dict[str, None] = {}
+_VALID_MAX = 4096
+
+
+def _remember(valid: dict[str, None], s: str) -> None:
+    if len(valid) >= _VALID_MAX:
+        valid.clear()
+    valid[s] = None
+
+
 def dns1123_label(value: object, field: str) -> str:
+    if type(value) is str and value in _VALID_LABELS:
+        return value
     s = string(value, field, required=True)
     if len(s) > 63 or not _DNS1123_LABEL.match(s):
         raise FieldError(
@@ -175,10 +192,13 @@ def dns1123_label(value: object, field: str) -> str:
             f"{s!r} is not a valid DNS-1123 label (lower-case alphanumerics and '-', "
             "starting and ending alphanumeric, at most 63 characters)",
         )
+    _remember(_VALID_LABELS, s)
     return s
 
 
 def dns1123_subdomain(value: object, field: str) -> str:
+    if type(value) is str and value in _VALID_SUBDOMAINS:
+        return value
     s = string(value, field, required=True)
     if len(s) > 253 or not _DNS1123_SUBDOMAIN.match(s):
         raise FieldError(
@@ -186,6 +206,7 @@ def dns1123_subdomain(value: object, field: str) -> str:
             f"{s!r} is not a valid DNS-1123 subdomain (lower-case alphanumerics, '-' and '.', "
             "at most 253 characters)",
         )
+    _remember(_VALID_SUBDOMAINS, s)
     return s
 
 

@@ -23,11 +23,21 @@ ordering need:
   not read) and tolerations, for flavor matching;
 - ``active`` is false only with annotation ``kuota.dev/active: "false"``
   (``spec.suspend`` is Kueue's lever, not the user's intent).
+
+Jobs of one kind share their pod template: the PodSet read from a pod spec is
+memoised by ``(pod count, marshal.dumps(pod spec, 2))``. ``marshal`` accepts
+only the exact built-in types a decoded manifest is made of (dict, list, str,
+int, float, bool, None ...) and writes their types, values and key order, so
+equal bytes mean values that read the same; anything else (a subclass, a
+recursive value) raises and is read without the memo. A spec that does not
+read (a ``FieldError``) is never memoised, so its error is raised afresh.
 """
 
 from __future__ import annotations
 
+import marshal
 import math
+from typing import Any, cast
 
 from kuota.api.duration import DurationError, parse_rfc3339
 from kuota.api.fields import (
@@ -43,8 +53,6 @@ from kuota.api.fields import (
     keyed,
     mapping,
     meta_of,
-    object_name,
-    object_namespace,
     qualified_name,
     quantity,
     requirement,
@@ -184,6 +192,43 @@ def _required_affinity(pod: Raw, field: str) -> tuple[NodeSelectorTerm, ...]:
     return tuple(terms)
 
 
+_POD_PATH = "spec.template.spec"
+_PODSETS: dict[tuple[int, bytes], PodSet] = {}  # (count, marshalled pod spec) -> PodSet
+_PODSETS_MAX = 4096
+
+
+def _podset(pod: Raw, count: int) -> PodSet:
+    """The PodSet ``main`` of ``count`` pods of ``pod``, memoised (see the module
+    docstring): the memo changes how fast, never what, a Job reads."""
+    try:
+        # version 2: no back-references, so the bytes do not depend on refcounts
+        data = marshal.dumps(cast("dict[str, Any]", pod), 2)
+    except Exception:  # not plain data (or recursive): read it without the memo
+        return _read_podset(pod, count)
+    key = (count, data)
+    podset = _PODSETS.get(key)
+    if podset is None:
+        podset = _read_podset(pod, count)  # a FieldError propagates, never memoised
+        if len(_PODSETS) >= _PODSETS_MAX:
+            _PODSETS.clear()
+        _PODSETS[key] = podset
+    return podset
+
+
+def _read_podset(pod: Raw, count: int) -> PodSet:
+    return PodSet(
+        name="main",
+        count=count,
+        requests=_pod_requests(pod, _POD_PATH),
+        claims=_claims(pod.get("resourceClaims"), child(_POD_PATH, "resourceClaims")),
+        node_selector=string_map(
+            pod.get("nodeSelector"), child(_POD_PATH, "nodeSelector"), labels=True
+        ),
+        required_affinity=_required_affinity(pod, _POD_PATH),
+        tolerations=tolerations(pod.get("tolerations"), child(_POD_PATH, "tolerations")),
+    )
+
+
 def _pod_count(spec: Raw) -> int:
     parallelism = integer(
         spec.get("parallelism"), "spec.parallelism", default=1, minimum=0, maximum=MAX_PODS
@@ -194,10 +239,16 @@ def _pod_count(spec: Raw) -> int:
     return min(parallelism, integer(completions, "spec.completions", minimum=0, maximum=INT32_MAX))
 
 
+_CREATED_AT_PATH = keyed("metadata.annotations", CREATED_AT_ANNOTATION)
+_ACTIVE_PATH = keyed("metadata.annotations", ACTIVE_ANNOTATION)
+_QUEUE_PATH = keyed("metadata.labels", QUEUE_NAME_LABEL)
+_PRIORITY_PATH = keyed("metadata.labels", PRIORITY_CLASS_LABEL)
+
+
 def _creation_seconds(meta: Raw, annotations: Raw, at: float) -> float:
     created = annotations.get(CREATED_AT_ANNOTATION)
     if created is not None:
-        path = keyed("metadata.annotations", CREATED_AT_ANNOTATION)
+        path = _CREATED_AT_PATH
         if isinstance(created, bool) or not isinstance(created, str | int | float):
             raise FieldError(path, "must be seconds as a string")
         try:
@@ -217,8 +268,11 @@ def _creation_seconds(meta: Raw, annotations: Raw, at: float) -> float:
 
 
 def _active(annotations: Raw) -> bool:
-    path = keyed("metadata.annotations", ACTIVE_ANNOTATION)
-    value = string(annotations.get(ACTIVE_ANNOTATION), path).lower()
+    value = annotations.get(ACTIVE_ANNOTATION)
+    if value is None:
+        return True  # the common case: what string() reads as "" below
+    path = _ACTIVE_PATH
+    value = string(value, path).lower()
     if value not in ("", "true", "false"):
         raise FieldError(path, f'{value!r} must be "true" or "false"')
     return value != "false"
@@ -230,34 +284,25 @@ def read_job(raw: Raw, *, at: float) -> WorkloadSpec | None:
         raise FieldError("kind", f"expected a Job, not {kind!r}")
     meta = meta_of(raw)
     labels = mapping(meta.get("labels"), "metadata.labels")
-    queue = string(labels.get(QUEUE_NAME_LABEL), keyed("metadata.labels", QUEUE_NAME_LABEL))
+    queue = string(labels.get(QUEUE_NAME_LABEL), _QUEUE_PATH)
     if not queue:
         return None  # not a Kueue workload
-    dns1123_subdomain(queue, keyed("metadata.labels", QUEUE_NAME_LABEL))
-    name = object_name(raw)
-    namespace = object_namespace(raw)
-    priority = string(
-        labels.get(PRIORITY_CLASS_LABEL), keyed("metadata.labels", PRIORITY_CLASS_LABEL)
+    dns1123_subdomain(queue, _QUEUE_PATH)
+    # object_name(raw) and object_namespace(raw), with ``meta`` already read
+    name = dns1123_subdomain(meta.get("name"), "metadata.name")
+    namespace = meta.get("namespace")
+    namespace = (
+        "default" if namespace in (None, "") else dns1123_label(namespace, "metadata.namespace")
     )
+    priority = string(labels.get(PRIORITY_CLASS_LABEL), _PRIORITY_PATH)
     if priority:
-        dns1123_subdomain(priority, keyed("metadata.labels", PRIORITY_CLASS_LABEL))
+        dns1123_subdomain(priority, _PRIORITY_PATH)
     annotations = mapping(meta.get("annotations"), "metadata.annotations")
     spec = spec_of(raw, required=True)
     count = _pod_count(spec)
     template = mapping(spec.get("template"), "spec.template", required=True)
-    pod_path = "spec.template.spec"
-    pod = mapping(template.get("spec"), pod_path, required=True)
-    podset = PodSet(
-        name="main",
-        count=count,
-        requests=_pod_requests(pod, pod_path),
-        claims=_claims(pod.get("resourceClaims"), child(pod_path, "resourceClaims")),
-        node_selector=string_map(
-            pod.get("nodeSelector"), child(pod_path, "nodeSelector"), labels=True
-        ),
-        required_affinity=_required_affinity(pod, pod_path),
-        tolerations=tolerations(pod.get("tolerations"), child(pod_path, "tolerations")),
-    )
+    pod = mapping(template.get("spec"), _POD_PATH, required=True)
+    podset = _podset(pod, count)
     return WorkloadSpec(
         namespace=namespace,
         name=name,

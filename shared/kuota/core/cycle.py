@@ -7,7 +7,11 @@ until one admits nothing, as Kueue's scheduler does:
    a head whose group (or StrictFIFO block) remembers what its last attempt
    was short of, and none of that is available now, would fail the same way:
    it is set aside again without a flavor assignment;
-2. assign flavors to every head against the same usage (the snapshot);
+2. assign flavors to every head against the same usage (the snapshot): first
+   :func:`~kuota.core.flavors.fit_picks`, which answers without building
+   reasons when everything it looks at fits, its :class:`Fit` cached per
+   (ClusterQueue, shape, flavor choice); otherwise the full search, which says
+   why;
 3. order the entries as Kueue's classical iterator: not borrowing before
    borrowing (lower borrowing level first), then priority, then creation
    time, then key;
@@ -28,9 +32,13 @@ change (a ClusterQueue, Cohort, flavor or configuration) wakes whole trees.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable
+from operator import itemgetter
 
+from kuota.core.fitting import fit_assignment, fit_picks
 from kuota.core.flavors import (
     Assignment,
+    Mode,
     assign_flavors,
     could_fit_now,
     plan_podsets,
@@ -38,7 +46,7 @@ from kuota.core.flavors import (
 )
 from kuota.core.placement import Placement
 from kuota.core.quantity import format_quantity
-from kuota.core.queues import BLOCKED_HEAD, STRICT_FIFO, Needs
+from kuota.core.queues import BLOCKED_HEAD, STRICT_FIFO, Needs, OrderKey
 from kuota.core.quota import (
     FlavorResource,
     add_usage,
@@ -50,65 +58,114 @@ from kuota.core.state import Waiter
 from kuota.core.verdict import Verdict, assignment_verdict
 from kuota.core.workload import (
     ADMITTED,
+    INADMISSIBLE,
     PENDING,
     Admission,
+    Fit,
     WorkloadRecord,
 )
 
+_BY_BORROWING_THEN_ORDER = itemgetter(0, 1)
+
+# (borrowing level, order key, ClusterQueue, record, assignment, its Fit when it fits)
+Entry = tuple[int, OrderKey, str, WorkloadRecord, Assignment, Fit | None]
+
 
 class Cycles(Placement):
+    # Hooks filled in by kuota.core.preempting (preemption, fair sharing order,
+    # WaitForPodsReady's blockAdmission); here they do nothing.
+
+    def _try_preempt(
+        self, rec: WorkloadRecord, cq_name: str, assignment: Assignment, at: float
+    ) -> bool:
+        """Make room for a Preempt head and admit it; False if it was not done."""
+        return False
+
+    def _admission_blocked(self) -> bool:
+        """Whether no admission may happen now (blockAdmission)."""
+        return False
+
+    def _ordered(self, entries: list[Entry]) -> Iterable[Entry]:
+        """The order in which a cycle considers its entries (Kueue's classical
+        iterator: borrowing level, then priority, creation time, key)."""
+        if len(entries) > 1:
+            entries.sort(key=_BY_BORROWING_THEN_ORDER)
+        return entries
+
     def _schedule(self, at: float) -> None:
+        ready = self._ready
         queues = self._queues
         workloads = self._workloads
+        inactive = self._inactive
         tree_queues = self._tree.queues
-        while self._ready:
-            heads: list[tuple[str, WorkloadRecord]] = []
-            for cq_name in sorted(self._ready):
+        while ready:
+            if self._admission_blocked():
+                return
+            # Each ready queue's head, assigned against the same usage (setting a
+            # head aside changes no usage, so assigning as heads are found is the
+            # same as finding them all first).
+            entries: list[Entry] = []
+            plans = self._plans
+            flavors = self._flavors
+            for cq_name in sorted(ready) if len(ready) > 1 else list(ready):
                 queue = queues.get(cq_name)
                 rec = None
-                if queue is not None and cq_name not in self._inactive:
+                if queue is not None and cq_name not in inactive:
                     node = tree_queues[cq_name]
-                    while (head := queue.head()) is not None:
+                    while (found := queue.next_head()) is not None:
+                        head, verdict, needs = found
                         rec = workloads[head[0][2]]
-                        again = queue.recheck(rec.key, head[1])
-                        if again is None or could_fit_now(node, again[1]):
+                        if verdict is None or could_fit_now(node, needs):
                             break
                         # Still short of everything it was short of: the same attempt
                         # would fail the same way, so set it aside without running it.
-                        self._set_aside(rec, cq_name, again[0], again[1])
+                        self._set_aside(rec, cq_name, verdict, needs)
                         rec = None
                 if rec is None:
-                    del self._ready[cq_name]
+                    del ready[cq_name]
                     continue
-                heads.append((cq_name, rec))
-            if not heads:
-                return
-            entries: list[tuple[int, tuple[int, float, str], str, WorkloadRecord, Assignment]] = []
-            plans = self._plans
-            for cq_name, rec in heads:
                 view = self._views[cq_name]
-                plan = plans.get((cq_name, rec.shape))
-                if plan is None:
-                    plan = plans[(cq_name, rec.shape)] = plan_podsets(view, rec.requests)
-                assignment = assign_flavors(
-                    view=view,
-                    node=tree_queues[cq_name],
-                    flavors=self._flavors,
-                    podsets=rec.requests,
-                    plan=plan,
-                )
-                entries.append((assignment.borrowing, rec.order, cq_name, rec, assignment))
-            entries.sort(key=lambda e: (e[0], e[1]))
+                cached = plans.get((cq_name, rec.shape))
+                if cached is None:
+                    cached = plans[(cq_name, rec.shape)] = (plan_podsets(view, rec.requests), {})
+                plan, fitted = cached
+                picks = fit_picks(view=view, node=node, flavors=flavors, plan=plan)
+                if picks is None:  # something does not fit: the full search says why
+                    assignment = assign_flavors(
+                        view=view, node=node, flavors=flavors, podsets=rec.requests, plan=plan
+                    )
+                    entries.append(
+                        (assignment.borrowing, rec.order, cq_name, rec, assignment, None)
+                    )
+                    continue
+                fit = fitted.get(picks)
+                if fit is None:
+                    fit = fitted[picks] = self._fit(fit_assignment(plan, picks))
+                assignment = fit.assignment
+                entries.append((assignment.borrowing, rec.order, cq_name, rec, assignment, fit))
+            if not entries:
+                return
             root_of = self._tree.root_of
             changed: set[str] = set()  # trees with an admission earlier in this cycle
-            for _, _, cq_name, rec, assignment in entries:
-                if assignment.fits:
+            for _, _, cq_name, rec, assignment, fit in self._ordered(entries):
+                if assignment.mode is Mode.FIT:
                     root = root_of[cq_name]
                     if root not in changed or still_fits(tree_queues[cq_name], assignment.usage):
-                        self._admit(rec, cq_name, assignment, at)
+                        if self._admission_blocked():
+                            return  # heads stay; a PodsReady event unblocks
+                        self._admit(rec, cq_name, fit or self._fit(assignment), at)
                         changed.add(root)
                     # else: left at the head; the next cycle assigns it again
                     continue
+                if assignment.mode is Mode.PREEMPT and self._views[cq_name].may_preempt:
+                    root = root_of[cq_name]
+                    if root in changed:
+                        continue  # assigned before this cycle's admissions: again next cycle
+                    if self._admission_blocked():
+                        return
+                    if self._try_preempt(rec, cq_name, assignment, at):
+                        changed.add(root)
+                        continue
                 self._not_admitted(rec, cq_name, assignment)
 
     def _not_admitted(self, rec: WorkloadRecord, cq_name: str, assignment: Assignment) -> None:
@@ -124,27 +181,30 @@ class Cycles(Placement):
             shape = rec.shape
             epoch, todo = queue.park(shape, verdict, needs)
         if todo:
-            root = self._tree.root_name(cq_name)
-            waiters = self._waiters.setdefault(root, {})
+            root = self._tree.root_of[cq_name]
+            waiters = self._waiters.get(root)
+            if waiters is None:
+                waiters = self._waiters[root] = {}
             for fr, needed in todo:
-                heap = waiters.setdefault(fr, {}).setdefault(cq_name, [])
+                by_cq = waiters.get(fr)
+                if by_cq is None:
+                    by_cq = waiters[fr] = {}
+                heap = by_cq.get(cq_name)
+                if heap is None:
+                    by_cq[cq_name] = [(needed, shape, epoch)]
+                    continue
                 heapq.heappush(heap, (needed, shape, epoch))
                 if len(heap) > 2 * len(queue.groups) + 32:
                     heap[:] = [e for e in heap if queue.is_registered(e[1], e[2], fr)]
                     heapq.heapify(heap)
-        self._inadmissible(rec, verdict)
+        if rec.last_verdict != verdict.key:
+            self._inadmissible(rec, verdict)
+        else:
+            rec.state = INADMISSIBLE  # what _inadmissible does when nothing is new
 
-    def _admit(self, rec: WorkloadRecord, cq_name: str, assignment: Assignment, at: float) -> None:
-        self._detach(rec)
-        node = self._tree.queues[cq_name]
-        for fr, qty in assignment.usage:
-            add_usage(node, fr, qty)
+    def _fit(self, assignment: Assignment) -> Fit:
+        """What admitting with a fitting ``assignment`` records and announces."""
         flavors = tuple((ps.name, ps.flavors) for ps in assignment.podsets)
-        rec.admission = Admission(cq_name, assignment.usage, flavors, at)
-        rec.state = ADMITTED
-        rec.cluster_queue = cq_name
-        rec.last_verdict = None
-        self._admitted.setdefault(cq_name, {})[rec.key] = None
         usage: dict[str, dict[str, str]] = {}
         formatted = self._formatted
         for (flavor, res), qty in assignment.usage:
@@ -154,14 +214,33 @@ class Cycles(Placement):
                     formatted.clear()
                 text = formatted[qty] = format_quantity(qty)
             usage.setdefault(flavor, {})[res] = text
+        return Fit(assignment, flavors, {name: dict(fl) for name, fl in flavors}, usage)
+
+    def _admit(self, rec: WorkloadRecord, cq_name: str, fit: Fit, at: float) -> None:
+        self._detach(rec)
+        node = self._tree.queues[cq_name]
+        usage = fit.assignment.usage
+        for fr, qty in usage:
+            add_usage(node, fr, qty)
+        rec.admission = Admission(cq_name, usage, fit.flavors, at)
+        rec.state = ADMITTED
+        rec.cluster_queue = cq_name
+        rec.last_verdict = None
+        key = rec.key
+        admitted = self._admitted.get(cq_name)
+        if admitted is None:
+            admitted = self._admitted[cq_name] = {}
+        admitted[key] = None
+        # The nested maps are shared by every admission with this fit: the
+        # Decision's validation copies them.
         self._out.append(
             {
                 "type": "Admitted",
-                "workload": rec.key,
+                "workload": key,
                 "uid": rec.spec.uid,
                 "cluster_queue": cq_name,
-                "flavors": {name: dict(fl) for name, fl in flavors},
-                "usage": usage,
+                "flavors": fit.decision_flavors,
+                "usage": fit.decision_usage,
             }
         )
 
@@ -169,32 +248,37 @@ class Cycles(Placement):
         """Give back an admitted workload's quota and wake who waited for it."""
         adm = rec.admission
         assert adm is not None
-        node = self._tree.queues.get(adm.cluster_queue)
+        cq_name = adm.cluster_queue
+        node = self._tree.queues.get(cq_name)
         rec.admission = None
-        admitted = self._admitted.get(adm.cluster_queue)
+        admitted = self._admitted.get(cq_name)
         if admitted is not None:
             admitted.pop(rec.key, None)
         if node is None:
             return
         for fr, qty in adm.usage:
             remove_usage(node, fr, qty)
-        if adm.cluster_queue not in self._cqs and not admitted:
+        if not admitted and cq_name not in self._cqs:
             # The last workload of a deleted ClusterQueue is gone: drop its node.
             before = self._roots()
-            self._tree.remove_queue(adm.cluster_queue)
-            self._restructured(before, [before[adm.cluster_queue]])
+            self._tree.remove_queue(cq_name)
+            self._restructured(before, [before[cq_name]])
             return
-        waiters = self._waiters.get(self._tree.root_name(adm.cluster_queue))
+        waiters = self._waiters.get(self._tree.root_of[cq_name])
         if waiters:
-            self._wake_waiters(waiters, [fr for fr, _ in adm.usage])
+            self._wake_waiters(waiters, adm.usage)
 
     def _wake_waiters(
-        self, waiters: dict[FlavorResource, dict[str, list[Waiter]]], frs: list[FlavorResource]
+        self,
+        waiters: dict[FlavorResource, dict[str, list[Waiter]]],
+        freed: tuple[tuple[FlavorResource, int], ...],
     ) -> None:
         """Wake the parked groups (and blocked heads) that now have what they
         were short of; the others stay parked with their verdict."""
         tree_queues = self._tree.queues
-        for fr in frs:
+        queues = self._queues
+        ready = self._ready
+        for fr, _ in freed:
             by_cq = waiters.get(fr)
             if not by_cq:
                 continue
@@ -202,7 +286,7 @@ class Cycles(Placement):
             for cq_name in list(by_cq):
                 heap = by_cq[cq_name]
                 node = tree_queues.get(cq_name)
-                queue = self._queues.get(cq_name)
+                queue = queues.get(cq_name)
                 if node is None or queue is None:
                     del by_cq[cq_name]
                     continue
@@ -213,11 +297,19 @@ class Cycles(Placement):
                     above = from_parent.get(parent.name)
                     if above is None:
                         above = from_parent[parent.name] = available(parent, fr)
+                    if heap and heap[0][0] > above:
+                        # available_below() adds to ``above`` only what the queue
+                        # keeps back under a lending limit: without any, still short.
+                        caps = node.caps.get(fr)
+                        if caps[0] == 0 if caps is not None else fr not in node.limits:
+                            continue
                     free = available_below(node, fr, above)
+                if heap and heap[0][0] > free:
+                    continue  # the usual case: still short
                 while heap and heap[0][0] <= free:
                     _, shape, epoch = heapq.heappop(heap)
                     if queue.wake(shape, epoch, fr):
-                        self._ready[cq_name] = None
+                        ready[cq_name] = None
                 if not heap:
                     del by_cq[cq_name]
             if not by_cq:

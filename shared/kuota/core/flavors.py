@@ -231,6 +231,8 @@ def _q(milli: int) -> str:
 class GroupPlan:
     flavors: tuple[str, ...]  # the resource group's flavors, in the ClusterQueue's order
     requests: tuple[tuple[str, int], ...]  # the podset's requests covered by the group
+    # per flavor (same order), the requests as ((flavor, resource), amount)
+    by_flavor: tuple[tuple[str, tuple[tuple[FlavorResource, int], ...]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +243,9 @@ class PodSetPlan:
     groups: tuple[GroupPlan, ...]
     uncovered: str | None  # the first requested resource no group covers
     constrained: bool  # has a node selector, affinity or tolerations
+    # When every group offers exactly one flavor: those flavors, and every
+    # request as ((flavor, resource), amount), for fit_picks' direct path.
+    single: tuple[tuple[str, ...], tuple[tuple[FlavorResource, int], ...]] | None = None
 
 
 def plan_podsets(view: QueueView, podsets: Sequence[PodSetRequest]) -> tuple[PodSetPlan, ...]:
@@ -262,9 +267,17 @@ def plan_podsets(view: QueueView, podsets: Sequence[PodSetRequest]) -> tuple[Pod
                 continue
             seen.append(gi)
             requests = tuple((r, q) for r, q in ps.totals if group_of.get(r) == gi)
-            groups.append(GroupPlan(view.groups[gi][1], requests))
+            names = view.groups[gi][1]
+            by_flavor = tuple((f, tuple(((f, r), q) for r, q in requests)) for f in names)
+            groups.append(GroupPlan(names, requests, by_flavor))
         constrained = bool(ps.node_selector or ps.required_affinity or ps.tolerations)
-        plans.append(PodSetPlan(ps, tuple(groups), uncovered, constrained))
+        single = None
+        if uncovered is None and all(len(g.flavors) == 1 for g in groups):
+            single = (
+                tuple(g.flavors[0] for g in groups),
+                tuple(pair for g in groups for pair in g.by_flavor[0][1]),
+            )
+        plans.append(PodSetPlan(ps, tuple(groups), uncovered, constrained, single))
     return tuple(plans)
 
 
@@ -475,10 +488,17 @@ def _failed(results: list[PodSetAssignment], reason: str, search: _Search) -> As
 
 def still_fits(node: QuotaNode, usage: Sequence[tuple[FlavorResource, int]]) -> bool:
     """Re-check an assignment after other admissions in the same cycle."""
-    return all(qty <= available(node, fr) for fr, qty in usage)
+    # A loop rather than all(<generator>): this runs for most heads, and is cheaper.
+    for fr, qty in usage:  # noqa: SIM110
+        if qty > available(node, fr):
+            return False
+    return True
 
 
 def could_fit_now(node: QuotaNode, blocking: Sequence[tuple[FlavorResource, int]]) -> bool:
     """Whether any flavor-resource an attempt was short of now has what it needed
     (if none has, the same attempt would fail the same way: no need to run it)."""
-    return any(available(node, fr) >= needed for fr, needed in blocking)
+    for fr, needed in blocking:  # noqa: SIM110 (as in still_fits)
+        if available(node, fr) >= needed:
+            return True
+    return False

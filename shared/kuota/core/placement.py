@@ -41,6 +41,11 @@ from kuota.core.workload import (
 
 
 class Placement(FoldState):
+    def _requeue_time(self, rec: WorkloadRecord) -> float | None:
+        """The time that orders a requeued workload instead of its creation, if
+        any (a hook: WaitForPodsReady's Eviction timestamp, ``kuota.core.preempting``)."""
+        return None
+
     def _hold(self, rec: WorkloadRecord, keys: tuple[HoldKey, ...], why: tuple[str, str]) -> None:
         rec.holds = keys
         for hk in keys:
@@ -128,7 +133,10 @@ class Placement(FoldState):
                 return
             priority = wpc.value
         rec.priority = priority
-        rec.order = order_key(spec, priority)
+        requeued_at = self._requeue_time(rec)
+        rec.order = (
+            order_key(spec, priority) if requeued_at is None else (-priority, requeued_at, key)
+        )
         lq = self._lqs.get(lq_key)
         if lq is None or lq.stop_policy != "None":
             self._set_cq(rec, None)

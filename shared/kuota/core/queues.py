@@ -138,15 +138,42 @@ class ClusterQueueQueue:
 
     def head(self) -> tuple[OrderKey, int] | None:
         """The next workload to try, or None (empty, all parked, or blocked)."""
+        found = self.next_head()
+        return None if found is None else found[0]
+
+    def next_head(self) -> tuple[tuple[OrderKey, int], Verdict | None, Needs] | None:
+        """``head()`` and what ``recheck()`` says of it, in one step (the cycle's
+        hottest call): ``(entry, verdict, needs)``, verdict None when the head
+        must be assigned afresh; None when there is no head."""
         heap = self.heap
         groups = self.groups
         while heap:
-            order, shape = heap[0]
+            entry = heap[0]
+            order, shape = entry
             group = groups.get(shape)
-            if group is not None and not group.parked and group.head() == order:
-                if self.blocked_head == order[2]:
-                    return None
-                return order, shape
+            if group is not None and not group.parked:
+                # group.head() == order, inlined
+                gheap = group.heap
+                members = group.members
+                while gheap:
+                    top = gheap[0]
+                    if members.get(top[2]) == top:
+                        break
+                    heapq.heappop(gheap)
+                else:
+                    top = None
+                if top == order:
+                    key = order[2]
+                    if self.blocked_head == key:
+                        return None
+                    if self.strategy == STRICT_FIFO:
+                        last = self.last_blocked
+                        if last is not None and last[0] == key and last[2]:
+                            return entry, last[1], last[2]
+                        return entry, None, ()
+                    if group.needs and group.verdict is not None:
+                        return entry, group.verdict, group.needs
+                    return entry, None, ()
             heapq.heappop(heap)
         return None
 
@@ -163,7 +190,8 @@ class ClusterQueueQueue:
             group.needs = needs
             group.live = {}
         live = group.live
-        todo = tuple(n for n in needs if n[0] not in live)
+        # nothing registered for this epoch yet: all of them
+        todo = tuple(n for n in needs if n[0] not in live) if live else needs
         for fr, _ in todo:
             live[fr] = None
         return group.epoch, todo

@@ -64,6 +64,11 @@ class QuotaNode:
     child_queues: list[QuotaNode] = field(default_factory=list)
     child_cohorts: list[QuotaNode] = field(default_factory=list)
     height: int = 0  # Kueue's getNodeHeight: distance to the furthest leaf
+    # Per flavor-resource with limits, derived from them and ``subtree`` whenever
+    # the tree is rebuilt: (local quota kept back from the parent, the borrowing
+    # cap before usage, i.e. ``subtree - local + borrowingLimit``, or None when
+    # unlimited). ``available`` reads it instead of recomputing both per call.
+    caps: dict[FlavorResource, tuple[int, int | None]] = field(default_factory=dict)
 
     def local_quota(self, fr: FlavorResource) -> int:
         """Quota this node keeps for its own subtree (never lent to its parent)."""
@@ -106,8 +111,21 @@ def available(node: QuotaNode, fr: FlavorResource) -> int:
     if parent is None:
         return node.subtree.get(fr, 0) - node.usage.get(fr, 0)
     if parent.parent is None:  # the usual shape: a ClusterQueue in a root cohort
-        above = parent.subtree.get(fr, 0) - parent.usage.get(fr, 0)
-        return available_below(node, fr, above)
+        # available_below(node, fr, what the root has free), inlined: the hottest call
+        # available_below(node, fr, what the root has free), inlined: the hottest call
+        result = parent.subtree.get(fr, 0) - parent.usage.get(fr, 0)
+        caps = node.caps.get(fr)
+        if caps is None:
+            if fr not in node.limits:
+                return result
+            caps = _caps(node, fr)
+        local, cap = caps
+        usage = node.usage.get(fr, 0)
+        if cap is not None:
+            cap -= usage - local if usage > local else 0
+            if cap < result:
+                result = cap
+        return result + local - usage if local > usage else result
     # Iterative form of Kueue's recursion: the chain up to the root, then back down.
     chain: list[QuotaNode] = []
     top = node
@@ -136,18 +154,30 @@ def available(node: QuotaNode, fr: FlavorResource) -> int:
 def available_below(node: QuotaNode, fr: FlavorResource, parent_available: int) -> int:
     """``available(node, fr)`` given ``available(node.parent, fr)`` (computed once
     for all the children of a cohort)."""
-    lim = node.limits.get(fr)
-    if lim is None:
-        return parent_available
+    caps = node.caps.get(fr)
+    if caps is None:
+        if fr not in node.limits:
+            return parent_available
+        caps = _caps(node, fr)  # a node outside a rebuilt tree
+    local, cap = caps
     usage = node.usage.get(fr, 0)
+    result = parent_available
+    if cap is not None:
+        # the borrowing limit caps what the node may draw from its parent
+        cap -= usage - local if usage > local else 0
+        if cap < result:
+            result = cap
+    return result + local - usage if local > usage else result
+
+
+def _caps(node: QuotaNode, fr: FlavorResource) -> tuple[int, int | None]:
+    """``QuotaNode.caps[fr]`` from the node's limits and subtree quota."""
+    lim = node.limits[fr]
     subtree = node.subtree.get(fr, 0)
     lending = lim.lending_limit
     local = subtree - lending if lending is not None and subtree > lending else 0
-    result = parent_available
-    if lim.borrowing_limit is not None:
-        used_in_parent = usage - local if usage > local else 0
-        result = min(result, subtree - local - used_in_parent + lim.borrowing_limit)
-    return result + (local - usage if local > usage else 0)
+    borrowing = lim.borrowing_limit
+    return local, None if borrowing is None else subtree - local + borrowing
 
 
 def potential_available(node: QuotaNode, fr: FlavorResource) -> int:
@@ -380,6 +410,8 @@ class QuotaTree:
             q: f"cq:{q}" if n.parent is None else f"cohort:{n.root().name}"
             for q, n in self.queues.items()
         }
+        for node in (*self.queues.values(), *cohorts.values()):
+            node.caps = {fr: _caps(node, fr) for fr in node.limits}
 
 
 def _accumulate(cohort: QuotaNode) -> None:

@@ -41,6 +41,7 @@ from kuota.api.types import (
     WorkloadPriorityClass,
 )
 from kuota.core.dra import DraInventory, NotChargeable
+from kuota.core.fitting import Picks
 from kuota.core.flavors import (
     PodSetPlan,
     PodSetRequest,
@@ -54,6 +55,7 @@ from kuota.core.quota import (
 from kuota.core.verdict import Verdict
 from kuota.core.workload import (
     INADMISSIBLE,
+    Fit,
     HoldKey,
     WorkloadRecord,
 )
@@ -126,7 +128,8 @@ class FoldState:
         self._charge_ids: dict[ChargeKey, int] = {}
         self._charge_groups: dict[int, ChargeGroup] = {}
         self._charge_prune_at = 1024
-        self._plans: dict[tuple[str, int], tuple[PodSetPlan, ...]] = {}  # (queue, shape)
+        # (queue, shape) -> its podsets' plan, and the Assignment of each fit seen
+        self._plans: dict[tuple[str, int], tuple[tuple[PodSetPlan, ...], dict[Picks, Fit]]] = {}
         self._formatted: dict[int, str] = {}
         self._ns_cache: dict[tuple[str, str], bool] = {}
         self._out: list[dict[str, Any]] = []

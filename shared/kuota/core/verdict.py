@@ -13,7 +13,7 @@ emitted: most failed attempts are never shown to anyone.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kuota.core.flavors import Assignment, Reason, render_reasons
 
@@ -24,6 +24,9 @@ class Verdict:
     signature: tuple[object, ...]
     text: str = ""  # the message, when it is fixed text
     podsets: tuple[tuple[str, tuple[Reason, ...]], ...] = ()  # rendered on demand
+    # The rendered message, once asked for: a parked group's verdict is announced
+    # to each workload that joins the group. Not part of the value.
+    rendered: list[str] = field(default_factory=list, compare=False, repr=False)
 
     @property
     def key(self) -> tuple[str, tuple[object, ...]]:
@@ -31,7 +34,12 @@ class Verdict:
 
     def message(self) -> str:
         if self.podsets:
-            return "; ".join(render_reasons(name, reasons) for name, reasons in self.podsets)
+            rendered = self.rendered
+            if not rendered:
+                rendered.append(
+                    "; ".join(render_reasons(name, reasons) for name, reasons in self.podsets)
+                )
+            return rendered[0]
         return self.text
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kuota.api.types import WorkloadSpec
-from kuota.core.flavors import PodSetRequest
+from kuota.core.flavors import Assignment, PodSetRequest
 from kuota.core.queues import OrderKey
 from kuota.core.quota import FlavorResource
 
@@ -46,6 +46,18 @@ class Admission:
     usage: tuple[tuple[FlavorResource, int], ...]
     flavors: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]  # podset -> (resource, flavor)
     at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Fit:
+    """A fitting assignment with what admitting with it records (``flavors`` of
+    the :class:`Admission`) and announces (the Admitted decision's maps); kept
+    per ClusterQueue, shape and flavor choice, so most admissions build none."""
+
+    assignment: Assignment
+    flavors: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]
+    decision_flavors: dict[str, dict[str, str]]  # podset -> resource -> flavor
+    decision_usage: dict[str, dict[str, str]]  # flavor -> resource -> quantity
 
 
 @dataclass(slots=True)

@@ -7,8 +7,9 @@ and draws no random numbers: the same manifests give the same decisions, bit
 for bit.
 
 Time is an ``int`` count of microseconds (see ``kuota.sim.duration``), so
-instants compare exactly. Pending events live in one heap ordered by
-``(instant, origin, sequence)``:
+instants compare exactly. Pending events are taken in ``(instant, origin,
+sequence)`` order (file events, all known up front, from a list sorted once;
+engine events from a small heap; each step takes the earlier of the two):
 
 - origin 0, *file events*: ``ObjectUpserted`` at ``kuota.dev/submit-at`` and
   ``ObjectDeleted`` at ``kuota.dev/delete-at``; sequence is the file position
@@ -38,7 +39,7 @@ are not applied.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -71,6 +72,19 @@ MAX_TICKS_PER_INSTANT = 64
 
 _FILE = 0
 _ENGINE = 1
+_NO_TIMING = Timing()  # the defaults, for a workload the engine did not submit
+
+# ``Model.model_validate`` without its Python wrapper: the same validated events
+# as ``Model(**fields)``, built for every step, so the cheaper call pays.
+_upserted: Callable[[dict[str, Any]], ObjectUpserted] = (
+    ObjectUpserted.__pydantic_validator__.validate_python
+)
+_pods_ready: Callable[[dict[str, Any]], PodsReady] = (
+    PodsReady.__pydantic_validator__.validate_python
+)
+_workload_finished: Callable[[dict[str, Any]], WorkloadFinished] = (
+    WorkloadFinished.__pydantic_validator__.validate_python
+)
 _UPSERT = 0
 _DELETE = 1
 _PODS_READY = 0
@@ -123,12 +137,18 @@ class Simulator:
             timing_of(manifest, index=index) for index, manifest in enumerate(self._manifests)
         ]
         self._keys: list[str | None] = [workload_key(m) for m in self._manifests]
-        self._queue: list[tuple[int, int, int, tuple[Any, ...]]] = []
+        # File events are all known up front: one sorted list read in order (a
+        # cursor), merged with the heap of engine events, which stays small (a
+        # heap of every Job would cost a log-n pop per step).
+        files: list[tuple[int, int, int, tuple[Any, ...]]] = []
         for index, timing in enumerate(self._timings):
-            self._queue.append((timing.submit_at, _FILE, 2 * index, (_UPSERT, index)))
+            files.append((timing.submit_at, _FILE, 2 * index, (_UPSERT, index)))
             if timing.delete_at is not None:
-                self._queue.append((timing.delete_at, _FILE, 2 * index + 1, (_DELETE, index)))
-        heapq.heapify(self._queue)
+                files.append((timing.delete_at, _FILE, 2 * index + 1, (_DELETE, index)))
+        files.sort()
+        self._files = files
+        self._next_file = 0
+        self._queue: list[tuple[int, int, int, tuple[Any, ...]]] = []  # engine events
         self._engine_seq = 0
         self._applied = 0
         self._now = 0
@@ -189,18 +209,30 @@ class Simulator:
         tick_instant = -1
         ticks_here = 0
         queue = self._queue
+        files = self._files
+        n_files = len(files)
         fold = self._fold
         while True:
+            # The next queued event: the earlier of the next file event and the
+            # top of the engine heap (their origins differ, so keys never tie).
+            cursor = self._next_file
+            nxt = files[cursor] if cursor < n_files else None
+            from_heap = bool(queue) and (nxt is None or queue[0] < nxt)
+            if from_heap:
+                nxt = queue[0]
             wakeup = fold.next_wakeup()
             tick_at: int | None = None
             if wakeup is not None:
                 wake = max(seconds_to_micros_ceil(wakeup), self._now)
-                if not queue or wake < queue[0][0]:
+                if nxt is None or wake < nxt[0]:
                     tick_at = wake
-            if tick_at is None and not queue:
+            if tick_at is not None:
+                at = tick_at
+            elif nxt is not None:
+                at = nxt[0]
+            else:
                 self._settled = True
                 return
-            at = tick_at if tick_at is not None else queue[0][0]
             if limit is not None and at > limit:
                 return
             event: JournalEvent | None
@@ -217,7 +249,11 @@ class Simulator:
                     tick_instant, ticks_here = tick_at, 1
                 event = Tick(id=f"sim-{self._applied}", at=micros_to_seconds(tick_at))
             else:
-                _, origin, _, payload = heapq.heappop(queue)
+                if from_heap:
+                    _, origin, _, payload = heapq.heappop(queue)
+                else:
+                    _, origin, _, payload = files[cursor]
+                    self._next_file = cursor + 1
                 if origin == _FILE:
                     event = self._file_event(at, payload)
                 else:
@@ -263,27 +299,23 @@ class Simulator:
         if key is not None:
             self._workload_timing[key] = self._timings[index]
             obj = _with_created_at(obj, at)
-        return ObjectUpserted(id=f"sim-{self._applied}", at=seconds, object=obj)
+        return _upserted({"id": f"sim-{self._applied}", "at": seconds, "object": obj})
 
     def _engine_event(self, at: int, payload: tuple[Any, ...]) -> JournalEvent | None:
         action, key, generation, namespace, name = payload
         if self._generation.get(key) != generation:
             return None
+        fields = {
+            "id": f"sim-{self._applied}",
+            "at": micros_to_seconds(at),
+            "namespace": namespace,
+            "name": name,
+        }
         if action == _PODS_READY:
-            return PodsReady(
-                id=f"sim-{self._applied}",
-                at=micros_to_seconds(at),
-                namespace=namespace,
-                name=name,
-                ready=True,
-            )
-        return WorkloadFinished(
-            id=f"sim-{self._applied}",
-            at=micros_to_seconds(at),
-            namespace=namespace,
-            name=name,
-            succeeded=True,
-        )
+            fields["ready"] = True
+            return _pods_ready(fields)
+        fields["succeeded"] = True
+        return _workload_finished(fields)
 
     def _schedule(self, at: int, payload: tuple[Any, ...]) -> None:
         heapq.heappush(self._queue, (at, _ENGINE, self._engine_seq, payload))
@@ -293,6 +325,7 @@ class Simulator:
         self._generation[key] = self._generation.get(key, 0) + 1
 
     def _observe(self, at: int, decisions: list[Decision]) -> None:
+        queue = self._queue
         for decision in decisions:
             key = decision.workload
             if key is None:
@@ -300,17 +333,19 @@ class Simulator:
             if decision.type == "Admitted":
                 generation = self._generation.get(key, 0) + 1
                 self._generation[key] = generation
-                timing = self._workload_timing.get(key, Timing())
+                timing = self._workload_timing.get(key, _NO_TIMING)
                 namespace, _, name = key.partition("/")
+                # self._schedule(...), inlined: two per admission
                 if timing.ready_after is not None:
-                    self._schedule(
-                        at + timing.ready_after,
-                        (_PODS_READY, key, generation, namespace, name),
-                    )
+                    seq = self._engine_seq
+                    self._engine_seq = seq + 1
+                    payload = (_PODS_READY, key, generation, namespace, name)
+                    heapq.heappush(queue, (at + timing.ready_after, _ENGINE, seq, payload))
                 if timing.run_for is not None:
-                    self._schedule(
-                        at + timing.run_for, (_FINISHED, key, generation, namespace, name)
-                    )
+                    seq = self._engine_seq
+                    self._engine_seq = seq + 1
+                    payload = (_FINISHED, key, generation, namespace, name)
+                    heapq.heappush(queue, (at + timing.run_for, _ENGINE, seq, payload))
             elif decision.type in ENDS_ADMISSION:
                 self._end_admission(key)
 
@@ -333,10 +368,13 @@ def describe_event(event: JournalEvent) -> str:
 
 def _with_created_at(obj: dict[str, Any], at: int) -> dict[str, Any]:
     metadata = obj.get("metadata")
-    if not isinstance(metadata, Mapping):
+    # type() first: isinstance against the Mapping ABC is slow, and this runs per Job
+    if type(metadata) is not dict and not isinstance(metadata, Mapping):
         return obj
     annotations = metadata.get("annotations")
-    annotations = dict(annotations) if isinstance(annotations, Mapping) else {}
+    annotations = (
+        dict(annotations) if type(annotations) is dict or isinstance(annotations, Mapping) else {}
+    )
     if CREATED_AT in annotations:
         return obj
     annotations[CREATED_AT] = exact_seconds(at)

@@ -1,0 +1,298 @@
+"""Fair sharing: Dominant Resource Share, the preemption strategies, and the
+order in which a cohort's heads are considered.
+
+Theory of operation
+-------------------
+**Dominant Resource Share (DRS)** of a ClusterQueue or Cohort that has a
+parent (Kueue's ``pkg/cache/scheduler/fair_sharing.go``): per resource name,
+what the node uses above its subtree quota (its nominal quota, plus for a
+cohort what its children lend it), summed over flavors; divided by what the
+parent could lend of that resource (``potential_available`` of the parent,
+summed over every flavor the tree knows); times 1000; the largest ratio over
+resources (ties: the alphabetically first resource) is the share, divided by
+the node's ``fairSharing.weight`` (milli-units: weight 1 is 1000). A node
+within its quota has share 0; a node of weight 0 that borrows has an
+*infinite* share (it yields to everyone); a node without a parent has 0.
+
+Shares are exact fractions, so comparisons never depend on float rounding;
+:class:`Share` orders as Kueue's ``CompareDRS`` (finite shares by weighted
+value, infinite after every finite one, infinite among themselves by the
+unweighted ratio). :meth:`Share.rounded` is Kueue's integer figure
+(``ceil``; the largest int64 when infinite), for messages and metrics.
+
+**Preemption strategies** (KEP-1714 rules S2-a/S2-b) are plain predicates
+over the preemptor's share after admission and the target's share before
+and after losing a workload (:func:`less_than_or_equal_to_final_share`,
+:func:`less_than_initial_share`, :data:`STRATEGIES`); the victim search that
+uses them is :mod:`kuota.core.fair_preemption`.
+
+**Admission order** (Kueue's ``fair_sharing_iterator.go``): for each cohort
+tree, a tournament: each entry's share is computed as if it were admitted,
+for its ClusterQueue and every cohort on the way to the root; at each cohort
+the child (queue or sub-cohort winner) with the lowest share wins, then the
+higher priority, then the earlier queue time, then the key. The root's winner
+is taken; if the caller admits it (``admit`` callback, which changes the
+tree's usage) the next tournament sees the new shares. Trees are independent
+and processed in the order of their root's name.
+
+Shares are computed on the tree's current usage; where an entry's or a
+victim's usage must be counted, it is added to (or removed from) the tree and
+taken back before returning, as Kueue's snapshot simulation does.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from kuota.core.quota import (
+    FlavorResource,
+    QuotaNode,
+    QuotaTree,
+    add_usage,
+    potential_available,
+    remove_usage,
+)
+
+__all__ = [
+    "LESS_THAN_INITIAL_SHARE",
+    "LESS_THAN_OR_EQUAL_TO_FINAL_SHARE",
+    "STRATEGIES",
+    "FairEntry",
+    "Share",
+    "Weights",
+    "dominant_resource_share",
+    "fair_order",
+    "less_than_initial_share",
+    "less_than_or_equal_to_final_share",
+    "simulated",
+    "tournament_winner",
+]
+
+DEFAULT_WEIGHT = 1000  # milli-units: weight 1
+MAX_INT64 = 2**63 - 1
+Usage = tuple[tuple[FlavorResource, int], ...]
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Share:
+    """A node's Dominant Resource Share, ordered as Kueue's ``CompareDRS``."""
+
+    infinite: bool = False  # weight 0 while borrowing
+    value: Fraction = Fraction(0)  # weighted share; the unweighted ratio when infinite
+    resource: str = field(default="", compare=False)  # the dominant resource
+
+    @property
+    def is_zero(self) -> bool:
+        """Not borrowing (Kueue's ``DRS.IsZero``)."""
+        return not self.infinite and self.value == 0
+
+    def rounded(self) -> int:
+        """Kueue's integer share: ``ceil`` of the weighted share, int64 max when infinite."""
+        return MAX_INT64 if self.infinite else math.ceil(self.value)
+
+
+ZERO = Share()
+
+
+@dataclass(frozen=True, slots=True)
+class Weights:
+    """``fairSharing.weight`` per ClusterQueue and per Cohort, milli-units (default 1000)."""
+
+    queues: Mapping[str, int] = field(default_factory=dict)
+    cohorts: Mapping[str, int] = field(default_factory=dict)
+
+    def of(self, node: QuotaNode) -> int:
+        table = self.queues if node.is_cluster_queue else self.cohorts
+        return table.get(node.name, DEFAULT_WEIGHT)
+
+
+def _lendable(parent: QuotaNode) -> dict[str, int]:
+    """What the parent could lend, per resource name, over every flavor of the tree."""
+    root = parent.root()
+    out: dict[str, int] = {}
+    for fr in sorted(root.subtree):
+        out[fr[1]] = out.get(fr[1], 0) + potential_available(parent, fr)
+    return out
+
+
+def dominant_resource_share(node: QuotaNode, weights: Weights) -> Share:
+    """The node's DRS on the tree's current usage (see the module docstring)."""
+    if node.parent is None:
+        return ZERO
+    borrowed: dict[str, int] = {}
+    usage = node.usage
+    for fr, quota in node.subtree.items():
+        over = usage.get(fr, 0) - quota
+        if over > 0:
+            borrowed[fr[1]] = borrowed.get(fr[1], 0) + over
+    if not borrowed:
+        return ZERO
+    lendable = _lendable(node.parent)
+    ratio = Fraction(0)
+    dominant = ""
+    for resource in sorted(borrowed):
+        lent = lendable.get(resource, 0)
+        if lent <= 0:
+            continue
+        r = Fraction(borrowed[resource] * 1000, lent)
+        if r > ratio:
+            ratio, dominant = r, resource
+    if ratio == 0:
+        return ZERO
+    weight = weights.of(node)
+    if weight <= 0:
+        return Share(True, ratio, dominant)
+    return Share(False, ratio * 1000 / weight, dominant)
+
+
+@contextmanager
+def simulated(node: QuotaNode, usage: Usage, *, sign: int = 1) -> Iterator[None]:
+    """The tree with ``usage`` added to (``sign=1``) or removed from (``-1``) a
+    ClusterQueue for the ``with`` block (Kueue's ``SimulateUsageAddition``/``Removal``)."""
+    first, then = (add_usage, remove_usage) if sign > 0 else (remove_usage, add_usage)
+    done: list[tuple[FlavorResource, int]] = []
+    try:
+        for fr, qty in usage:
+            first(node, fr, qty)
+            done.append((fr, qty))
+        yield
+    finally:
+        for fr, qty in reversed(done):
+            then(node, fr, qty)
+
+
+# --------------------------------------------------------------------------- strategies
+
+
+LESS_THAN_OR_EQUAL_TO_FINAL_SHARE = "LessThanOrEqualToFinalShare"
+LESS_THAN_INITIAL_SHARE = "LessThanInitialShare"
+
+
+def less_than_or_equal_to_final_share(
+    preemptor_new: Share, target_old: Share, target_new: Share
+) -> bool:
+    """Rule S2-a: the preemptor's share after admission is at most the target's
+    share after losing the workload."""
+    return preemptor_new <= target_new
+
+
+def less_than_initial_share(preemptor_new: Share, target_old: Share, target_new: Share) -> bool:
+    """Rule S2-b: the preemptor's share after admission is below the target's
+    share before the preemption."""
+    return preemptor_new < target_old
+
+
+Strategy = Callable[[Share, Share, Share], bool]
+STRATEGIES: Mapping[str, Strategy] = {
+    LESS_THAN_OR_EQUAL_TO_FINAL_SHARE: less_than_or_equal_to_final_share,
+    LESS_THAN_INITIAL_SHARE: less_than_initial_share,
+}
+
+
+# --------------------------------------------------------------------------- admission order
+
+
+@dataclass(frozen=True, slots=True)
+class FairEntry:
+    """A head competing for admission."""
+
+    key: str
+    cluster_queue: str
+    priority: int
+    queue_time: float
+    usage: Usage
+
+
+def _tiebreak(e: FairEntry) -> tuple[int, float, str]:
+    return (-e.priority, e.queue_time, e.key)
+
+
+def _shares(
+    tree: QuotaTree, weights: Weights, entries: Iterable[FairEntry]
+) -> dict[tuple[str, str], Share]:
+    """(parent cohort, entry key) -> share of the entry's child of that cohort
+    with the entry admitted (Kueue's ``computeDRS``)."""
+    out: dict[tuple[str, str], Share] = {}
+    for e in entries:
+        node = tree.queues[e.cluster_queue]
+        with simulated(node, e.usage):
+            share = dominant_resource_share(node, weights)
+            parent = node.parent
+            while parent is not None:
+                out[(parent.name, e.key)] = share
+                share = dominant_resource_share(parent, weights)
+                parent = parent.parent
+    return out
+
+
+def _tournament(
+    cohort: QuotaNode,
+    by_queue: Mapping[str, Sequence[FairEntry]],
+    shares: Mapping[tuple[str, str], Share],
+) -> FairEntry | None:
+    candidates: list[FairEntry] = []
+    for child in cohort.child_cohorts:
+        winner = _tournament(child, by_queue, shares)
+        if winner is not None:
+            candidates.append(winner)
+    for q in cohort.child_queues:
+        candidates.extend(by_queue.get(q.name, ()))
+    if not candidates:
+        return None
+    name = cohort.name
+    return min(candidates, key=lambda e: (shares[(name, e.key)], _tiebreak(e)))
+
+
+def tournament_winner(
+    tree: QuotaTree, weights: Weights, entries: Sequence[FairEntry]
+) -> FairEntry | None:
+    """The entry a fair-sharing cycle considers next among ``entries`` of one
+    cohort tree (or of ClusterQueues without a cohort)."""
+    if not entries:
+        return None
+    node = tree.queues[entries[0].cluster_queue]
+    if node.parent is None:
+        return min(entries, key=_tiebreak)
+    by_queue: dict[str, list[FairEntry]] = {}
+    for e in entries:
+        by_queue.setdefault(e.cluster_queue, []).append(e)
+    shares = _shares(tree, weights, entries)
+    return _tournament(node.root(), by_queue, shares)
+
+
+def fair_order(
+    tree: QuotaTree,
+    weights: Weights,
+    entries: Sequence[FairEntry],
+    *,
+    admit: Callable[[FairEntry], object] | None = None,
+) -> list[FairEntry]:
+    """Every entry, in the order a fair-sharing cycle considers them.
+
+    ``admit`` is called with each winner before the next tournament; it may
+    add the winner's usage to ``tree`` (an admission), which the following
+    shares then include."""
+    groups: dict[str, list[FairEntry]] = {}
+    for e in entries:
+        groups.setdefault(_group(tree, e.cluster_queue), []).append(e)
+    order: list[FairEntry] = []
+    for name in sorted(groups):
+        remaining = groups[name]
+        while remaining:
+            winner = tournament_winner(tree, weights, remaining)
+            assert winner is not None
+            remaining = [e for e in remaining if e is not winner]
+            order.append(winner)
+            if admit is not None:
+                admit(winner)
+    return order
+
+
+def _group(tree: QuotaTree, cluster_queue: str) -> str:
+    """Tournament group: the root cohort, or one group of all queues without a cohort."""
+    node = tree.queues[cluster_queue]
+    return "cohort:" + node.root().name if node.parent is not None else "cq:"

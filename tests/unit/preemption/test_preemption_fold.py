@@ -1,0 +1,309 @@
+"""Preemption, plans, WaitForPodsReady and blockAdmission inside the fold."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+
+import pytest
+from fold_driver import Driver, config, cq, flavor, job, kinds, lq, wpc
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kuota.core.fold import Fold
+from kuota.core.preemption import plan_preemptions
+from kuota.core.quota import available
+from kuota.events.schema import Decision, JournalEvent
+
+
+def within_setup(d: Driver) -> None:
+    d.apply(
+        flavor(),
+        wpc("low", 10),
+        wpc("high", 100),
+        cq("a", gpu=8, within="LowerPriority"),
+        lq("ns", "a"),
+    )
+    d.apply(job("ns", "low-1", gpu=4, priority="low"), job("ns", "low-2", gpu=4, priority="low"))
+
+
+def test_inline_preemption_releases_then_admits_in_one_event() -> None:
+    d = Driver()
+    within_setup(d)
+    out = d.apply(job("ns", "high", gpu=4, priority="high", at=5), at=5)
+    assert kinds(out) == [
+        ("Preempted", "ns/low-2"),
+        ("Requeued", "ns/low-2"),
+        ("Admitted", "ns/high"),
+        ("Inadmissible", "ns/low-2"),
+    ]
+    preempted, _, admitted, _ = out
+    assert preempted.preemptor == "ns/high" and preempted.reason == "InClusterQueue"
+    assert preempted.policy == "withinClusterQueue=LowerPriority"
+    assert preempted.message and "ns/high" in preempted.message
+    assert admitted.victims == ["ns/low-2"]
+    (summary,) = d.fold.summary()
+    assert summary.admitted == 2 and summary.resources[0].usage == 8000
+    assert d.fold.workload_state("ns/low-2") == "Inadmissible"
+
+
+def test_a_victim_is_admitted_again_when_quota_frees() -> None:
+    d = Driver()
+    within_setup(d)
+    d.apply(job("ns", "high", gpu=4, priority="high"))
+    out = d.finish("ns/high", at=50)
+    assert ("Admitted", "ns/low-2") in kinds(out)
+
+
+def test_nothing_to_preempt_leaves_the_preemptor_waiting() -> None:
+    d = Driver()
+    within_setup(d)
+    out = d.apply(job("ns", "same", gpu=4, priority="low", at=5), at=5)
+    assert kinds(out) == [("Inadmissible", "ns/same")]
+    assert "preemption possible" in (out[0].message or "")
+
+
+# --------------------------------------------------------------------------- plans
+
+
+def plans_setup() -> Driver:
+    d = Driver(Fold(preemption="plans"))
+    within_setup(d)
+    return d
+
+
+def test_plans_mode_waits_for_a_plan_and_validates_it() -> None:
+    d = plans_setup()
+    out = d.apply(job("ns", "high", gpu=4, priority="high", at=5), at=5)
+    assert kinds(out) == [("Inadmissible", "ns/high")]
+    (plan,) = plan_preemptions(d.fold)
+    assert plan.preemptor == "ns/high" and plan.victims == ("ns/low-2",)
+    assert dict(plan.reasons) == {"ns/low-2": "InClusterQueue"}
+    out = d.plan("ns/high", ["ns/low-2"], at=6)
+    assert kinds(out)[:3] == [
+        ("Preempted", "ns/low-2"),
+        ("Requeued", "ns/low-2"),
+        ("Admitted", "ns/high"),
+    ]
+    assert plan_preemptions(d.fold) == []
+
+
+@pytest.mark.parametrize(
+    "victims",
+    [
+        ["ns/low-1", "ns/low-2"],  # one more than needed
+        ["ns/missing"],  # unknown
+        [],  # nothing
+    ],
+)
+def test_invalid_plans_are_ignored(victims: list[str]) -> None:
+    d = plans_setup()
+    d.apply(job("ns", "high", gpu=4, priority="high", at=5), at=5)
+    assert d.plan("ns/high", victims, at=6) == []
+    assert d.fold.workload_state("ns/high") == "Inadmissible"
+
+
+def test_a_stale_plan_is_ignored() -> None:
+    d = plans_setup()
+    d.apply(job("ns", "high", gpu=4, priority="high", at=5), at=5)
+    out = d.finish("ns/low-1", at=6)  # room appears: high is admitted without preemption
+    assert ("Admitted", "ns/high") in kinds(out)
+    assert d.plan("ns/high", ["ns/low-2"], at=7) == []
+    assert d.fold.workload_state("ns/low-2") == "Admitted"
+
+
+def test_a_plan_in_inline_mode_is_validated_too() -> None:
+    d = Driver()
+    within_setup(d)
+    d.apply(job("ns", "high", gpu=4, priority="high", at=5), at=5)  # already preempted inline
+    assert d.plan("ns/high", ["ns/low-1"], at=6) == []
+
+
+# --------------------------------------------------------------------------- WaitForPodsReady
+
+
+def wfpr(**kw: object) -> dict[str, object]:
+    section: dict[str, object] = {"timeout": "5m"}
+    strategy = {k: v for k, v in kw.items() if k != "blockAdmission"}
+    if "blockAdmission" in kw:
+        section["blockAdmission"] = kw["blockAdmission"]
+    if strategy:
+        section["requeuingStrategy"] = strategy
+    return config(waitForPodsReady=section)
+
+
+def test_timer_fires_and_backoff_requeues() -> None:
+    d = Driver()
+    d.apply(wfpr(backoffBaseSeconds=10), flavor(), cq("a", gpu=4), lq("ns", "a"))
+    d.apply(job("ns", "w", gpu=4), at=0)
+    assert d.fold.next_wakeup() == 300
+    assert d.tick(299.5) == []
+    out = d.tick(300)
+    assert kinds(out) == [("Evicted", "ns/w")]
+    assert out[0].reason == "PodsReadyTimeout"
+    requeue_at = out[0].requeue_at
+    assert requeue_at is not None and 310 <= requeue_at < 310.01
+    assert d.fold.next_wakeup() == requeue_at
+    out = d.tick(requeue_at)
+    assert kinds(out) == [("Requeued", "ns/w"), ("Admitted", "ns/w")]
+
+
+def test_ready_pods_stop_the_timer() -> None:
+    d = Driver()
+    d.apply(wfpr(), flavor(), cq("a", gpu=4), lq("ns", "a"))
+    d.apply(job("ns", "w", gpu=4), at=0)
+    d.ready("ns/w", at=100)
+    assert d.fold.next_wakeup() is None
+    assert d.tick(1000) == []
+
+
+def test_a_pods_ready_event_at_the_deadline_is_in_time() -> None:
+    d = Driver()
+    d.apply(wfpr(), flavor(), cq("a", gpu=4), lq("ns", "a"))
+    d.apply(job("ns", "w", gpu=4), at=0)
+    assert d.ready("ns/w", at=300) == []
+    assert d.fold.workload_state("ns/w") == "Admitted"
+
+
+def test_a_late_event_fires_the_overdue_timer_first() -> None:
+    d = Driver()
+    d.apply(wfpr(), flavor(), cq("a", gpu=4), lq("ns", "a"))
+    d.apply(job("ns", "w", gpu=4), at=0)
+    out = d.ready("ns/w", at=301)
+    assert kinds(out) == [("Evicted", "ns/w")]
+
+
+@pytest.mark.parametrize(("timestamp", "first"), [("Eviction", "ns/c"), ("Creation", "ns/a")])
+def test_requeuing_timestamp_decides_the_place_in_the_queue(timestamp: str, first: str) -> None:
+    d = Driver()
+    d.apply(
+        wfpr(timestamp=timestamp, backoffBaseSeconds=10), flavor(), cq("q", gpu=4), lq("ns", "q")
+    )
+    d.apply(job("ns", "a", gpu=4, at=0), at=0)
+    d.apply(job("ns", "b", gpu=4, at=10), job("ns", "c", gpu=4, at=20), at=20)
+    out = d.tick(300)  # a times out; b is admitted
+    assert kinds(out) == [("Evicted", "ns/a"), ("Admitted", "ns/b")]
+    d.ready("ns/b", at=301)
+    d.tick(320)  # a's backoff is over: it queues again
+    out = d.finish("ns/b", at=400)
+    assert ("Admitted", first) in kinds(out)
+
+
+def test_the_requeue_limit_deactivates_until_the_job_changes() -> None:
+    d = Driver()
+    d.apply(wfpr(backoffLimitCount=0), flavor(), cq("q", gpu=4), lq("ns", "q"))
+    d.apply(job("ns", "w", gpu=2, uid="u1"), at=0)
+    out = d.tick(300)
+    assert kinds(out) == [("Deactivated", "ns/w")]
+    assert out[0].reason == "RequeuingLimitExceeded"
+    assert d.fold.workload_state("ns/w") == "Deactivated"
+    assert d.fold.next_wakeup() is None
+    d.apply(job("ns", "w", gpu=2, uid="u1"), at=301)  # the same Job again: nothing changes
+    assert d.fold.workload_state("ns/w") == "Deactivated"
+    out = d.apply(job("ns", "w", gpu=3, uid="u1"), at=302)  # the Job changed
+    assert ("Admitted", "ns/w") in kinds(out)
+
+
+def test_a_job_change_during_backoff_keeps_the_backoff() -> None:
+    d = Driver()
+    d.apply(wfpr(backoffBaseSeconds=100), flavor(), cq("q", gpu=4), lq("ns", "q"))
+    d.apply(job("ns", "w", gpu=2, uid="u1"), at=0)
+    d.tick(300)
+    assert d.apply(job("ns", "w", gpu=3, uid="u1"), at=310) == []
+    out = d.tick(400.02)
+    assert kinds(out) == [("Requeued", "ns/w"), ("Admitted", "ns/w")]
+    assert out[1].usage == {"h100": {"nvidia.com/gpu": "3"}}
+
+
+def test_block_admission_admits_one_at_a_time() -> None:
+    d = Driver()
+    d.apply(wfpr(blockAdmission=True), flavor(), cq("q", gpu=8), lq("ns", "q"))
+    out = d.apply(job("ns", "a", gpu=2, at=0), job("ns", "b", gpu=2, at=1), at=1)
+    assert kinds(out) == [("Admitted", "ns/a")]
+    out = d.ready("ns/a", at=2)
+    assert kinds(out) == [("Admitted", "ns/b")]
+    assert d.ready("ns/b", at=3) == []
+
+
+# --------------------------------------------------------------------------- properties
+
+Step = tuple[str, int, int, int]
+
+steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("job"), st.integers(0, 2), st.integers(1, 4), st.integers(0, 2)),
+        st.tuples(st.just("finish"), st.integers(0, 30), st.just(0), st.just(0)),
+        st.tuples(st.just("ready"), st.integers(0, 30), st.just(0), st.just(0)),
+        st.tuples(st.just("tick"), st.integers(1, 400), st.just(0), st.just(0)),
+    ),
+    max_size=40,
+)
+
+
+def events_of(script: list[Step], *, fair: bool) -> list[JournalEvent]:
+    """The setup (a cohort of three queues with different policies, the
+    WaitForPodsReady configuration) and the script, as journal events."""
+    d = Driver()
+    sections: dict[str, object] = {
+        "waitForPodsReady": {
+            "timeout": "2m",
+            "requeuingStrategy": {"backoffLimitCount": 2, "backoffBaseSeconds": 30},
+        }
+    }
+    if fair:
+        sections["fairSharing"] = {}
+    d.fold = _Recorder()  # type: ignore[assignment]
+    d.apply(config(**sections), flavor(), wpc("p0", 0), wpc("p1", 10), wpc("p2", 20))
+    d.apply(
+        cq("q0", gpu=(4, 4), cohort="pool", within="LowerPriority", reclaim="Any"),
+        cq("q1", gpu=4, cohort="pool", reclaim="LowerPriority", borrow="LowerPriority"),
+        cq("q2", gpu=2, cohort="pool", within="LowerOrNewerEqualPriority", reclaim="Any"),
+    )
+    for i in range(3):
+        d.apply(lq(f"ns{i}", f"q{i}"))
+    made: list[str] = []
+    for kind, a, b, c in script:
+        t = d.t + 7
+        if kind == "job":
+            name = f"j{len(made)}"
+            made.append(f"ns{a}/{name}")
+            d.apply(job(f"ns{a}", name, gpu=b, priority=f"p{c}", at=t), at=t)
+        elif kind == "finish" and made:
+            d.finish(made[a % len(made)], at=t)
+        elif kind == "ready" and made:
+            d.ready(made[a % len(made)], at=t)
+        elif kind == "tick":
+            d.tick(d.t + a)
+    return d.events
+
+
+class _Recorder:
+    """Stands in for a fold while events are only being written down."""
+
+    def apply(self, event: JournalEvent, *, offset: int | None = None) -> list[Decision]:
+        return []
+
+
+def within_limits(fold: Fold) -> None:
+    for name, node in fold._tree.queues.items():
+        for fr in node.limits:
+            assert available(node, fr) >= 0, f"{name} over its limits"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(script=steps, fair=st.booleans(), cut=st.integers(0, 60))
+def test_replay_is_identical_and_limits_hold(script: list[Step], fair: bool, cut: int) -> None:
+    events = events_of(script, fair=fair)
+    fold = Fold()
+    expected: list[Decision] = []
+    for i, e in enumerate(events):
+        expected += fold.apply(e, offset=i)
+        within_limits(fold)
+    cut = min(cut, len(events))
+    head = Fold()
+    got: list[Decision] = []
+    for i, e in enumerate(events[:cut]):
+        got += head.apply(e, offset=i)
+    for resumed in (pickle.loads(pickle.dumps(head)), copy.deepcopy(head)):
+        tail = [d for i, e in enumerate(events[cut:], cut) for d in resumed.apply(e, offset=i)]
+        assert [d.model_dump() for d in got + tail] == [d.model_dump() for d in expected]
