@@ -17,6 +17,9 @@ Theory of operation (docs/design/admission.md):
    seconds, whichever first, and at shutdown, save the fold with the offset
    of the next record to fold — always after the transaction covering those
    events committed, so a snapshot is never ahead of the decisions topic.
+   A snapshot records the build of ``kuota.core`` and ``kuota.api`` it was
+   pickled by; one of another build is not loaded (full replay instead): an
+   older fold unpickles into the new classes and fails on the first event.
 
 Configuration (environment): ``KUOTA_KAFKA_BOOTSTRAP`` and the other Kafka
 settings (``kuota.bus.settings``), ``KUOTA_REDIS_URL`` (required),
@@ -47,11 +50,13 @@ from aiokafka.errors import KafkaError
 from prometheus_client import start_http_server
 from redis.exceptions import RedisError
 
+import kuota.api
+import kuota.core
 from kuota.bus.processor import Replayer, ReplayError, TransactionalProcessor
 from kuota.bus.settings import KafkaSettings, SettingsError
 from kuota.bus.topics import ensure_topics
 from kuota.core.fold import Fold
-from kuota.store.snapshots import Snapshot, SnapshotStore
+from kuota.store.snapshots import Snapshot, SnapshotStore, code_build
 from kuota_admission.metrics import AdmissionMetrics
 from kuota_admission.records import JournalFolder
 
@@ -191,7 +196,9 @@ class Service:
         cfg = self.cfg
         topics = await ensure_topics(cfg.kafka)
         redis = aioredis.from_url(cfg.redis_url)
-        store = SnapshotStore(redis, name=cfg.snapshot_name(PARTITION))
+        store = SnapshotStore(
+            redis, name=cfg.snapshot_name(PARTITION), build=code_build(kuota.core, kuota.api)
+        )
         folder = JournalFolder(topics=topics, observer=self.metrics)
         proc = _KafkaProcessor(
             cfg.kafka,

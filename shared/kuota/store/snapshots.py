@@ -11,6 +11,14 @@ HMAC-SHA256 under ``KUOTA_SNAPSHOT_KEY``, so a process that can write to Redis
 but does not hold the key cannot make a service unpickle data of its choosing.
 One key holds the whole snapshot (``HSET`` of offset, version, signature and
 payload in one command), so readers never see a half-written snapshot.
+
+A pickle is only as good as the code that reads it: a fold pickled by an older
+build of ``kuota.core`` unpickles without complaint into the new classes and
+then fails on the first event (an attribute the old state lacks). So a store
+may be given a ``build`` (``code_build(kuota.core, kuota.api)``: a digest of
+the packages' source files); it is stored, signed, with each snapshot, and a
+snapshot of another build is refused like an unreadable one — the processor
+replays the journal instead.
 """
 
 from __future__ import annotations
@@ -20,11 +28,26 @@ import hmac
 import os
 import pickle
 from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import redis.asyncio as aioredis
 
 FORMAT = b"kuota-snapshot-v1"
+
+
+def code_build(*packages: ModuleType) -> str:
+    """A digest of the packages' ``.py`` sources (names and contents), e.g. of
+    ``kuota.core`` and ``kuota.api``, whose classes a pickled fold holds."""
+    digest = hashlib.sha256()
+    for package in packages:
+        root = Path(package.__file__ or "").parent
+        digest.update(package.__name__.encode() + b"\x00")
+        for path in sorted(root.rglob("*.py")):
+            digest.update(path.relative_to(root).as_posix().encode() + b"\x00")
+            digest.update(path.read_bytes() + b"\x00")
+    return digest.hexdigest()[:16]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,17 +57,26 @@ class Snapshot:
 
 
 class SnapshotStore:
-    def __init__(self, client: aioredis.Redis, *, name: str, key: bytes | None = None) -> None:
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        *,
+        name: str,
+        key: bytes | None = None,
+        build: str | None = None,
+    ) -> None:
         self._r = client
+        self._build = (build or "").encode()
         self._redis_key = f"kuota:snapshot:{name}"
         secret = key if key is not None else os.environ.get("KUOTA_SNAPSHOT_KEY", "").encode()
         # An empty secret still detects corruption; deployments set a real one.
         self._secret = secret or b"kuota-dev-snapshot-key"
 
-    def _sign(self, offset: int, payload: bytes) -> bytes:
-        mac = hmac.new(
-            self._secret, FORMAT + str(offset).encode() + b"\x00" + payload, hashlib.sha256
-        )
+    def _sign(self, offset: int, payload: bytes, build: bytes = b"") -> bytes:
+        head = FORMAT + str(offset).encode() + b"\x00"
+        if build:  # snapshots without a build keep their original signature
+            head += b"build=" + build + b"\x00"
+        mac = hmac.new(self._secret, head + payload, hashlib.sha256)
         return mac.hexdigest().encode()
 
     async def save(self, snapshot: Snapshot) -> int:
@@ -56,7 +88,8 @@ class SnapshotStore:
             mapping={
                 "format": FORMAT,
                 "offset": str(snapshot.offset),
-                "sig": self._sign(snapshot.offset, payload),
+                "build": self._build,
+                "sig": self._sign(snapshot.offset, payload, self._build),
                 "payload": payload,
             },
         )
@@ -72,8 +105,14 @@ class SnapshotStore:
                 return None, f"unknown snapshot format {raw.get(b'format')!r}"
             offset = int(raw[b"offset"])
             payload = raw[b"payload"]
-            if not hmac.compare_digest(raw[b"sig"], self._sign(offset, payload)):
+            build = raw.get(b"build", b"")
+            if not hmac.compare_digest(raw[b"sig"], self._sign(offset, payload, build)):
                 return None, "snapshot signature does not verify"
+            if build != self._build:
+                return None, (
+                    f"snapshot of another build ({build.decode(errors='replace') or 'unknown'}, "
+                    f"this is {self._build.decode() or 'unknown'})"
+                )
             return Snapshot(offset=offset, state=pickle.loads(payload)), "ok"
         except (KeyError, ValueError, pickle.UnpicklingError, EOFError, AttributeError) as err:
             return None, f"snapshot unreadable: {err}"

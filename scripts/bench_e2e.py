@@ -1,0 +1,521 @@
+#!/usr/bin/env python3
+"""End-to-end benchmark: Jobs created at a fixed rate, creation -> unsuspended latency.
+
+    .venv/bin/python scripts/bench_e2e.py [--jobs 2000] [--rate 100] [--pods] [--keep]
+
+Against the local stack (``scripts/stack up``) it starts a pipeline of its own
+— the four services, through ``scripts/kuota-services``' Python API, named
+``bench-<hex>`` (own topics, ports, webhook registration, and only the Jobs
+labelled ``kuota.dev/pipeline=bench-<hex>``) — and a ClusterQueue with quota
+for every Job (each pod asks for 10m of cpu), with two kwok nodes of its own.
+It then creates ``--jobs`` Jobs at ``--rate`` per second, each through the
+mutating webhook (not created suspended), and watches them: a Job's latency is
+the time from the watch event that shows it created (suspended by the
+webhook) to the first watch event that shows it unsuspended by
+kuota-actuator — both timestamps taken by the same watch, on this machine's
+clock. The path measured: apiserver -> kuota-ingest (watch) -> Kafka journal
+-> kuota-admission (fold, transaction) -> Kafka decisions -> kuota-actuator
+(GET + PUT of the Job, Events) -> apiserver -> the watch.
+
+By default the Jobs have ``parallelism: 0``: admitted and unsuspended like any
+other, but the Job controller makes no pod. With ``--pods`` each has one pod,
+run by kwok for ``--run-for``: then kube-controller-manager's Job controller
+(about 6 pods a second on the 2-core dev machine) and kube-scheduler share the
+cores with kuota, and cleaning 2,000 such Jobs up takes minutes.
+
+The last line printed is
+
+    jobs=<N> admitted_per_s=<N> p50_ms=<N> p99_ms=<N> rss_mb_total=<N>
+
+``admitted_per_s`` is the Jobs unsuspended divided by the time from the first
+creation to the last unsuspension (it cannot exceed ``--rate`` by much: use a
+high ``--rate`` to measure throughput); ``rss_mb_total`` is the resident
+memory of the four services at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import importlib.util
+import json
+import os
+import socket
+import statistics
+import sys
+import time
+import uuid
+from importlib.machinery import SourceFileLoader
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+PIPELINE_LABEL = "kuota.dev/pipeline"
+KUEUE = ("kueue.x-k8s.io", "v1beta2")
+
+
+def load_launcher() -> ModuleType:
+    path = REPO / "scripts" / "kuota-services"
+    loader = SourceFileLoader("kuota_services", str(path))
+    spec = importlib.util.spec_from_loader("kuota_services", loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["kuota_services"] = module
+    loader.exec_module(module)
+    return module
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def setup_objects(run: str) -> list[dict[str, Any]]:
+    labels = {PIPELINE_LABEL: run}
+    objs: list[dict[str, Any]] = []
+    for n in range(2):
+        node = f"{run}-{n}"
+        objs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": node,
+                    "annotations": {"kwok.x-k8s.io/node": "fake"},
+                    "labels": {
+                        **labels,
+                        "bench.kuota.dev/pool": run,
+                        "kubernetes.io/hostname": node,
+                        "kubernetes.io/os": "linux",
+                    },
+                },
+                "status": {
+                    "capacity": {"cpu": "1000", "memory": "4Ti", "pods": "2000"},
+                    "allocatable": {"cpu": "1000", "memory": "4Ti", "pods": "2000"},
+                },
+            }
+        )
+    objs += [
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ResourceFlavor",
+            "metadata": {"name": run, "labels": labels},
+            "spec": {"nodeLabels": {"bench.kuota.dev/pool": run}},
+        },
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ClusterQueue",
+            "metadata": {"name": run, "labels": labels},
+            "spec": {
+                "namespaceSelector": {},
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu"],
+                        "flavors": [
+                            {"name": run, "resources": [{"name": "cpu", "nominalQuota": "100000"}]}
+                        ],
+                    }
+                ],
+            },
+        },
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": run, "labels": labels}},
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "LocalQueue",
+            "metadata": {"name": "bench", "namespace": run, "labels": labels},
+            "spec": {"clusterQueue": run},
+        },
+    ]
+    return objs
+
+
+def job(run: str, i: int, run_for: str | None) -> dict[str, Any]:
+    """One bench Job; ``run_for`` None: ``parallelism: 0``, the Job controller makes no pod."""
+    manifest: dict[str, Any] = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": f"job-{i:06d}",
+            "labels": {PIPELINE_LABEL: run, "kueue.x-k8s.io/queue-name": "bench"},
+        },
+        "spec": {
+            "backoffLimit": 0,
+            "template": {
+                "metadata": {
+                    "annotations": {
+                        "pod-ready.stage.kwok.x-k8s.io/delay": "100ms",
+                        "pod-complete.stage.kwok.x-k8s.io/delay": run_for,
+                    }
+                },
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "registry.k8s.io/pause:3.10",
+                            "resources": {"requests": {"cpu": "10m"}},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+    if run_for is None:
+        manifest["spec"]["parallelism"] = 0
+    return manifest
+
+
+async def kubectl_apply(env: dict[str, str], objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    proc = await asyncio.create_subprocess_exec(
+        env["KUOTA_KUBECTL"],
+        f"--kubeconfig={env['KUBECONFIG']}",
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "--field-manager=kuota-bench",
+        "-o",
+        "json",
+        "-f",
+        "-",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    data = json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}).encode()
+    out, err = await proc.communicate(data)
+    if proc.returncode != 0:
+        raise SystemExit(f"bench_e2e: kubectl apply failed: {err.decode().strip()}")
+    doc = json.loads(out)
+    return list(doc.get("items", [doc]))
+
+
+async def wait_journaled(kafka: Any, journal: str, kind: str, name: str, timeout: float) -> None:
+    """Until the journal shows the object (the pipeline can place Jobs in it)."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    from kuota.events.schema import ObjectUpserted, parse_event
+
+    consumer = AIOKafkaConsumer(isolation_level="read_committed", **kafka.client_kwargs())
+    await consumer.start()
+    try:
+        tp = TopicPartition(journal, 0)
+        consumer.assign([tp])
+        await consumer.seek_to_beginning(tp)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for record in (await consumer.getmany(tp, timeout_ms=200)).get(tp, []):
+                with contextlib.suppress(ValueError):
+                    e = parse_event(record.value or b"")
+                    if (
+                        isinstance(e, ObjectUpserted)
+                        and e.object.get("kind") == kind
+                        and (e.object.get("metadata") or {}).get("name") == name
+                    ):
+                        return
+        raise SystemExit(f"bench_e2e: {kind} {name} not journaled within {timeout:.0f}s")
+    finally:
+        await consumer.stop()
+
+
+async def bench(args: argparse.Namespace) -> int:
+    from kubernetes_asyncio import client, config
+
+    from kuota.bus.settings import KafkaSettings
+    from kuota.kube.watch import Resource, Watcher
+
+    launcher = load_launcher()
+    env = dict(os.environ)
+    for key, value in launcher.stack_env().items():
+        env.setdefault(key, value)
+    for var in ("KUOTA_KAFKA_BOOTSTRAP", "KUOTA_REDIS_URL", "KUBECONFIG", "KUOTA_KUBECTL"):
+        if not env.get(var):
+            raise SystemExit(f"bench_e2e: {var} unset; start the stack: scripts/stack up")
+    run = f"bench-{uuid.uuid4().hex[:8]}"
+    pipeline = launcher.Pipeline(
+        name=run,
+        topic_prefix=f"{run}.",
+        ports={s: free_port() for s in launcher.SERVICES},
+        webhook_port=free_port(),
+        config_map=None,
+        env={"KUBECONFIG": env["KUBECONFIG"], **dict(kv.split("=", 1) for kv in args.service_env)},
+    )
+    kafka = KafkaSettings.from_env(
+        {"KUOTA_KAFKA_BOOTSTRAP": env["KUOTA_KAFKA_BOOTSTRAP"], "KUOTA_TOPIC_PREFIX": f"{run}."}
+    )
+    cfg = client.Configuration()
+    await config.load_kube_config(config_file=env["KUBECONFIG"], client_configuration=cfg)
+    api = client.ApiClient(cfg)
+    created: dict[str, float] = {}
+    unsuspended: dict[str, float] = {}
+    done = asyncio.Event()
+    try:
+        pods = f"pods run {args.run_for} on kwok" if args.pods else "parallelism 0, no pods"
+        say(f"bench_e2e: {run}: {args.jobs} Jobs at {args.rate:g}/s, {pods}")
+        await kubectl_apply(env, setup_objects(run))
+        t = time.monotonic()
+        await asyncio.to_thread(launcher.up, pipeline, quiet=True)
+        say(f"bench_e2e: services up in {time.monotonic() - t:.1f}s")
+        await wait_journaled(kafka, f"{run}.journal", "LocalQueue", "bench", 60)
+
+        async def watch() -> None:
+            w = Watcher(api, Resource("Job", f"/apis/batch/v1/namespaces/{run}/jobs"))
+            async for change in w.changes():
+                now = time.time()
+                if change.type != "UPSERT":
+                    continue
+                name = change.object["metadata"]["name"]
+                created.setdefault(name, now)
+                running = not (change.object.get("spec") or {}).get("suspend", False)
+                if running and name not in unsuspended:
+                    unsuspended[name] = now
+                    if len(unsuspended) >= args.jobs:
+                        done.set()
+
+        watcher = asyncio.create_task(watch())
+        await asyncio.sleep(0.5)  # the watch's first LIST
+        batch = client.BatchV1Api(api)
+        inflight = asyncio.Semaphore(64)
+        failures: list[str] = []
+
+        async def create(i: int) -> None:
+            async with inflight:
+                try:
+                    resp = await batch.create_namespaced_job(
+                        run,
+                        job(run, i, args.run_for if args.pods else None),
+                        _preload_content=False,
+                    )
+                    resp.release()
+                except Exception as err:  # counted and reported, the run goes on
+                    failures.append(f"job-{i:06d}: {err}")
+
+        t0 = time.time()
+        creations = []
+        for i in range(args.jobs):
+            delay = t0 + i / args.rate - time.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            creations.append(asyncio.create_task(create(i)))
+            if i and i % max(1, int(args.rate * 5)) == 0:
+                say(
+                    f"bench_e2e: {i} created, {len(unsuspended)} unsuspended "
+                    f"({time.time() - t0:.0f}s)"
+                )
+        await asyncio.gather(*creations)
+        t_created = time.time()
+        if failures:
+            say(f"bench_e2e: {len(failures)} creations failed, e.g. {failures[0]}")
+        want = args.jobs - len(failures)
+        deadline = time.monotonic() + args.timeout
+        while len(unsuspended) < want and time.monotonic() < deadline:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), 1.0)
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await watcher
+        pids = launcher.pids(pipeline)
+        rss = launcher.rss_mb(pids.values())
+        peak = 0.0
+        for pid in pids.values():
+            with contextlib.suppress(OSError):
+                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                    if line.startswith("VmHWM:"):
+                        peak += int(line.split()[1]) / 1024
+
+        lat = sorted((unsuspended[n] - created[n]) * 1000 for n in unsuspended if n in created)
+        if not lat:
+            raise SystemExit("bench_e2e: no Job was unsuspended")
+        first = min(created.values())
+        last = max(unsuspended.values())
+        admitted_per_s = len(unsuspended) / max(1e-9, last - first)
+
+        def pct(p: float) -> float:
+            return lat[min(len(lat) - 1, int(p * len(lat)))]
+
+        stages = await stage_breakdown(kafka, run, created, unsuspended)
+        if stages:
+            say(f"bench_e2e: median per stage, ms: {stages}")
+        say(
+            f"bench_e2e: created {args.jobs} in {t_created - t0:.1f}s "
+            f"({args.jobs / max(1e-9, t_created - t0):.0f}/s offered), "
+            f"{len(unsuspended)} unsuspended; latency ms: min {lat[0]:.0f} "
+            f"mean {statistics.fmean(lat):.0f} p90 {pct(0.90):.0f} max {lat[-1]:.0f}; "
+            f"services' peak RSS {peak:.0f} MB"
+        )
+        ticks = os.sysconf("SC_CLK_TCK")
+        for service, pid in pids.items():
+            cpu = 0.0
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                cpu = (int(fields[11]) + int(fields[12])) / ticks
+            say(
+                f"bench_e2e:   kuota-{service}: rss {launcher.rss_mb([pid]):.0f} MB, "
+                f"cpu {cpu:.1f}s since start"
+            )
+        print(
+            f"jobs={len(unsuspended)} admitted_per_s={admitted_per_s:.0f} "
+            f"p50_ms={pct(0.50):.0f} p99_ms={pct(0.99):.0f} rss_mb_total={rss:.0f}",
+            flush=True,
+        )
+        return 0 if len(unsuspended) == args.jobs else 1
+    finally:
+        if not args.keep:
+            await asyncio.to_thread(launcher.down, pipeline, quiet=True)
+            await cleanup(api, run, kafka, env)
+        else:
+            say(f"bench_e2e: kept pipeline {run} (scripts/kuota-services has its pids)")
+        await api.close()
+
+
+async def stage_breakdown(
+    kafka: Any, run: str, created: dict[str, float], unsuspended: dict[str, float]
+) -> str:
+    """Median time per stage, from the Kafka records' timestamps (producer clocks)."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    from kuota.events.schema import ObjectUpserted, parse_decision, parse_event
+
+    journaled: dict[str, float] = {}
+    decided: dict[str, float] = {}
+    consumer = AIOKafkaConsumer(isolation_level="read_committed", **kafka.client_kwargs())
+    await consumer.start()
+    try:
+        for topic in (f"{run}.journal", f"{run}.decisions"):
+            tp = TopicPartition(topic, 0)
+            consumer.assign([tp])
+            await consumer.seek_to_beginning(tp)
+            end = (await consumer.end_offsets([tp]))[tp]
+            while await consumer.position(tp) < end:
+                for r in (await consumer.getmany(tp, timeout_ms=500)).get(tp, []):
+                    ts = r.timestamp / 1000
+                    with contextlib.suppress(ValueError):
+                        if topic.endswith("journal"):
+                            e = parse_event(r.value or b"")
+                            if isinstance(e, ObjectUpserted) and e.object.get("kind") == "Job":
+                                name = e.object["metadata"]["name"]
+                                journaled.setdefault(name, ts)
+                        else:
+                            d = parse_decision(r.value or b"")
+                            if d.type == "Admitted" and d.workload:
+                                decided.setdefault(d.workload.split("/", 1)[1], ts)
+    finally:
+        await consumer.stop()
+    names = [n for n in unsuspended if n in created and n in journaled and n in decided]
+    if not names:
+        return ""
+
+    def med(values: list[float]) -> str:
+        return f"{statistics.median(values) * 1000:.0f}"
+
+    return (
+        f"created->journaled {med([journaled[n] - created[n] for n in names])}, "
+        f"journaled->decided {med([decided[n] - journaled[n] for n in names])}, "
+        f"decided->unsuspended {med([unsuspended[n] - decided[n] for n in names])}"
+    )
+
+
+async def cleanup(api: Any, run: str, kafka: Any, env: dict[str, str]) -> None:
+    """Give the stack back as it was, without leaving it busy for minutes.
+
+    Thousands of Jobs are work for kube-controller-manager's Job controller
+    (five syncs at a time): deleting them while their pods still run, or
+    deleting the nodes under those pods, keeps it and the pod garbage
+    collector busy for minutes, and every Job created meanwhile on this stack
+    waits for its pods. So: let the Jobs finish, delete the namespace and wait
+    until it is gone, and only then delete the nodes.
+    """
+    from aiokafka.admin import AIOKafkaAdminClient
+    from kubernetes_asyncio import client
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    selector = f"{PIPELINE_LABEL}={run}"
+    core = client.CoreV1Api(api)
+    batch = client.BatchV1Api(api)
+    t = time.monotonic()
+    next_note = t
+    while time.monotonic() - t < 300:
+        resp = await batch.list_namespaced_job(run, _preload_content=False)
+        items = json.loads(await resp.read()).get("items") or []
+        active = sum(1 for j in items if (j.get("status") or {}).get("active"))
+        if not active:
+            break
+        if time.monotonic() >= next_note:
+            say(f"bench_e2e: cleanup: waiting for {active} Jobs' pods to finish")
+            next_note += 10
+        await asyncio.sleep(1)
+    with contextlib.suppress(ApiException):
+        await core.delete_namespace(run, propagation_policy="Background")
+    while time.monotonic() - t < 600:
+        try:
+            await core.read_namespace(run)
+        except ApiException as err:
+            if err.status == 404:
+                break
+        await asyncio.sleep(2)
+    say(f"bench_e2e: cleanup took {time.monotonic() - t:.0f}s")
+    objects = client.CustomObjectsApi(api)
+    for plural in ("clusterqueues", "resourceflavors"):
+        with contextlib.suppress(ApiException):
+            await objects.delete_collection_cluster_custom_object(
+                *KUEUE, plural, label_selector=selector
+            )
+    with contextlib.suppress(ApiException):
+        await core.delete_collection_node(label_selector=selector)
+    admin = AIOKafkaAdminClient(**kafka.client_kwargs())
+    with contextlib.suppress(Exception):
+        await admin.start()
+        await admin.delete_topics([f"{run}.journal", f"{run}.decisions", f"{run}.deadletter"])
+    with contextlib.suppress(Exception):
+        await admin.close()
+    import redis.asyncio as aioredis
+
+    r = aioredis.from_url(env["KUOTA_REDIS_URL"])
+    with contextlib.suppress(Exception):
+        await r.delete(
+            f"kuota:snapshot:{run}-admission-0",
+            f"kuota:ingest:seen:{run}.journal",
+            f"{run}:status:clusterqueues",
+        )
+    await r.aclose()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=2000, help="Jobs to create (2000)")
+    parser.add_argument("--rate", type=float, default=100.0, help="Jobs created per second (100)")
+    parser.add_argument(
+        "--pods",
+        action="store_true",
+        help="give the Jobs a pod each (kwok runs it --run-for); default: parallelism 0",
+    )
+    parser.add_argument("--run-for", default="1s", help="with --pods: how long a pod runs, 1s")
+    parser.add_argument(
+        "--timeout", type=float, default=300.0, help="wait after the last creation (300s)"
+    )
+    parser.add_argument("--keep", action="store_true", help="leave the pipeline running")
+    parser.add_argument(
+        "--service-env",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="extra setting for the services, e.g. KUOTA_ACTUATOR_CONCURRENCY=64 (repeatable)",
+    )
+    args = parser.parse_args()
+    if args.jobs <= 0 or args.rate <= 0:
+        parser.error("--jobs and --rate must be positive")
+    sys.path.insert(0, str(REPO / "shared"))
+    try:
+        return asyncio.run(bench(args))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
