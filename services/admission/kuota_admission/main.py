@@ -189,6 +189,7 @@ class Service:
         self.cfg = cfg
         self.metrics = metrics
         self.phase = "starting"
+        self.went_live = False
         self._last_snapshot = time.monotonic()
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -252,6 +253,7 @@ class Service:
             folder.next_offset,
         )
         self.phase = "live"
+        self.went_live = True
         if stop.is_set():
             return
         await proc.start_consumer()
@@ -347,7 +349,22 @@ async def _serve(cfg: Config) -> int:
         cfg.metrics_port,
     )
     try:
-        await service.run(stop)
+        for attempt in range(1, 31):
+            try:
+                await service.run(stop)
+                break
+            except KafkaError as err:
+                # A broker that has just started may not have its group coordinator
+                # yet (GroupCoordinatorNotAvailable); before going live nothing was
+                # produced, so starting over is safe.
+                went_live = service.phase == "live" or getattr(service, "went_live", False)
+                if not getattr(err, "retriable", False) or stop.is_set() or went_live:
+                    raise
+                if attempt == 30:
+                    raise
+                log.warning("start-up: %s (retriable); retrying in 1s", type(err).__name__)
+                service.phase = "starting"
+                await asyncio.sleep(1)
     except asyncio.CancelledError:
         if not stop.is_set():
             raise

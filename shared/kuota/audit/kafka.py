@@ -229,11 +229,16 @@ async def load_snapshot(redis_url: str, name: str) -> tuple[Fold, int]:
     import redis.asyncio as aioredis
     from redis.exceptions import RedisError
 
-    from kuota.store.snapshots import SnapshotStore
+    import kuota.api
+    import kuota.core
+    from kuota.store.snapshots import SnapshotStore, code_build
 
     client: Any = aioredis.Redis.from_url(redis_url)
     try:
-        snapshot, reason = await SnapshotStore(client, name=name).load()
+        # The same build stamp as the admission service: a snapshot is only
+        # trusted by code that folds exactly like the code that wrote it.
+        store = SnapshotStore(client, name=name, build=code_build(kuota.core, kuota.api))
+        snapshot, reason = await store.load()
     except (RedisError, OSError) as err:
         raise AuditSourceError(f"snapshot {name}: Redis unavailable: {err}") from None
     except (ImportError, TypeError) as err:  # pickled by a build whose classes differ

@@ -8,7 +8,7 @@ until one admits nothing, as Kueue's scheduler does:
    was short of, and none of that is available now, would fail the same way:
    it is set aside again without a flavor assignment;
 2. assign flavors to every head against the same usage (the snapshot): first
-   :func:`~kuota.core.flavors.fit_picks`, which answers without building
+   :func:`~kuota.core.fitting.fit_picks`, which answers without building
    reasons when everything it looks at fits, its :class:`Fit` cached per
    (ClusterQueue, shape, flavor choice); otherwise the full search, which says
    why;

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 
+import core_builders as B
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -213,3 +214,19 @@ def test_equal_values_of_other_types_are_not_confused() -> None:
     PJ._PODSETS.clear()
     assert [parse_job(m, at=0) for m in (ints, floats, bools)] == results
     assert isinstance(results[2], ValidationError)
+
+
+def test_admissions_with_one_cached_fit_share_no_maps() -> None:
+    # The cycle hands the same nested maps of a cached Fit to every Admitted
+    # decision; the Decision must hold its own copies, or changing one would
+    # change the others.
+    d = B.Driver()
+    d.apply(B.flavor("a"), B.cq("q").flavor("a", cpu=4), B.lq("ns", "lq", "q"))
+    first = d.apply(B.job("ns", "j1").queue("lq").requests(cpu=1))
+    second = d.apply(B.job("ns", "j2").queue("lq").requests(cpu=1))
+    (a,) = [x for x in first if x.type == "Admitted"]
+    (b,) = [x for x in second if x.type == "Admitted"]
+    assert a.flavors == b.flavors and a.usage == b.usage
+    assert a.flavors is not b.flavors and a.usage is not b.usage
+    assert a.flavors is not None and b.flavors is not None
+    assert a.flavors["main"] is not b.flavors["main"]
