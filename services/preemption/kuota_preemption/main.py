@@ -192,6 +192,7 @@ async def run(
             end,
         )
         state["phase"] = "live"
+        state["went_live"] = "yes"
         if stop.is_set():
             return
         await proc.start_consumer()
@@ -239,7 +240,20 @@ async def _serve(cfg: Config) -> int:
         cfg.metrics_port,
     )
     try:
-        await run(cfg, metrics, stop, state)
+        for attempt in range(1, 31):
+            try:
+                await run(cfg, metrics, stop, state)
+                break
+            except KafkaError as err:
+                # A freshly started broker may have no group coordinator yet; before
+                # going live nothing was produced, so starting over is safe.
+                live = state.get("phase") == "live" or state.get("went_live")
+                if not getattr(err, "retriable", False) or stop.is_set() or live:
+                    raise
+                if attempt == 30:
+                    raise
+                log.warning("start-up: %s (retriable); retrying in 1s", type(err).__name__)
+                await asyncio.sleep(1)
     except asyncio.CancelledError:
         if not stop.is_set():
             raise
