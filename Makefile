@@ -8,7 +8,7 @@ STACK := scripts/stack
 WITH_STACK := set -a; . $${KUOTA_STACK_DIR:-.stack}/stack.env; set +a;
 
 .PHONY: help venv stack-up stack-down demo test test-unit check lint typecheck schemas \
-	bench-core bench-kueue-baseline bench-kueue-large bench-replay bench-e2e
+	bench-core bench-kueue-baseline bench-kueue-large bench-replay bench-e2e chaos
 
 help:
 	@echo "make demo        set everything up, start the stack, run the main job"
@@ -16,6 +16,7 @@ help:
 	@echo "make check       ruff + mypy --strict + import layering + tests"
 	@echo "make test-unit   unit tests only (no stack needed)"
 	@echo "make bench-core / bench-kueue-baseline / bench-kueue-large / bench-replay / bench-e2e"
+	@echo "make chaos       seeded fault runs on a stack of its own (CHAOS_ARGS=\"--seed 2 --jobs 1000\")"
 	@echo "make stack-up / stack-down"
 
 $(VENV_STAMP): pyproject.toml
@@ -73,3 +74,9 @@ bench-e2e: venv stack-up
 
 schemas: venv
 	$(PY) -m kuota.events.jsonschema docs/schemas
+
+# Seeded fault runs (issue #8) on a second stack of their own (.stack-chaos, its
+# own ports), so their restarts never touch the stack the tests use. `make test`
+# runs a short one (tests/chaos/test_chaos_short.py).
+chaos: venv
+	$(PY) scripts/chaos.py $(CHAOS_ARGS)

@@ -1,0 +1,57 @@
+"""The short fault run of ``make test``: ~170 Jobs, one fault of every kind, all zeros.
+
+It runs ``scripts/chaos.py`` as a process (its own stack in ``.stack-chaos`` on
+its own ports, so the restarts it causes never touch the stack the other tests
+use), with one ``kill -9`` of each service, a Kafka broker restart, a
+kube-apiserver restart, Redis losing its data (and admission killed after it)
+and the actuator cut off from the apiserver for 30 s, and asserts the last
+line: no over-admission, no lost Job, no double actuation, an identical
+replay. The whole output is printed when it fails.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(480)]
+
+REPO = Path(__file__).resolve().parents[2]
+LAST = re.compile(
+    r"^faults=(\d+) jobs=(\d+) over_admissions=(\d+) lost=(\d+) "
+    r"double_actuations=(\d+) replay=(\w+)$"
+)
+
+
+def test_short_fault_run_keeps_every_promise() -> None:
+    seed = os.environ.get("KUOTA_CHAOS_SEED", "7")
+    argv = [sys.executable, str(REPO / "scripts" / "chaos.py"), "--seed", seed]
+    argv += ["--jobs", "170", "--kills", "1", "--rate", "5", "--settle", "150"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=460, cwd=REPO)
+    out = done.stdout + done.stderr
+    lines = [ln for ln in done.stdout.strip().splitlines() if ln.strip()]
+    assert lines, f"chaos printed nothing:\n{out[-4000:]}"
+    m = LAST.match(lines[-1])
+    assert m, f"last line is not the verdict: {lines[-1]!r}\n{out[-4000:]}"
+    faults, jobs, over, lost, doubles, replay = m.groups()
+    # one kill per service, kafka, apiserver, redis (+ the kill after it), partition
+    assert int(faults) == 9, f"{faults} faults injected, 9 planned\n{out[-4000:]}"
+    assert int(jobs) == 170
+    assert (over, lost, doubles, replay) == ("0", "0", "0", "identical"), out[-6000:]
+    assert done.returncode == 0, out[-4000:]
+    schedule = out[out.index("fault schedule") :].splitlines()[1:10]
+    assert {ln.split()[1] for ln in schedule} >= {
+        "kill:ingest",
+        "kill:admission",
+        "kill:preemption",
+        "kill:actuator",
+        "kafka",
+        "apiserver",
+        "redis",
+        "partition",
+    }, schedule
