@@ -77,6 +77,61 @@ def say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds a process has used (None if it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def stack_pids(stack: Path) -> dict[str, int]:
+    """The stack's own processes (kube-apiserver, etcd, ...) from ``<stack>/run/*.pid``."""
+    out: dict[str, int] = {}
+    for path in sorted((stack / "run").glob("*.pid")):
+        with contextlib.suppress(OSError, ValueError):
+            out[path.stem] = int(path.read_text().split()[0])
+    return out
+
+
+def cpu_table(before: dict[str, float], pids: dict[str, int], wall: float) -> str:
+    """CPU used in the window per process, as seconds and share of one core."""
+    parts = []
+    for name, pid in pids.items():
+        now = cpu_seconds(pid)
+        if now is None or name not in before:
+            continue
+        used = now - before[name]
+        parts.append((used, f"{name} {used:.1f}s ({100 * used / max(wall, 1e-9):.0f}%)"))
+    return ", ".join(text for _, text in sorted(parts, reverse=True))
+
+
+def scrape(port: int) -> dict[str, float]:
+    """The actuator's counters that tell where its time went (name{labels} -> value)."""
+    import urllib.request
+
+    wanted = (
+        "kuota_actuation_retries_total",
+        "kuota_actuator_kube_events_total",
+        "kuota_actuator_events_dropped_total",
+        "kuota_actuation_latency_seconds_sum",
+        "kuota_actuation_latency_seconds_count",
+        "kuota_actuator_decisions_total",
+        "kuota_actuator_api_request_seconds_sum",
+        "kuota_actuator_api_request_seconds_count",
+    )
+    out: dict[str, float] = {}
+    url = f"http://127.0.0.1:{port}/metrics"
+    with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=5) as resp:
+        for line in resp.read().decode().splitlines():
+            if line.startswith(wanted):
+                name, _, value = line.rpartition(" ")
+                with contextlib.suppress(ValueError):
+                    out[name] = float(value)
+    return out
+
+
 def setup_objects(run: str) -> list[dict[str, Any]]:
     labels = {PIPELINE_LABEL: run}
     objs: list[dict[str, Any]] = []
@@ -280,12 +335,23 @@ async def bench(args: argparse.Namespace) -> int:
 
         watcher = asyncio.create_task(watch())
         await asyncio.sleep(0.5)  # the watch's first LIST
+        measured = {
+            **{f"kuota-{k}": v for k, v in launcher.pids(pipeline).items()},
+            **stack_pids(Path(env.get("KUOTA_STACK_DIR") or launcher.stack_dir())),
+            "bench_e2e": os.getpid(),
+        }
+        cpu_before = {n: c for n, pid in measured.items() if (c := cpu_seconds(pid)) is not None}
+        load_before = os.getloadavg()[0]
         batch = client.BatchV1Api(api)
-        inflight = asyncio.Semaphore(64)
+        # Enough creations in flight that a slow apiserver (the webhook call
+        # included) does not hold the offered rate down.
+        inflight = asyncio.Semaphore(args.create_concurrency)
         failures: list[str] = []
+        create_ms: list[float] = []
 
         async def create(i: int) -> None:
             async with inflight:
+                started = time.monotonic()
                 try:
                     resp = await batch.create_namespaced_job(
                         run,
@@ -293,6 +359,7 @@ async def bench(args: argparse.Namespace) -> int:
                         _preload_content=False,
                     )
                     resp.release()
+                    create_ms.append((time.monotonic() - started) * 1000)
                 except Exception as err:  # counted and reported, the run goes on
                     failures.append(f"job-{i:06d}: {err}")
 
@@ -317,6 +384,10 @@ async def bench(args: argparse.Namespace) -> int:
         while len(unsuspended) < want and time.monotonic() < deadline:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(done.wait(), 1.0)
+        wall = time.time() - t0
+        cpu_used = cpu_table(cpu_before, measured, wall)
+        load_after = os.getloadavg()[0]
+        counters = scrape(pipeline.ports["actuator"])
         watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await watcher
@@ -341,10 +412,22 @@ async def bench(args: argparse.Namespace) -> int:
 
         stages = await stage_breakdown(kafka, run, created, unsuspended)
         if stages:
-            say(f"bench_e2e: median per stage, ms: {stages}")
+            say(f"bench_e2e: per stage, ms p50/p99: {stages}")
+        say(
+            f"bench_e2e: CPU in the {wall:.0f}s window (load average {load_before:.1f} -> "
+            f"{load_after:.1f} on {os.cpu_count()} cores): {cpu_used}"
+        )
+        if counters:
+            say(
+                "bench_e2e: actuator: "
+                + ", ".join(f"{k}={v:g}" for k, v in sorted(counters.items()) if v)
+            )
+        create_ms.sort()
         say(
             f"bench_e2e: created {args.jobs} in {t_created - t0:.1f}s "
-            f"({args.jobs / max(1e-9, t_created - t0):.0f}/s offered), "
+            f"({args.jobs / max(1e-9, t_created - t0):.0f}/s achieved of {args.rate:g}/s; "
+            f"create request p50 {create_ms[len(create_ms) // 2] if create_ms else 0:.0f} ms, "
+            f"p99 {create_ms[int(0.99 * len(create_ms))] if create_ms else 0:.0f} ms), "
             f"{len(unsuspended)} unsuspended; latency ms: min {lat[0]:.0f} "
             f"mean {statistics.fmean(lat):.0f} p90 {pct(0.90):.0f} max {lat[-1]:.0f}; "
             f"services' peak RSS {peak:.0f} MB"
@@ -412,7 +495,9 @@ async def stage_breakdown(
         return ""
 
     def med(values: list[float]) -> str:
-        return f"{statistics.median(values) * 1000:.0f}"
+        ordered = sorted(values)
+        p99 = ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+        return f"{statistics.median(ordered) * 1000:.0f}/{p99 * 1000:.0f}"
 
     return (
         f"created->journaled {med([journaled[n] - created[n] for n in names])}, "
@@ -500,6 +585,12 @@ def main() -> int:
         "--timeout", type=float, default=300.0, help="wait after the last creation (300s)"
     )
     parser.add_argument("--keep", action="store_true", help="leave the pipeline running")
+    parser.add_argument(
+        "--create-concurrency",
+        type=int,
+        default=256,
+        help="Job creations in flight at most (256), so the offered rate holds",
+    )
     parser.add_argument(
         "--service-env",
         action="append",

@@ -163,8 +163,8 @@ EXPECTED: dict[str, set[Question]] = {
         ("watch", CONFIGMAPS, HERE, ""),
         ("get", CONFIGMAPS, HERE, CONFIG),
     },
-    "kuota-actuator": everywhere(("get", "update"), JOBS)
-    | everywhere(("update",), JOBS_STATUS)
+    "kuota-actuator": everywhere((*READ, "patch"), JOBS)
+    | everywhere(("patch",), JOBS_STATUS)
     | everywhere(("create",), EVENTS)
     | everywhere(READ, RESOURCEFLAVORS, CLUSTERQUEUES)
     | everywhere(("patch",), CLUSTERQUEUES_STATUS)
@@ -371,6 +371,8 @@ async def test_each_service_account_may_do_exactly_what_its_service_needs(
         ("kuota-ingest", ("get", SECRETS, HERE, "kuota-redis")),
         ("kuota-actuator", ("delete", JOBS, USER_NS, "")),
         ("kuota-actuator", ("create", JOBS, USER_NS, "")),
+        ("kuota-actuator", ("update", JOBS, USER_NS, "")),
+        ("kuota-actuator", ("update", JOBS_STATUS, USER_NS, "")),
         ("kuota-actuator", ("get", SECRETS, USER_NS, "")),
         ("kuota-actuator", ("list", SECRETS, HERE, "")),
         ("kuota-actuator", ("update", CLUSTERQUEUES, "", "")),
@@ -391,7 +393,7 @@ async def test_refused(rbac: Rbac, sa: str, question: Question) -> None:
 @live
 async def test_the_reviews_can_say_yes(rbac: Rbac) -> None:
     """The refusals above are not an authorizer that refuses everything."""
-    assert await rbac.allowed("kuota-actuator", ("update", JOBS, USER_NS, ""))
+    assert await rbac.allowed("kuota-actuator", ("patch", JOBS, USER_NS, ""))
     assert await rbac.allowed("kuota-ingest", ("watch", CLUSTERQUEUES, "", ""))
     assert not await rbac.allowed("kuota-ingest", ("watch", CLUSTERQUEUES_STATUS, "", "x"))
 

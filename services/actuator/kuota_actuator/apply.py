@@ -1,18 +1,39 @@
 """Apply one decision to the cluster: the I/O around ``kuota.core.actuation``.
 
 For a Job-changing decision (Admitted, Preempted, Evicted, Deactivated) the
-loop is: GET the Job, ask :func:`kuota.core.actuation.plan` for the next step,
-write it with the Job's resourceVersion as precondition (PUT), and repeat
-until the step was final. A ``Wait`` step (a suspended Job whose pods the Job
-controller has not taken down yet) polls with a growing pause, up to
-``wait_timeout``. At most ``slots`` steps run their API calls at once; pauses
-hold no slot, so Jobs waiting for the Job controller do not hold up others.
+loop is: take the Job from the watch cache (``kuota_actuator.jobcache``; a GET
+only on a cache miss or after a conflict), ask
+:func:`kuota.core.actuation.plan` for the next step, and write it as ONE JSON
+merge patch that carries the Job's ``metadata.resourceVersion`` as a
+precondition; repeat until the step was final. An admission is therefore a
+single PATCH: unsuspend, the flavors' nodeSelector and tolerations, and the
+decision-id annotation, atomically. A ``Wait`` step (a suspended Job whose
+pods the Job controller has not taken down yet) sleeps until the watch shows
+the Job changed (or a growing pause, then a GET), up to ``wait_timeout``. At
+most ``slots`` steps make API calls at once; waits and backoffs hold no slot.
 
-A 409 Conflict means someone wrote the Job in between: GET again, recompute.
-Transient errors (429, 5xx, timeouts) back off exponentially. Both are bounded
-(``max_attempts``); past the bound, as for a missing Job or a permanent API
-error, the failure goes to the journal as an ``ActuationFailed`` event and the
-decision is done with.
+Errors:
+
+- 409 Conflict: someone wrote the Job in between (or the cached copy was
+  stale): GET, recompute, retry with a short backoff; ``max_conflicts``
+  conflicts in a row are reported as failed.
+- Transient (429, 5xx, timeouts, connection refused): the apiserver is
+  unreachable or overloaded. Retried FOREVER with capped exponential backoff
+  (``max_backoff``) and jitter; a call that succeeds anywhere wakes every
+  waiting decision at once, so on reconnect everything pending is reconciled
+  within one round trip. The Kafka offset of a decision is committed only once
+  it is applied (``kuota_actuator.lanes``), so a kill -9 meanwhile loses
+  nothing.
+- Permanent: the Job is gone (404) or replaced (uid), the flavor is missing or
+  conflicts, 4xx other than 409/429. Reported to the journal as
+  ``ActuationFailed``; the decision is done with.
+
+Never twice: the write that completes a decision records its id and order on
+the Job; ``plan`` skips a decision that is recorded or not after the recorded
+one, and the resourceVersion precondition makes a write computed from a stale
+copy (one that does not show the annotation yet) fail with 409 instead of
+applying twice. So a restarted actuator that re-reads decisions it had
+applied but not committed writes nothing.
 
 Two latencies are measured from the decision's ``at``:
 ``kuota_actuation_latency_seconds`` to the first write that takes effect
@@ -20,29 +41,24 @@ Two latencies are measured from the decision's ``at``:
 ``kuota_actuation_completion_seconds`` to the final write (for a stop: the
 restored template, after the Job controller has taken the pods down).
 
-Events follow Kueue's reasons: ``Admitted`` and ``Started`` on admission,
-``Stopped`` when a running Job is suspended, ``Preempted`` /
-``EvictedDueTo<reason>`` / ``Deactivated`` when a stop is complete, a
-``Pending`` warning for Inadmissible, and the Rejected reason on a rejected
-object. Event names are derived from the decision id, so a redelivered
-decision never writes an event twice (the apiserver answers 409).
+Events (Kueue's reasons, ``kuota.core.actuation``) go to the background
+:class:`kuota_actuator.events.EventSink`; they never delay a write.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-import os
+import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from kuota.core.actuation import (
     JOB_MUTATING,
     DecisionOrder,
-    EventSpec,
     Fail,
     FlavorSpec,
     ResetStartTime,
@@ -54,14 +70,15 @@ from kuota.core.actuation import (
     plan,
 )
 from kuota.events.schema import ActuationFailed, Decision
-from kuota_actuator.kubeapi import ApiError, Conflict, Kube, Permanent, Transient
+from kuota_actuator.events import EventSink, Target, job_ref
+from kuota_actuator.jobcache import JobCache
+from kuota_actuator.kubeapi import Conflict, Kube, Permanent, Transient
 from kuota_actuator.metrics import ActuatorMetrics
 
 log = logging.getLogger("kuota.actuator")
 
 FLAVORS_PATH = "/apis/kueue.x-k8s.io/v1beta2/resourceflavors"
 MAX_STEPS = 6  # writes per decision: a stop is suspend, reset startTime, restore
-COMPONENT = "kuota-actuator"
 
 # Rejected objects: kind -> (collection path template, namespaced)
 _KINDS: dict[str, tuple[str, bool]] = {
@@ -100,6 +117,35 @@ def job_path(workload: str) -> str:
     return f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}"
 
 
+def merge_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """The RFC 7386 JSON merge patch that turns ``old`` into ``new``.
+
+    Maps are diffed key by key (a removed key is ``null``); anything else,
+    lists included, is replaced whole — as the apiserver applies a merge patch.
+    """
+    patch: dict[str, Any] = {}
+    for key in old.keys() | new.keys():
+        if key not in new:
+            patch[key] = None
+        elif key not in old:
+            patch[key] = new[key]
+        elif old[key] != new[key]:
+            a, b = old[key], new[key]
+            patch[key] = merge_patch(a, b) if isinstance(a, dict) and isinstance(b, dict) else b
+    return patch
+
+
+def with_precondition(patch: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
+    """``patch`` carrying ``job``'s resourceVersion: the apiserver answers 409 if it moved."""
+    meta = job.get("metadata") or {}
+    out = dict(patch)
+    out["metadata"] = {
+        **(patch.get("metadata") or {}),
+        "resourceVersion": meta.get("resourceVersion"),
+    }
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class Outcome:
     result: str  # applied | skipped | failed | noted
@@ -107,20 +153,62 @@ class Outcome:
     latency: float | None = None  # decision at -> its first effective Job write
 
 
+class ApiHealth:
+    """Whether the apiserver answered the last call; wakes backoffs on recovery."""
+
+    def __init__(self, metrics: ActuatorMetrics | None = None) -> None:
+        self._up = asyncio.Event()
+        self._up.set()
+        self._metrics = metrics
+
+    @property
+    def up(self) -> bool:
+        return self._up.is_set()
+
+    def ok(self) -> None:
+        if not self._up.is_set():
+            log.info("apiserver reachable again: reconciling the pending decisions")
+            self._up.set()
+            if self._metrics is not None:
+                self._metrics.apiserver_down.set(0)
+
+    def failed(self) -> None:
+        if self._up.is_set():
+            self._up.clear()
+            if self._metrics is not None:
+                self._metrics.apiserver_down.set(1)
+
+    async def pause(self, seconds: float, sleep: Callable[[float], Awaitable[None]]) -> None:
+        """Sleep ``seconds``, or less if the apiserver is seen reachable again."""
+        if self._up.is_set():
+            await sleep(seconds)
+            return
+        sleeper = asyncio.ensure_future(sleep(seconds))
+        recovered = asyncio.ensure_future(self._up.wait())
+        try:
+            await asyncio.wait((sleeper, recovered), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (sleeper, recovered):
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.gather(sleeper, recovered, return_exceptions=True)
+
+
 @dataclass(slots=True)
 class _Progress:
     """Where one decision's step loop is."""
 
-    errors: int = 0  # consecutive failed API calls
-    last_error: ApiError | None = None
+    conflicts: int = 0  # consecutive 409s
+    transient: int = 0  # consecutive transient failures
     writes: int = 0
     waited: float = 0.0
     wait_pause: float = 0.05
     effective: float | None = None
+    fresh: bool = False  # read the Job from the apiserver, not the cache, next
 
-    def failed(self, err: ApiError) -> None:
-        self.errors += 1
-        self.last_error = err
+
+class _Refresh(Exception):
+    """The cached Job led to a failure: confirm with a GET before reporting."""
 
 
 Report = Callable[[ActuationFailed], Awaitable[None]]
@@ -134,11 +222,13 @@ class Actuator:
         flavors: Callable[[], dict[str, dict[str, Any]]],
         report: Report,
         metrics: ActuatorMetrics,
+        jobs: JobCache | None = None,
+        events: EventSink | None = None,
         cluster_queue_of: Callable[[str], str | None] = lambda _key: None,
-        max_attempts: int = 8,
+        max_conflicts: int = 8,
         wait_timeout: float = 60.0,
-        slots: int = 16,
-        base_backoff: float = 0.1,
+        slots: int = 64,
+        base_backoff: float = 0.05,
         max_backoff: float = 5.0,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
@@ -147,15 +237,17 @@ class Actuator:
         self._flavor_objects = flavors
         self._report = report
         self.metrics = metrics
+        self.jobs = jobs if jobs is not None else JobCache(None)
+        self.events = events if events is not None else EventSink(kube, metrics)
         self._cluster_queue_of = cluster_queue_of
-        self.max_attempts = max_attempts
+        self.max_conflicts = max_conflicts
         self.wait_timeout = wait_timeout
         self._slots = asyncio.Semaphore(slots)
         self.base_backoff = base_backoff
         self.max_backoff = max_backoff
         self._clock = clock
         self._sleep = sleep
-        self._instance = os.environ.get("HOSTNAME", "") or COMPONENT
+        self.health = ApiHealth(metrics)
 
     # ------------------------------------------------------------------ entry
 
@@ -165,8 +257,7 @@ class Actuator:
                 return Outcome("skipped", "no workload")
             outcome = await self._mutate(decision, DecisionOrder.of(decision, record_offset))
         elif decision.type in ("Inadmissible", "Rejected"):
-            async with self._slots:
-                await self._feedback(decision)
+            self._feedback(decision)
             outcome = Outcome("noted")
         else:
             outcome = Outcome("noted")
@@ -179,105 +270,134 @@ class Actuator:
 
     async def _flavors(self, decision: Decision) -> dict[str, FlavorSpec]:
         objects = self._flavor_objects()
-        specs = {name: flavor_spec(obj) for name, obj in objects.items()}
-        if decision.type == "Admitted":
-            for name in assigned_flavors(decision):
-                if name not in specs:
-                    # The watch may not have delivered a brand-new flavor yet.
-                    obj = await self.kube.get(f"{FLAVORS_PATH}/{name}")
-                    if obj is not None:
-                        specs[name] = flavor_spec(obj)
+        names = assigned_flavors(decision) if decision.type == "Admitted" else []
+        specs = {name: flavor_spec(objects[name]) for name in names if name in objects}
+        for name in names:
+            if name not in specs:
+                # The watch may not have delivered a brand-new flavor yet.
+                obj = await self.kube.get(f"{FLAVORS_PATH}/{name}")
+                if obj is not None:
+                    specs[name] = flavor_spec(obj)
         return specs
 
     async def _mutate(self, decision: Decision, order: DecisionOrder) -> Outcome:
-        """Step until the decision is applied, skipped or failed (see module docstring).
-
-        Only the API calls of a step hold one of the ``slots``; backoff sleeps
-        and waits for the Job controller do not."""
+        """Step until the decision is applied, skipped or failed (see module docstring)."""
         assert decision.workload is not None
-        progress = _Progress()
-        while progress.errors < self.max_attempts:
+        p = _Progress()
+        while True:
             pause: float | None = None
             try:
                 async with self._slots:
-                    result = await self._step(decision, order, progress)
+                    result = await self._step(decision, order, p)
+                self.health.ok()
+                p.transient = 0
                 if isinstance(result, Outcome):
                     return result
                 if isinstance(result, Wait):
-                    if progress.waited >= self.wait_timeout:
+                    if p.waited >= self.wait_timeout:
                         return await self._fail(
-                            decision, "StopTimeout", f"{result.why} after {progress.waited:.0f}s"
+                            decision, "StopTimeout", f"{result.why} after {p.waited:.0f}s"
                         )
-                    pause = progress.wait_pause
-                    progress.waited += pause
-                    progress.wait_pause = min(pause * 2, 1.0)
+                    pause = p.wait_pause
+                    p.waited += pause
+                    p.wait_pause = min(pause * 2, 1.0)
+                    # Woken by the watch when the Job changes; else GET after the pause.
+                    p.fresh = not await self.jobs.wait_change(decision.workload, pause)
+                    continue
+            except _Refresh:
+                self.metrics.retries.labels("stale").inc()
+                p.fresh = True
+                continue
             except Conflict as err:
-                progress.failed(err)
+                self.health.ok()
+                p.conflicts += 1
+                p.fresh = True
                 self.metrics.retries.labels("conflict").inc()
-                pause = self._backoff(progress.errors)
+                if p.conflicts >= self.max_conflicts:
+                    return await self._fail(
+                        decision, "Conflict", f"{p.conflicts} conflicts in a row: {err}"
+                    )
+                pause = self._backoff(p.conflicts)
             except Transient as err:
-                progress.failed(err)
+                self.health.failed()
+                p.transient += 1
+                p.fresh = True
                 self.metrics.retries.labels("transient").inc()
-                self._log(decision, f"{err}; retrying", logging.WARNING)
-                pause = self._backoff(progress.errors)
+                if p.transient & (p.transient - 1) == 0:  # 1st, 2nd, 4th, 8th ... attempt
+                    self._log(decision, f"{err}; retrying (attempt {p.transient})", logging.WARNING)
+                pause = self._backoff(p.transient)
             except Permanent as err:
                 return await self._fail(decision, "ApiError", str(err))
             if pause is not None:
-                await self._sleep(pause)
-        last = progress.last_error
-        reason = "Conflict" if isinstance(last, Conflict) else "ApiUnavailable"
-        return await self._fail(
-            decision, reason, f"gave up after {self.max_attempts} attempts: {last}"
-        )
+                await self.health.pause(pause, self._sleep)
+
+    async def _read(self, workload: str, p: _Progress) -> tuple[dict[str, Any] | None, bool]:
+        """The Job, from the cache unless a fresh read is due; (job, from the cache)."""
+        if not p.fresh:
+            cached = self.jobs.get(workload)
+            if cached is not None:
+                return cached, True
+        job = await self.kube.get(job_path(workload))
+        p.fresh = False
+        self.jobs.note(job)
+        return job, False
 
     async def _step(
-        self, decision: Decision, order: DecisionOrder, progress: _Progress
+        self, decision: Decision, order: DecisionOrder, p: _Progress
     ) -> Outcome | Wait | None:
-        """One GET, one plan, at most one write. None: ask again at once."""
+        """One plan and at most one write. None: ask again at once."""
         assert decision.workload is not None
         path = job_path(decision.workload)
-        job = await self.kube.get(path)
+        job, cached = await self._read(decision.workload, p)
         if job is None:
             return await self._fail(decision, "JobNotFound", f"Job {decision.workload} not found")
         step = plan(job, decision, order=order, flavors=await self._flavors(decision))
         if isinstance(step, Skip):
-            self._log(decision, f"skipped, {step.why}")
+            self._log(decision, f"skipped, {step.why}", logging.DEBUG)
             return Outcome("skipped", step.why)
         if isinstance(step, Fail):
+            if cached:
+                raise _Refresh()
             return await self._fail(decision, step.reason, step.message)
         if isinstance(step, Wait):
             return step
-        progress.writes += 1
-        if progress.writes > MAX_STEPS:
+        p.writes += 1
+        if p.writes > MAX_STEPS:
             return await self._fail(
                 decision, "ActuationLoop", f"no final step after {MAX_STEPS} writes"
             )
         if isinstance(step, ResetStartTime):
-            await self.kube.put(f"{path}/status", step.job)
+            body = with_precondition({"status": {"startTime": None}}, job)
+            self.jobs.note(await self.kube.merge_patch(f"{path}/status", body))
             self._log(decision, step.what)
-            progress.errors = 0
+            p.conflicts = 0
             return None
-        written = await self.kube.put(path, step.job)
+        body = with_precondition(merge_patch(job, step.job), job)
+        written = await self.kube.merge_patch(path, body)
         if written is None:
+            p.fresh = True
             return None  # deleted meanwhile: the next GET reports it
-        progress.errors = 0
+        self.jobs.note(written)
+        p.conflicts = 0
         now = self._clock()
-        if progress.effective is None:
-            progress.effective = now - decision.at
+        if p.effective is None:
+            p.effective = now - decision.at
         rv = (written.get("metadata") or {}).get("resourceVersion")
-        self._log(decision, f"{step.what} (resourceVersion {rv})")
-        await self._events(decision, written, step.events)
+        self._log(decision, f"{step.what} (resourceVersion {rv})", logging.DEBUG)
+        self.events.emit(decision.id, step.events, target=job_ref(written))
         if not step.final:
             return None
         self._count(decision)
         self.metrics.completion.labels(decision.type).observe(now - decision.at)
-        return Outcome("applied", step.what, progress.effective)
+        return Outcome("applied", step.what, p.effective)
 
     def _log(self, decision: Decision, text: str, level: int = logging.INFO) -> None:
-        log.log(level, "%s %s %s: %s", decision.id, decision.type, decision.workload, text)
+        if log.isEnabledFor(level):
+            log.log(level, "%s %s %s: %s", decision.id, decision.type, decision.workload, text)
 
     def _backoff(self, attempt: int) -> float:
-        return float(min(self.max_backoff, self.base_backoff * 2 ** (attempt - 1)))
+        base = min(self.max_backoff, self.base_backoff * 2 ** min(attempt - 1, 30))
+        return float(base * random.uniform(0.5, 1.0))  # jitter: no thundering herd
 
     def _count(self, decision: Decision) -> None:
         cq = decision.cluster_queue or ""
@@ -315,32 +435,37 @@ class Actuator:
 
     # ------------------------------------------------------------------ events
 
-    async def _feedback(self, decision: Decision) -> None:
+    def _feedback(self, decision: Decision) -> None:
+        """Events for decisions that do not change a Job: queued, resolved in the background."""
         specs = feedback_events(decision)
         if not specs:
             return
-        try:
-            if decision.type == "Inadmissible" and decision.workload:
-                ns, _, name = decision.workload.partition("/")
-                uid = decision.uid
-                if not uid:
-                    job = await self.kube.get(job_path(decision.workload))
-                    if job is None:
-                        return
-                    uid = (job.get("metadata") or {}).get("uid")
-                ref = {"apiVersion": "batch/v1", "kind": "Job", "namespace": ns, "name": name}
-                if uid:
-                    ref["uid"] = str(uid)
-                await self._write_events(decision, ref, ns, specs)
-            elif decision.type == "Rejected" and decision.object:
-                target = await self._rejected_object(decision.object)
-                if target is not None:
-                    ref, ns = target
-                    await self._write_events(decision, ref, ns, specs)
-        except ApiError as err:
-            log.warning("%s %s: event not written: %s", decision.id, decision.type, err)
+        if decision.type == "Inadmissible" and decision.workload:
+            workload = decision.workload
+            ns, _, name = workload.partition("/")
+            uid = decision.uid or ((self.jobs.get(workload) or {}).get("metadata") or {}).get("uid")
+            ref = {"apiVersion": "batch/v1", "kind": "Job", "namespace": ns, "name": name}
+            if uid:
+                ref["uid"] = str(uid)
+                self.events.emit(decision.id, specs, target=(ref, ns))
+                return
 
-    async def _rejected_object(self, text: str) -> tuple[dict[str, str], str] | None:
+            async def resolve_job() -> Target | None:
+                job = await self.kube.get(job_path(workload))
+                if job is None:
+                    return None
+                return job_ref(job)
+
+            self.events.emit(decision.id, specs, resolve=resolve_job)
+        elif decision.type == "Rejected" and decision.object:
+            text = decision.object
+
+            async def resolve_object() -> Target | None:
+                return await self._rejected_object(text)
+
+            self.events.emit(decision.id, specs, resolve=resolve_object)
+
+    async def _rejected_object(self, text: str) -> Target | None:
         kind, _, rest = text.partition(" ")
         namespace, _, name = rest.rpartition("/")
         known = _KINDS.get(kind)
@@ -360,56 +485,3 @@ class Actuator:
             ref["uid"] = str(uid)
         # Events about cluster-scoped objects live in "default", as for Nodes.
         return ref, namespace or "default"
-
-    async def _events(
-        self, decision: Decision, job: dict[str, Any], specs: tuple[EventSpec, ...]
-    ) -> None:
-        if not specs:
-            return
-        meta = job.get("metadata") or {}
-        ns = str(meta.get("namespace", ""))
-        ref = {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "namespace": ns,
-            "name": str(meta.get("name", "")),
-            "uid": str(meta.get("uid", "")),
-        }
-        try:
-            await self._write_events(decision, ref, ns, specs)
-        except ApiError as err:
-            log.warning("%s: event not written: %s", decision.id, err)
-
-    async def _write_events(
-        self,
-        decision: Decision,
-        ref: dict[str, str],
-        namespace: str,
-        specs: tuple[EventSpec, ...],
-    ) -> None:
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        for spec in specs:
-            name = f"{ref['name']}.{decision.id[:16]}.{spec.reason.lower()}"[:253]
-            body = {
-                "apiVersion": "v1",
-                "kind": "Event",
-                "metadata": {"name": name, "namespace": namespace},
-                "involvedObject": ref,
-                "reason": spec.reason,
-                "message": spec.message,
-                "type": spec.type,
-                "source": {"component": COMPONENT},
-                "firstTimestamp": now,
-                "lastTimestamp": now,
-                "count": 1,
-                "reportingComponent": COMPONENT,
-                "reportingInstance": self._instance,
-            }
-            try:
-                await self.kube.post(f"/api/v1/namespaces/{namespace}/events", body)
-                self.metrics.events.labels(spec.reason, "created").inc()
-            except Conflict:
-                self.metrics.events.labels(spec.reason, "duplicate").inc()
-            except (Transient, Permanent) as err:
-                self.metrics.events.labels(spec.reason, "error").inc()
-                log.warning("%s: event %s not written: %s", decision.id, spec.reason, err)

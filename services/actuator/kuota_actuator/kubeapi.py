@@ -19,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,8 @@ log = logging.getLogger("kuota.actuator")
 SERVICE_ACCOUNT_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 MERGE_PATCH = "application/merge-patch+json"
 REQUEST_TIMEOUT = 15.0
+
+Observe = Callable[[str, float], None]  # (HTTP method, seconds) of every request
 
 
 class ApiError(Exception):
@@ -80,8 +84,9 @@ def _error(status: int, body: bytes) -> ApiError:
 
 
 class Kube:
-    def __init__(self, api: client.ApiClient) -> None:
+    def __init__(self, api: client.ApiClient, observe: Observe | None = None) -> None:
         self.api = api
+        self._observe = observe
 
     async def _call(
         self,
@@ -90,6 +95,16 @@ class Kube:
         body: Any = None,
         *,
         content_type: str = "application/json",
+    ) -> tuple[int, Any]:
+        started = time.monotonic()
+        try:
+            return await self._request(method, path, body, content_type)
+        finally:
+            if self._observe is not None:
+                self._observe(method, time.monotonic() - started)
+
+    async def _request(
+        self, method: str, path: str, body: Any, content_type: str
     ) -> tuple[int, Any]:
         try:
             resp = await self.api.call_api(

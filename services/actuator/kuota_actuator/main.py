@@ -2,20 +2,25 @@
 
 Theory of operation (docs/design/actuator.md):
 
-1. Mirror the ResourceFlavors and ClusterQueues (list+watch) and wait for the
-   flavors' first list: an Admitted decision needs its flavors' nodeLabels
-   and tolerations.
+1. Mirror the ResourceFlavors, the ClusterQueues and the queued Jobs
+   (list+watch; ``kuota_actuator.jobcache``) and wait for the first lists of
+   the flavors and the Jobs: an Admitted decision needs its flavors'
+   nodeLabels and tolerations, and is planned against the cached Job.
 2. Rebuild the ClusterQueue read model: read the decision topic from the
    beginning up to the consumer group's committed offsets, folding each
    decision into the model and applying nothing (that was done by the
    previous incarnation).
 3. Live: consume decisions (``read_committed``, group ``<instance>-actuator``)
    into per-workload lanes (``kuota_actuator.lanes``: different workloads
-   concurrently, one workload's decisions in order), apply each
-   (``kuota_actuator.apply``), and fold into the read model and commit the
-   longest prefix of each partition that is applied — so a crash re-applies
-   only decisions not yet committed, and the Job annotations make that a
-   no-op. Failures go to the journal as ``ActuationFailed`` before the commit.
+   concurrently, one workload's decisions in order, a preemptor after its
+   victims), apply each (``kuota_actuator.apply``: one merge PATCH with a
+   resourceVersion precondition per admission; transient API errors retried
+   forever), and fold into the read model and commit the longest prefix of
+   each partition that is applied — so a crash re-applies only decisions not
+   yet committed, and the Job annotations make that a no-op. Permanent
+   failures go to the journal as ``ActuationFailed`` before the commit.
+   Kubernetes Events are written by background workers
+   (``kuota_actuator.events``), never on the way of a Job write.
 4. Every ``KUOTA_STATUS_INTERVAL`` seconds, write what changed of each
    ClusterQueue's status and of the Redis hash ``<instance>:status:clusterqueues``
    (``kuota:status:clusterqueues`` by default).
@@ -27,9 +32,15 @@ Configuration (environment):
 - ``KUOTA_METRICS_PORT`` (9104), ``KUOTA_LOG_LEVEL`` (INFO);
 - ``KUOTA_STATUS_INTERVAL`` (1 s) between ClusterQueue status syncs, so
   `kuota status` is at most about 1 s stale;
-- ``KUOTA_ACTUATOR_MAX_ATTEMPTS`` (8): tries per decision against conflicts and
-  transient API errors before it is reported as failed;
-- ``KUOTA_ACTUATOR_CONCURRENCY`` (16): API steps in flight at once;
+- ``KUOTA_ACTUATOR_MAX_ATTEMPTS`` (8): 409 conflicts in a row (each followed by a
+  fresh GET) before a decision is reported as failed; transient errors (the
+  apiserver unreachable, 429, 5xx) are retried without limit;
+- ``KUOTA_ACTUATOR_MAX_BACKOFF`` (5 s): the cap of the backoff between retries;
+- ``KUOTA_ACTUATOR_CONCURRENCY`` (64): API steps in flight at once;
+- ``KUOTA_ACTUATOR_EVENT_QUEUE`` (10000): Kubernetes Events queued for the
+  background writers; beyond it Events are dropped and counted;
+- ``KUOTA_JOB_LABEL_SELECTOR``: a label selector ANDed with the queue label for
+  the Jobs this actuator caches (as ingest's; pipelines sharing an apiserver);
 - ``KUOTA_ACTUATOR_MAX_IN_FLIGHT`` (1000): decisions consumed but not yet
   applied before fetching pauses; ``KUOTA_MAX_BATCH`` (100) records per fetch;
 - ``KUOTA_ACTUATOR_STOP_TIMEOUT`` (60 s): how long a stop waits for the Job
@@ -53,7 +64,6 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import redis.asyncio as aioredis
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError
 from prometheus_client import start_http_server
@@ -64,7 +74,10 @@ from kuota.bus.topics import Topics, ensure_topics, shard_key
 from kuota.core.readmodel import ClusterQueueReadModel
 from kuota.events.schema import ActuationFailed, Decision, parse_decision
 from kuota.kube.watch import Resource
+from kuota.store.settings import RedisSettings, redis_client
 from kuota_actuator.apply import FLAVORS_PATH, Actuator
+from kuota_actuator.events import EventSink
+from kuota_actuator.jobcache import JobCache
 from kuota_actuator.kubeapi import SERVICE_ACCOUNT_TOKEN, Kube, Mirror, api_client
 from kuota_actuator.lanes import Lanes
 from kuota_actuator.metrics import ActuatorMetrics
@@ -85,10 +98,13 @@ class Config:
     status_interval: float
     max_attempts: int
     max_batch: int
-    concurrency: int = 16
+    concurrency: int = 64
     max_in_flight: int = 1000
     stop_timeout: float = 60.0
     cq_selector: str | None = None
+    job_selector: str | None = None
+    max_backoff: float = 5.0
+    event_queue: int = 10_000
 
     @property
     def instance(self) -> str:
@@ -118,6 +134,8 @@ def load_config(env: Mapping[str, str] | None = None) -> Config:
     e = os.environ if env is None else env
     kafka = KafkaSettings.from_env(e)
     redis_url = e.get("KUOTA_REDIS_URL", "").strip()
+    if redis_url:
+        RedisSettings.from_env(e)  # the ACL user and TLS settings: refused here
     if not redis_url:
         raise SettingsError(
             "KUOTA_REDIS_URL is not set (for the local stack: "
@@ -146,10 +164,13 @@ def load_config(env: Mapping[str, str] | None = None) -> Config:
         status_interval=_number(e, "KUOTA_STATUS_INTERVAL", "1", float, 0.05),
         max_attempts=int(_number(e, "KUOTA_ACTUATOR_MAX_ATTEMPTS", "8", int, 1)),
         max_batch=int(_number(e, "KUOTA_MAX_BATCH", "100", int, 1)),
-        concurrency=int(_number(e, "KUOTA_ACTUATOR_CONCURRENCY", "16", int, 1)),
+        concurrency=int(_number(e, "KUOTA_ACTUATOR_CONCURRENCY", "64", int, 1)),
         max_in_flight=int(_number(e, "KUOTA_ACTUATOR_MAX_IN_FLIGHT", "1000", int, 1)),
         stop_timeout=_number(e, "KUOTA_ACTUATOR_STOP_TIMEOUT", "60", float, 0.1),
         cq_selector=e.get("KUOTA_CLUSTERQUEUE_SELECTOR", "").strip() or None,
+        job_selector=e.get("KUOTA_JOB_LABEL_SELECTOR", "").strip() or None,
+        max_backoff=_number(e, "KUOTA_ACTUATOR_MAX_BACKOFF", "5", float, 0.01),
+        event_queue=int(_number(e, "KUOTA_ACTUATOR_EVENT_QUEUE", "10000", int, 1)),
     )
 
 
@@ -176,14 +197,18 @@ class Service:
         cfg = self.cfg
         topics = await ensure_topics(cfg.kafka)
         api = await api_client(cfg.kubeconfig)
-        kube = Kube(api)
+        kube = Kube(api, self.metrics.observe_request)
         flavors = Mirror(api, Resource("ResourceFlavor", FLAVORS_PATH))
         queues = Mirror(api, Resource("ClusterQueue", CQ_PATH, label_selector=cfg.cq_selector))
+        jobs = JobCache(api, cfg.job_selector)
+        events = EventSink(kube, self.metrics, capacity=cfg.event_queue)
         tasks = [
             asyncio.create_task(flavors.run(), name="flavors"),
             asyncio.create_task(queues.run(), name="clusterqueues"),
+            asyncio.create_task(jobs.run(), name="jobs"),
+            asyncio.create_task(events.run(stop), name="events"),
         ]
-        redis = aioredis.from_url(cfg.redis_url)
+        redis = redis_client(cfg.redis_url)
         kw = cfg.kafka.client_kwargs()
         producer = AIOKafkaProducer(enable_idempotence=True, **kw)
         consumer = AIOKafkaConsumer(
@@ -198,6 +223,8 @@ class Service:
         started: list[AIOKafkaProducer | AIOKafkaConsumer] = []
         try:
             if not await self._wait(flavors.synced, stop, "the ResourceFlavor list"):
+                return
+            if not await self._wait(jobs.synced, stop, "the Job list"):
                 return
             await producer.start()
             started.append(producer)
@@ -227,10 +254,13 @@ class Service:
                 flavors=lambda: flavors.objects,
                 report=report,
                 metrics=self.metrics,
+                jobs=jobs,
+                events=events,
                 cluster_queue_of=cluster_queue_of,
-                max_attempts=cfg.max_attempts,
+                max_conflicts=cfg.max_attempts,
                 wait_timeout=cfg.stop_timeout,
                 slots=cfg.concurrency,
+                max_backoff=cfg.max_backoff,
             )
             writer = StatusWriter(
                 kube, redis, self.model, queues, self.metrics, redis_key=cfg.redis_key
@@ -286,6 +316,7 @@ class Service:
                                 self.metrics.decisions.labels("undecodable", "skipped").inc()
                             lanes.submit(tp, record, decision)
                     await self._lag(consumer, list(fetched))
+                self.metrics.in_flight.set(lanes.in_flight)
                 await self._commit(consumer, lanes)
         finally:
             await lanes.drain(timeout=10.0)

@@ -51,7 +51,7 @@ class ActuatorMetrics:
         )
         self.retries = Counter(
             "kuota_actuation_retries_total",
-            "API calls retried, by cause (conflict, transient)",
+            "API calls retried, by cause (conflict, transient; stale: a cached Job was outdated)",
             ["cause"],
             registry=r,
         )
@@ -103,7 +103,39 @@ class ActuatorMetrics:
             ["target", "result"],
             registry=r,
         )
+        self.api_seconds = Histogram(
+            "kuota_actuator_api_request_seconds",
+            "Duration of the actuator's apiserver requests (not the watches), by method",
+            ["method"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.events_dropped = Counter(
+            "kuota_actuator_events_dropped_total",
+            "Kubernetes Events dropped because the background queue was full, by reason",
+            ["reason"],
+            registry=r,
+        )
+        self.event_queue = Gauge(
+            "kuota_actuator_event_queue_depth",
+            "Kubernetes Events waiting to be written",
+            registry=r,
+        )
+        self.in_flight = Gauge(
+            "kuota_actuator_decisions_in_flight",
+            "Decisions consumed and not yet applied (waiting, retrying or writing)",
+            registry=r,
+        )
+        self.apiserver_down = Gauge(
+            "kuota_actuator_apiserver_unreachable",
+            "1 while the last Job call failed with a transient error (the decisions "
+            "wait and are retried), else 0",
+            registry=r,
+        )
         self._usage_labels: set[tuple[str, str, str]] = set()
+
+    def observe_request(self, method: str, seconds: float) -> None:
+        self.api_seconds.labels(method).observe(seconds)
         self._pending_labels: set[tuple[str, str]] = set()
 
     def refresh(self, model: ClusterQueueReadModel) -> None:

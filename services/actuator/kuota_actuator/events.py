@@ -1,0 +1,165 @@
+"""Kubernetes Events, written in the background, best effort.
+
+Theory of operation: actuation never waits for an Event. :meth:`EventSink.emit`
+puts the Event (or, for a Rejected object or a Job whose uid is not known yet,
+the means to resolve its ``involvedObject``) on a bounded queue and returns at
+once; when the queue is full the Event is dropped and counted
+(``kuota_actuator_events_dropped_total``). A few workers POST them. Event
+names derive from the decision id, so a redelivered decision's Event is a 409
+(counted ``duplicate``), never a second Event. Events follow Kueue's reasons
+(``kuota.core.actuation``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from kuota.core.actuation import EventSpec
+from kuota_actuator.kubeapi import ApiError, Conflict, Kube
+from kuota_actuator.metrics import ActuatorMetrics
+
+log = logging.getLogger("kuota.actuator")
+
+COMPONENT = "kuota-actuator"
+
+# The object an Event is about, and the namespace the Event lives in.
+Target = tuple[dict[str, str], str]
+Resolve = Callable[[], Awaitable[Target | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Item:
+    decision_id: str
+    specs: tuple[EventSpec, ...]
+    target: Target | None
+    resolve: Resolve | None
+    at: str
+
+
+def job_ref(job: dict[str, Any]) -> Target:
+    meta = job.get("metadata") or {}
+    ns = str(meta.get("namespace", ""))
+    ref = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "namespace": ns,
+        "name": str(meta.get("name", "")),
+        "uid": str(meta.get("uid", "")),
+    }
+    return ref, ns
+
+
+class EventSink:
+    def __init__(
+        self,
+        kube: Kube,
+        metrics: ActuatorMetrics,
+        *,
+        capacity: int = 10_000,
+        workers: int = 4,
+    ) -> None:
+        self.kube = kube
+        self.metrics = metrics
+        self._queue: asyncio.Queue[_Item] = asyncio.Queue(maxsize=capacity)
+        self._workers = workers
+        self._instance = os.environ.get("HOSTNAME", "") or COMPONENT
+
+    def emit(
+        self,
+        decision_id: str,
+        specs: tuple[EventSpec, ...],
+        *,
+        target: Target | None = None,
+        resolve: Resolve | None = None,
+    ) -> bool:
+        """Queue Events (never blocks); False if dropped because the queue is full."""
+        if not specs or (target is None and resolve is None):
+            return True
+        at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        try:
+            self._queue.put_nowait(_Item(decision_id, specs, target, resolve, at))
+        except asyncio.QueueFull:
+            for spec in specs:
+                self.metrics.events_dropped.labels(spec.reason).inc()
+            return False
+        self.metrics.event_queue.set(self._queue.qsize())
+        return True
+
+    @property
+    def pending(self) -> int:
+        return self._queue.qsize()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        workers = [
+            asyncio.create_task(self._work(), name=f"events-{n}") for n in range(self._workers)
+        ]
+        try:
+            await stop.wait()
+            # A short grace to write what is queued; the rest is dropped (best effort).
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._queue.join(), 2.0)
+        finally:
+            for w in workers:
+                w.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+
+    async def drain(self) -> None:
+        """Until everything queued so far is written (tests)."""
+        await self._queue.join()
+
+    async def _work(self) -> None:
+        while True:
+            item = await self._queue.get()
+            try:
+                await self._write(item)
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:  # never let one Event stop the workers
+                log.warning("%s: events not written: %r", item.decision_id, err)
+            finally:
+                self._queue.task_done()
+                self.metrics.event_queue.set(self._queue.qsize())
+
+    async def _write(self, item: _Item) -> None:
+        target = item.target
+        if target is None and item.resolve is not None:
+            try:
+                target = await item.resolve()
+            except ApiError as err:
+                log.warning("%s: event target not found: %s", item.decision_id, err)
+                target = None
+        if target is None:
+            return
+        ref, namespace = target
+        for spec in item.specs:
+            name = f"{ref['name']}.{item.decision_id[:16]}.{spec.reason.lower()}"[:253]
+            body = {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"name": name, "namespace": namespace},
+                "involvedObject": ref,
+                "reason": spec.reason,
+                "message": spec.message,
+                "type": spec.type,
+                "source": {"component": COMPONENT},
+                "firstTimestamp": item.at,
+                "lastTimestamp": item.at,
+                "count": 1,
+                "reportingComponent": COMPONENT,
+                "reportingInstance": self._instance,
+            }
+            try:
+                await self.kube.post(f"/api/v1/namespaces/{namespace}/events", body)
+                self.metrics.events.labels(spec.reason, "created").inc()
+            except Conflict:
+                self.metrics.events.labels(spec.reason, "duplicate").inc()
+            except ApiError as err:
+                self.metrics.events.labels(spec.reason, "error").inc()
+                log.warning("%s: event %s not written: %s", item.decision_id, spec.reason, err)
