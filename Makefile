@@ -19,11 +19,12 @@ help:
 	@echo "make chaos       seeded fault runs on a stack of its own (CHAOS_ARGS=\"--seed 2 --jobs 1000\")"
 	@echo "make stack-up / stack-down"
 
-$(VENV_STAMP): pyproject.toml
+# constraints.txt pins every transitive dependency (how to update it: its header).
+$(VENV_STAMP): pyproject.toml constraints.txt
 	@command -v python3.11 >/dev/null || { echo "python3.11 is required"; exit 1; }
 	@[ -x .venv/bin/python ] || python3.11 -m venv .venv
-	.venv/bin/pip install -q --upgrade pip
-	.venv/bin/pip install -q -e '.[dev]'
+	.venv/bin/pip install -q --upgrade pip -c constraints.txt
+	.venv/bin/pip install -q -e '.[dev]' -c constraints.txt
 	@touch $@
 
 venv: $(VENV_STAMP)
