@@ -202,6 +202,7 @@ class Injector:
         self.say = say
         self.done: list[Injected] = []
         self.burst = asyncio.Event()  # set by the workload after each burst
+        self.bursts_over = False  # set by the workload after its last burst
         self.t0 = 0.0
         self.lock = asyncio.Lock()  # one start/stop of services at a time
         self.crashes: list[str] = []  # services that exited without being killed
@@ -234,7 +235,7 @@ class Injector:
             delay = t0 + fault.at - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
-            if fault.after_burst:
+            if fault.after_burst and not self.bursts_over:
                 self.burst.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.burst.wait(), 30)

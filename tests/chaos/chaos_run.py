@@ -151,7 +151,13 @@ async def create_job(batch: client.BatchV1Api, job: JobSpec) -> int:
     body = manifest(job)
     for attempt in itertools.count(1):
         try:
-            await batch.create_namespaced_job(ns, body, _preload_content=False)
+            resp = await batch.create_namespaced_job(ns, body, _preload_content=False)
+            status = int(getattr(resp, "status", 200))
+            text = (await resp.read())[:300].decode(errors="replace")
+            resp.release()
+            # without preloading, the client does not raise for HTTP errors
+            if status >= 400:
+                raise ApiException(status=status, reason=text)
             return attempt
         except ApiException as err:
             if err.status == 409:  # created, but the answer was lost
@@ -178,6 +184,8 @@ async def submit(
         tries += await asyncio.gather(*(create_job(batch, j) for j in jobs))
         if injector is not None:
             injector.burst.set()
+    if injector is not None:
+        injector.bursts_over = True
 
 
 async def run(args: argparse.Namespace) -> int:
