@@ -12,6 +12,9 @@ Team = the workload's namespace. GPU-hours = GPUs charged by ``Admitted``
 ``Evicted``/``Deactivated``. Environment: KUOTA_KAFKA_BOOTSTRAP (required),
 KUOTA_TOPIC_PREFIX (``kuota.``), LEDGER_DB (``ledger.sqlite``), LEDGER_GROUP
 (``gpu-ledger``), LEDGER_RESOURCE (``nvidia.com/gpu``), LEDGER_BATCH (500).
+Kafka security as for kuota itself (docs/security.md): KUOTA_KAFKA_SECURITY,
+KUOTA_KAFKA_SASL_MECHANISM / _USERNAME / _PASSWORD, KUOTA_KAFKA_CA_FILE,
+KUOTA_KAFKA_CERT_FILE / _KEY_FILE.
 """
 
 import asyncio
@@ -19,6 +22,7 @@ import json
 import os
 import signal
 import sqlite3
+import ssl
 import sys
 
 from aiokafka import AIOKafkaConsumer
@@ -65,6 +69,22 @@ def apply(db: sqlite3.Connection, d: dict, resource: str = "nvidia.com/gpu") -> 
     return True
 
 
+def kafka_security(env: dict[str, str]) -> dict[str, object]:
+    """aiokafka's security arguments from the variables kuota reads."""
+    protocol = env.get("KUOTA_KAFKA_SECURITY", "PLAINTEXT").upper()
+    kw: dict[str, object] = {"security_protocol": protocol}
+    if protocol in ("SSL", "SASL_SSL"):
+        ctx = ssl.create_default_context(cafile=env.get("KUOTA_KAFKA_CA_FILE") or None)
+        if env.get("KUOTA_KAFKA_CERT_FILE"):
+            ctx.load_cert_chain(env["KUOTA_KAFKA_CERT_FILE"], env.get("KUOTA_KAFKA_KEY_FILE"))
+        kw["ssl_context"] = ctx
+    if protocol.startswith("SASL_"):
+        kw["sasl_mechanism"] = env.get("KUOTA_KAFKA_SASL_MECHANISM") or "SCRAM-SHA-512"
+        kw["sasl_plain_username"] = env.get("KUOTA_KAFKA_SASL_USERNAME")
+        kw["sasl_plain_password"] = env.get("KUOTA_KAFKA_SASL_PASSWORD")
+    return kw
+
+
 async def main() -> None:
     env = os.environ
     resource = env.get("LEDGER_RESOURCE", "nvidia.com/gpu")
@@ -78,6 +98,7 @@ async def main() -> None:
         isolation_level="read_committed",
         enable_auto_commit=False,
         auto_offset_reset="earliest",
+        **kafka_security(dict(env)),  # type: ignore[arg-type]
     )
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

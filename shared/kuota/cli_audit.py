@@ -66,12 +66,13 @@ def run_async(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
 
     from kuota.audit.files import ExportError
     from kuota.audit.kafka import AuditSourceError
+    from kuota.bus.settings import SettingsError
 
     # aiokafka logs connection retries itself; the one line below says it all.
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     try:
         return asyncio.run(make())
-    except (AuditSourceError, ExportError) as err:
+    except (AuditSourceError, ExportError, SettingsError) as err:
         raise fail(str(err)) from None
     except (KafkaError, RedisError, OSError) as err:
         raise fail(f"{type(err).__name__}: {err}") from None

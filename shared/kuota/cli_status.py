@@ -72,9 +72,9 @@ def status(
 async def _read(
     redis_url: str, key: str, settings: KafkaSettings | None, instance: str
 ) -> tuple[dict[Any, Any], int | None]:
-    import redis.asyncio as aioredis
+    from kuota.store.settings import redis_client
 
-    client: Any = aioredis.Redis.from_url(redis_url, socket_timeout=5)
+    client: Any = redis_client(redis_url, socket_timeout=5)
     try:
         raw: dict[Any, Any] = await client.hgetall(key)
     finally:

@@ -44,7 +44,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-import redis.asyncio as aioredis
 from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
 from prometheus_client import start_http_server
@@ -56,6 +55,7 @@ from kuota.bus.processor import Replayer, ReplayError, TransactionalProcessor
 from kuota.bus.settings import KafkaSettings, SettingsError
 from kuota.bus.topics import ensure_topics
 from kuota.core.fold import Fold
+from kuota.store.settings import RedisSettings, redis_client
 from kuota.store.snapshots import Snapshot, SnapshotStore, code_build
 from kuota_admission.metrics import AdmissionMetrics
 from kuota_admission.records import JournalFolder
@@ -125,6 +125,7 @@ def load_config(env: Mapping[str, str] | None = None) -> Config:
             "KUOTA_REDIS_URL is not set (for the local stack: "
             "`scripts/stack up` then `. .stack/stack.env`)"
         )
+    RedisSettings.from_env(e)  # the ACL user and TLS settings: refused here, not at first use
     level = (e.get("KUOTA_LOG_LEVEL", "").strip() or "INFO").upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
         raise SettingsError(f"KUOTA_LOG_LEVEL={level!r} is not a log level")
@@ -196,7 +197,7 @@ class Service:
         """Wire the real adapters and serve until ``stop``."""
         cfg = self.cfg
         topics = await ensure_topics(cfg.kafka)
-        redis = aioredis.from_url(cfg.redis_url)
+        redis = redis_client(cfg.redis_url)
         store = SnapshotStore(
             redis, name=cfg.snapshot_name(PARTITION), build=code_build(kuota.core, kuota.api)
         )

@@ -31,6 +31,7 @@ from redis.asyncio import Redis
 from kuota.bus.settings import SettingsError
 from kuota.bus.topics import ensure_topics
 from kuota.kube.translate import Seen
+from kuota.store.settings import redis_client
 from kuota_ingest.journal import JournalWriter
 from kuota_ingest.metrics import RelistCollector, metrics_app
 from kuota_ingest.settings import IngestSettings
@@ -109,7 +110,7 @@ async def run(settings: IngestSettings, stop: asyncio.Event, *, started: float) 
     journal = topics.journal
 
     async with contextlib.AsyncExitStack() as stack:
-        redis = Redis.from_url(settings.redis_url)
+        redis = redis_client(settings.redis_url)
         stack.push_async_callback(redis.aclose)
         await _within(f"Redis at {settings.redis_url}", redis.ping())
         memory = await _load_memory(redis, settings.seen_key)

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kuota.bus.settings import KafkaSettings, SettingsError
+from kuota.store.settings import RedisSettings
 
 SERVICE_ACCOUNT_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 DEFAULT_SEEN_KEY = "kuota:ingest:seen"
@@ -73,6 +74,7 @@ class IngestSettings:
             raise SettingsError(
                 "KUOTA_REDIS_URL is not set (for the local stack: `. .stack/stack.env`)"
             )
+        RedisSettings.from_env(e)  # the ACL user and TLS settings: refused here
         kubeconfig = e.get("KUBECONFIG", "").strip() or None
         if kubeconfig is not None:
             first = kubeconfig.split(os.pathsep)[0]

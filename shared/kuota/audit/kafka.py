@@ -40,6 +40,7 @@ from kuota.audit.replay import (
     decode_decision,
     decode_event,
 )
+from kuota.bus import connect
 from kuota.bus.settings import KafkaSettings
 from kuota.core.fold import Fold
 
@@ -101,7 +102,7 @@ def consumer(settings: KafkaSettings) -> AIOKafkaConsumer:
 
 async def partitions(settings: KafkaSettings, topic: str) -> list[int]:
     admin = AIOKafkaAdminClient(**settings.client_kwargs())
-    await admin.start()
+    await connect.start(admin, settings)  # a refused password or CA: said so
     try:
         described = await admin.describe_topics([topic])
     finally:
@@ -124,7 +125,7 @@ async def single_partition(settings: KafkaSettings, topic: str) -> TopicPartitio
 
 async def committed_offset(settings: KafkaSettings, group: str, tp: TopicPartition) -> int | None:
     admin = AIOKafkaAdminClient(**settings.client_kwargs())
-    await admin.start()
+    await connect.start(admin, settings)  # a refused password or CA: said so
     try:
         offsets = await admin.list_consumer_group_offsets(group, partitions=[tp])
     finally:
@@ -226,14 +227,14 @@ async def read_batches(
 
 async def load_snapshot(redis_url: str, name: str) -> tuple[Fold, int]:
     """The admission service's snapshot: its Fold and the offset of the next record."""
-    import redis.asyncio as aioredis
     from redis.exceptions import RedisError
 
     import kuota.api
     import kuota.core
+    from kuota.store.settings import redis_client
     from kuota.store.snapshots import SnapshotStore, code_build
 
-    client: Any = aioredis.Redis.from_url(redis_url)
+    client: Any = redis_client(redis_url)
     try:
         # The same build stamp as the admission service: a snapshot is only
         # trusted by code that folds exactly like the code that wrote it.
@@ -322,7 +323,8 @@ async def run_audit(
             if progress is not None:
                 progress(n, last)
         while not auditor.done and (buffered or await more()):
-            auditor.recorded(buffered.popleft())
+            if buffered:  # a batch can hold only decisions from before a snapshot
+                auditor.recorded(buffered.popleft())
     return auditor.finish()
 
 

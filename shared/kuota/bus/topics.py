@@ -13,6 +13,11 @@ quota must be folded in one order, so the shard key is the cohort tree's root
 once ingest knows it; until sharding is configured every record uses the one
 key ``kuota`` and the journal has one partition. Moving to a shard per cohort
 tree changes ``shard_key`` and the partition count, not the records.
+
+Replication: ``ensure_topics`` creates missing topics with
+``KUOTA_KAFKA_REPLICATION_FACTOR`` replicas (default 1, one dev broker) and
+``min.insync.replicas`` from ``KUOTA_KAFKA_MIN_INSYNC_REPLICAS`` (default 2
+of 3); topics that exist are left as they are.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from dataclasses import dataclass
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
+from kuota.bus import connect
 from kuota.bus.settings import KafkaSettings
 
 FOREVER = "-1"
@@ -50,33 +56,36 @@ def shard_key(_object_key: str) -> bytes:
     return DEFAULT_SHARD_KEY
 
 
-async def ensure_topics(settings: KafkaSettings, *, replication_factor: int = 1) -> Topics:
-    """Create the topics if they are missing (idempotent)."""
+def wanted_topics(settings: KafkaSettings, replication_factor: int | None = None) -> list[NewTopic]:
+    """The topics as ``ensure_topics`` creates them."""
+    topics = Topics.from_settings(settings)
+    rf = settings.replication_factor if replication_factor is None else replication_factor
+    min_isr = str(min(rf, settings.topic_min_insync))
+    forever = {"retention.ms": FOREVER, "cleanup.policy": "delete", "min.insync.replicas": min_isr}
+    return [
+        NewTopic(topics.journal, settings.journal_partitions, rf, topic_configs=dict(forever)),
+        NewTopic(topics.decisions, settings.journal_partitions, rf, topic_configs=dict(forever)),
+        NewTopic(
+            topics.deadletter,
+            1,
+            rf,
+            topic_configs={"retention.ms": THIRTY_DAYS_MS, "min.insync.replicas": min_isr},
+        ),
+    ]
+
+
+async def ensure_topics(
+    settings: KafkaSettings, *, replication_factor: int | None = None
+) -> Topics:
+    """Create the topics if they are missing (idempotent). The replication
+    factor is the settings' unless given. A broker that refuses kuota's
+    credentials or TLS settings raises ``connect.KafkaAuthError``."""
     topics = Topics.from_settings(settings)
     admin = AIOKafkaAdminClient(**settings.client_kwargs())
-    await admin.start()
+    await connect.start(admin, settings)
     try:
         existing = set(await admin.list_topics())
-        wanted = [
-            NewTopic(
-                topics.journal,
-                settings.journal_partitions,
-                replication_factor,
-                topic_configs={"retention.ms": FOREVER, "cleanup.policy": "delete"},
-            ),
-            NewTopic(
-                topics.decisions,
-                settings.journal_partitions,
-                replication_factor,
-                topic_configs={"retention.ms": FOREVER, "cleanup.policy": "delete"},
-            ),
-            NewTopic(
-                topics.deadletter,
-                1,
-                replication_factor,
-                topic_configs={"retention.ms": THIRTY_DAYS_MS},
-            ),
-        ]
+        wanted = wanted_topics(settings, replication_factor)
         missing = [t for t in wanted if t.name not in existing]
         if missing:
             # Another service may create them meanwhile.
