@@ -201,7 +201,7 @@ class Service:
         store = SnapshotStore(
             redis, name=cfg.snapshot_name(PARTITION), build=code_build(kuota.core, kuota.api)
         )
-        folder = JournalFolder(topics=topics, observer=self.metrics)
+        folder = JournalFolder(topics=topics, observer=self.metrics, consumer=cfg.group_id)
         proc = _KafkaProcessor(
             cfg.kafka,
             group_id=cfg.group_id,

@@ -29,23 +29,23 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from aiokafka import ConsumerRecord
-from pydantic import ValidationError
 
+from kuota.bus.deadletter import REASON_HEADER, SOURCE_HEADER, dead_letter_record
 from kuota.bus.processor import OutRecord
 from kuota.bus.topics import Topics
 from kuota.core.fold import Fold
-from kuota.events.schema import SCHEMA_VERSION, Decision, JournalEvent, parse_event
+from kuota.events.decode import DecodeError, decode_event
+from kuota.events.schema import Decision, JournalEvent
 
 log = logging.getLogger("kuota.admission")
 
-REASON_HEADER = "kuota-reason"
-SOURCE_HEADER = "kuota-source"
 TYPE_HEADER = "kuota-type"
-MAX_REASON = 1000
+__all__ = ["REASON_HEADER", "SOURCE_HEADER", "JournalFolder", "UndecodableRecord", "decode"]
 
 
-class UndecodableRecord(ValueError):
-    """A journal record that is not a journal event this build can fold."""
+# A journal record that is not a journal event this build can fold (the one
+# decode error type of kuota.events.decode; the old name is kept).
+UndecodableRecord = DecodeError
 
 
 class Observer(Protocol):
@@ -60,22 +60,7 @@ class Observer(Protocol):
 
 def decode(value: bytes | None) -> JournalEvent:
     """The journal event in a record's value, or :class:`UndecodableRecord`."""
-    if not value:
-        raise UndecodableRecord("empty record value")
-    try:
-        event = parse_event(value)
-    except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "record"
-        raise UndecodableRecord(
-            f"not a journal event ({err.error_count()} error(s)); {where}: {first['msg']}"
-        ) from None
-    if event.schema_version != SCHEMA_VERSION:
-        raise UndecodableRecord(
-            f"schema_version {event.schema_version} is not supported "
-            f"(this build reads {SCHEMA_VERSION})"
-        )
-    return event
+    return decode_event(value)
 
 
 def decision_record(topic: str, decision: Decision) -> OutRecord:
@@ -88,19 +73,6 @@ def decision_record(topic: str, decision: Decision) -> OutRecord:
     )
 
 
-def dead_letter_record(topic: str, record: ConsumerRecord[bytes, bytes], reason: str) -> OutRecord:
-    source = f"{record.topic}/{record.partition}/{record.offset}"
-    return OutRecord(
-        topic=topic,
-        key=record.key,
-        value=record.value or b"",
-        headers=(
-            (REASON_HEADER, reason[:MAX_REASON].encode()),
-            (SOURCE_HEADER, source.encode()),
-        ),
-    )
-
-
 class JournalFolder:
     def __init__(
         self,
@@ -109,8 +81,10 @@ class JournalFolder:
         fold: Fold | None = None,
         next_offset: int = 0,
         observer: Observer | None = None,
+        consumer: str = "kuota-admission",
     ) -> None:
         self.topics = topics
+        self.consumer = consumer  # the kuota-consumer header of its dead letters
         self.fold = fold if fold is not None else Fold()
         self.next_offset = next_offset  # journal offset of the next record to fold
         self.observer = observer
@@ -127,14 +101,14 @@ class JournalFolder:
             try:
                 event = decode(record.value)
             except UndecodableRecord as err:
-                reason = str(err)
-                log.warning("dead-lettered journal offset %d: %s", record.offset, reason)
-                out.append(dead_letter_record(self.topics.deadletter, record, reason))
-                self._dead_lettered(reason)
+                why = err.reason
+                log.warning("dead-lettered journal offset %d: %s", record.offset, why)
+                out.append(self._dead_letter(record, why))
+                self._dead_lettered(why)
             else:
                 decisions, reason = self._fold(event, record.offset, live=True)
                 if reason is not None:
-                    out.append(dead_letter_record(self.topics.deadletter, record, reason))
+                    out.append(self._dead_letter(record, reason))
                     self._dead_lettered(reason)
                 out.extend(decision_record(self.topics.decisions, d) for d in decisions)
             self.next_offset = record.offset + 1
@@ -187,6 +161,9 @@ class JournalFolder:
             for d in decisions:
                 self.observer.decided(d, live=live)
         return decisions, None
+
+    def _dead_letter(self, record: ConsumerRecord[bytes, bytes], reason: str) -> OutRecord:
+        return dead_letter_record(self.topics.deadletter, record, reason, consumer=self.consumer)
 
     def _dead_lettered(self, reason: str) -> None:
         if self.observer is not None:

@@ -114,7 +114,9 @@ class PreemptionMetrics:
             "kuota_journal_events", "Journal events folded live", ["type"], registry=r
         )
         self.skipped_records = Counter(
-            "kuota_skipped_records", "Journal records that do not decode (skipped)", registry=r
+            "kuota_skipped_records",
+            "Journal records that do not decode or fold (dead-lettered, then skipped)",
+            registry=r,
         )
         self.available = Gauge(
             "kuota_preemption_search_available",
@@ -161,7 +163,7 @@ async def run(
         log.warning("%s; folding the journal without planning", how)
     else:
         log.info("preemption search: %s", how)
-    folder = PlanningFolder(topics=topics, planner=planner, observer=metrics)
+    folder = PlanningFolder(topics=topics, planner=planner, observer=metrics, consumer=cfg.group_id)
     proc = TransactionalProcessor(
         cfg.kafka,
         group_id=cfg.group_id,

@@ -11,8 +11,12 @@ commits the batch's offsets. Admission, the single writer of decisions,
 folds the plans and validates them against its own state.
 
 The victim search is the core's; this module only calls it and encodes what
-it returns. Records that do not decode are skipped here (admission
-dead-letters them). A batch made only of plans (this service's own output
+it returns. A record that does not decode (``kuota.events.decode``), or whose
+fold raised, is dead-lettered live with its original bytes and the reason
+(``kuota.bus.deadletter``, header ``kuota-consumer`` = this service's group,
+so it is told apart from admission's dead letter of the same record) and the
+stream goes on; during the start-up replay it is skipped (dead-lettered by
+the incarnation that committed it). A batch made only of plans (this service's own output
 coming back) does not trigger a search: nothing about the cluster changed.
 """
 
@@ -25,12 +29,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from aiokafka import ConsumerRecord
-from pydantic import ValidationError
 
+from kuota.bus.deadletter import dead_letter_record
 from kuota.bus.processor import OutRecord
 from kuota.bus.topics import Topics, shard_key
 from kuota.core.fold import Fold
-from kuota.events.schema import SCHEMA_VERSION, JournalEvent, PreemptionPlan, parse_event
+from kuota.events.decode import DecodeError, decode_event
+from kuota.events.schema import JournalEvent, PreemptionPlan
 
 log = logging.getLogger("kuota.preemption")
 
@@ -64,15 +69,10 @@ def find_planner() -> tuple[Planner | None, str]:
 
 def decode(value: bytes | None) -> JournalEvent | str:
     """The event, or the reason the record is not one."""
-    if not value:
-        return "empty record value"
     try:
-        event = parse_event(value)
-    except ValidationError as err:
-        return f"not a journal event ({err.error_count()} error(s))"
-    if event.schema_version != SCHEMA_VERSION:
-        return f"schema_version {event.schema_version} is not supported"
-    return event
+        return decode_event(value)
+    except DecodeError as err:
+        return err.reason
 
 
 def _field(item: Any, name: str, default: Any) -> Any:
@@ -114,8 +114,10 @@ class PlanningFolder:
         planner: Planner | None,
         fold: Fold | None = None,
         observer: Observer | None = None,
+        consumer: str = "kuota-preemption",
     ) -> None:
         self.topics = topics
+        self.consumer = consumer  # the kuota-consumer header of its dead letters
         self.planner = planner
         self.fold = fold if fold is not None else Fold()
         self.observer = observer
@@ -123,9 +125,10 @@ class PlanningFolder:
         self.last_event_id = ""
 
     def handle(self, records: Sequence[ConsumerRecord[bytes, bytes]]) -> list[OutRecord]:
-        news = self._fold_batch(records, live=True)
+        dead: list[OutRecord] = []
+        news = self._fold_batch(records, live=True, dead=dead)
         if self.planner is None or not news or not self.last_event_id:
-            return []
+            return dead
         t0 = time.perf_counter()
         try:
             found = list(self.planner(self.fold))
@@ -139,18 +142,25 @@ class PlanningFolder:
             )
             if self.observer is not None:
                 self.observer.searched(time.perf_counter() - t0, 0, failed=True)
-            return []
+            return dead
         if self.observer is not None:
             self.observer.searched(time.perf_counter() - t0, len(plans), failed=False)
         for plan in plans:
             log.info("plan %s: preempt %s", plan.id, ", ".join(plan.victims) or "nothing")
-        return [plan_record(self.topics.journal, p) for p in plans]
+        return dead + [plan_record(self.topics.journal, p) for p in plans]
 
     def replay(self, records: Sequence[ConsumerRecord[bytes, bytes]]) -> None:
         self._fold_batch(records, live=False)
 
-    def _fold_batch(self, records: Sequence[ConsumerRecord[bytes, bytes]], *, live: bool) -> int:
-        """Fold the records; how many were events other than plans."""
+    def _fold_batch(
+        self,
+        records: Sequence[ConsumerRecord[bytes, bytes]],
+        *,
+        live: bool,
+        dead: list[OutRecord] | None = None,
+    ) -> int:
+        """Fold the records; how many were events other than plans. Live, the
+        dead letters of records that do not decode or fold go to ``dead``."""
         news = 0
         for record in records:
             if record.offset < self.next_offset:
@@ -161,13 +171,13 @@ class PlanningFolder:
             self.next_offset = record.offset + 1
             event = decode(record.value)
             if isinstance(event, str):
-                if live and self.observer is not None:
-                    self.observer.skipped(event)
+                if live:
+                    self._dead_letter(record, event, dead)
                 continue
             t0 = time.perf_counter()
             try:
                 self.fold.apply(event, offset=record.offset)
-            except Exception as err:  # admission dead-letters it; keep folding
+            except Exception as err:  # a bug in the fold must not stop the service
                 log.error(
                     "fold failed on journal offset %d (event %s): %s: %s",
                     record.offset,
@@ -175,6 +185,11 @@ class PlanningFolder:
                     type(err).__name__,
                     err,
                 )
+                if live:
+                    first_line = (str(err).splitlines() or [""])[0]
+                    self._dead_letter(
+                        record, f"fold raised {type(err).__name__}: {first_line}", dead
+                    )
                 continue
             if self.observer is not None:
                 self.observer.folded(event, time.perf_counter() - t0, live=live)
@@ -182,3 +197,14 @@ class PlanningFolder:
             if not isinstance(event, PreemptionPlan):
                 news += 1
         return news
+
+    def _dead_letter(
+        self, record: ConsumerRecord[bytes, bytes], reason: str, dead: list[OutRecord] | None
+    ) -> None:
+        log.warning("dead-lettered journal offset %d: %s", record.offset, reason)
+        if dead is not None:
+            dead.append(
+                dead_letter_record(self.topics.deadletter, record, reason, consumer=self.consumer)
+            )
+        if self.observer is not None:
+            self.observer.skipped(reason)

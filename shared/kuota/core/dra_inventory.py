@@ -14,7 +14,12 @@ a slice naming a device or counter set that another slice of the same pool
 generation already names is rejected at upsert (a ValidationError, the slice is
 not stored, so its pool stays incomplete); a device consuming a counter that no
 counter set of the pool shares, or more of it than the set holds, makes the
-whole pool ignored when it is read (:meth:`DraInventory.ignored_pools` says why).
+whole pool ignored when it is read (:meth:`DraInventory.ignored_pools` says why),
+and the upsert of any slice of such a pool returns a ValidationError saying so
+(the slice stays stored: it is what the cluster holds) so the fold emits a
+Rejected decision naming the slice and the contradiction. The same device name
+in two *different* pools is not a contradiction: a device is (driver, pool,
+name), as in Kubernetes.
 
 CEL results are cached per (expression, device) in a :class:`DeviceEnv` per
 device, kept until that device's slice changes; device matches for a tuple of
@@ -126,6 +131,15 @@ class DraInventory:
                 self._pools.setdefault(key, {})[obj.name] = obj
                 self._views.pop(key, None)
                 self._changed(slices=True)
+            view = self._view((obj.driver, obj.pool.name))
+            if view.contradiction:
+                # Stored (it is what the cluster holds) but its pool is ignored: say so.
+                return ValidationError(
+                    ObjectRef("ResourceSlice", obj.name),
+                    "spec.pool",
+                    f"pool {obj.pool.name!r} of driver {obj.driver!r} is ignored, "
+                    f"its devices count for nothing: {view.problem}",
+                )
         return None
 
     def delete(self, *, kind: str, name: str, namespace: str = "") -> None:
@@ -241,9 +255,9 @@ class DraInventory:
             slices = sorted(self._pools[key].values(), key=lambda s: s.name)
             newest = max(s.pool.generation for s in slices)
             current = [s for s in slices if s.pool.generation == newest]
-            why = _pool_problem(current)
+            why, contradiction = _pool_problem(current)
             if why:
-                view = _PoolView((), f"generation {newest}: {why}")
+                view = _PoolView((), f"generation {newest}: {why}", contradiction)
             else:
                 driver, pool = key
                 view = _PoolView(
@@ -350,17 +364,20 @@ class _PoolView:
 
     devices: tuple[PoolDevice, ...]
     problem: str = ""
+    contradiction: bool = False  # the slices contradict each other (not just incomplete)
     matches: dict[tuple[str, ...], tuple[PoolDevice, ...] | MatchError] = field(
         default_factory=dict
     )
 
 
-def _pool_problem(current: list[ResourceSlice]) -> str:
+def _pool_problem(current: list[ResourceSlice]) -> tuple[str, bool]:
+    """Why the pool's current generation is unusable ("" if usable), and whether
+    that is a contradiction between its slices rather than a pool still arriving."""
     counts = sorted({s.pool.resource_slice_count for s in current})
     if len(counts) != 1:
-        return f"slices disagree on resourceSliceCount ({', '.join(map(str, counts))})"
+        return f"slices disagree on resourceSliceCount ({', '.join(map(str, counts))})", True
     if len(current) != counts[0]:
-        return f"{len(current)} of {counts[0]} slices present"
+        return f"{len(current)} of {counts[0]} slices present", False
     shared = {cs.name: dict(cs.counters) for s in current for cs in s.shared_counters}
     for s in current:
         for d in s.devices:
@@ -372,10 +389,10 @@ def _pool_problem(current: list[ResourceSlice]) -> str:
                             f"device {d.name!r} of ResourceSlice {s.name!r} consumes counter "
                             f"{counter!r} of counter set {use.counter_set!r}, which the pool "
                             "does not share"
-                        )
+                        ), True
                     if amount > have[counter]:
                         return (
                             f"device {d.name!r} of ResourceSlice {s.name!r} consumes more "
                             f"{counter!r} than counter set {use.counter_set!r} shares"
-                        )
-    return ""
+                        ), True
+    return "", False

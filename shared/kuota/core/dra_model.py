@@ -204,7 +204,11 @@ def parse_dra_object(manifest: Mapping[str, object]) -> DraObject | ValidationEr
     meta = meta if isinstance(meta, Mapping) else {}
     name = meta.get("name") if isinstance(meta.get("name"), str) else ""
     namespace = meta.get("namespace") if isinstance(meta.get("namespace"), str) else ""
-    ref = ObjectRef(str(kind), str(name), str(namespace) if kind == "ResourceClaimTemplate" else "")
+    ref = ObjectRef(
+        kind if isinstance(kind, str) else "",
+        str(name),
+        str(namespace) if kind == "ResourceClaimTemplate" else "",
+    )
     try:
         if kind not in KINDS:
             raise _Invalid("kind", f"{kind!r} is not one of {', '.join(KINDS)}")
@@ -223,6 +227,8 @@ def parse_dra_object(manifest: Mapping[str, object]) -> DraObject | ValidationEr
         return _claim_template(str(namespace), str(name), spec)
     except _Invalid as exc:
         return ValidationError(ref, exc.field, exc.message)
+    except Exception as exc:  # the boundary: bad input must never stop the fold
+        return ValidationError(ref, "", f"cannot parse: {type(exc).__name__}: {exc}")
 
 
 def _device_class(name: str, meta: Mapping[str, object], spec: Mapping[str, object]) -> DeviceClass:

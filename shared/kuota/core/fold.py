@@ -23,7 +23,9 @@ objects) whose changes re-evaluate or wake the workloads they affect:
 - a ClusterQueue, Cohort or ResourceFlavor change rebuilds the quota forest
   and wakes every queue of the affected cohort trees (admitted workloads keep
   their admission); an invalid object is a Rejected decision and its previous
-  valid version stays in force; a cohort that would close a cycle likewise;
+  valid version stays in force; a cohort that would close a cycle likewise, and
+  it stays pending (taking effect once the cycle is broken) while the
+  ClusterQueues under the cycle are inactive with reason CohortCycle;
 - a Configuration or DRA inventory change charges pending workloads again.
 
 Decision ids are ``decision_id(event.id, i)`` for the i-th decision of the
@@ -369,6 +371,8 @@ class Fold(Preempting):
                         f"ClusterQueue {cq_name} is inactive: "
                         f"ResourceFlavor {missing[0]} not found",
                     )
+                elif self._cohort_pending:
+                    verdict = self._cycle_verdict(cq)
         before = self._inactive.get(cq_name)
         if verdict is None:
             self._inactive.pop(cq_name, None)
@@ -449,30 +453,117 @@ class Fold(Preempting):
 
     def _set_cohort(self, cohort: Cohort) -> None:
         old = self._cohorts.get(cohort.name)
+        pending = self._cohort_pending.pop(cohort.name, None)
         if old == cohort:
+            if pending is not None:  # back to the version in force: no cycle any more
+                self._refresh_cycles()
             return
         before = self._roots()
         extra = self._cohort_roots(cohort.name)
         if not self._tree.set_cohort(
             cohort.name, parent=cohort.parent, groups=cohort.resource_groups
         ):
+            self._cohort_pending[cohort.name] = cohort
+            cycle = " -> ".join(self._cohort_cycle(cohort.name))
             self._rejected(
                 ObjectRef("Cohort", cohort.name),
                 f"Cohort {cohort.name}: spec.parentName: parent {cohort.parent} would make a "
-                "cycle of cohorts; the previous version stays in force",
+                f"cycle of cohorts ({cycle}); the previous version stays in force and the "
+                "ClusterQueues under the cycle admit nothing until it is broken",
                 reason="CohortCycle",
             )
+            self._refresh_cycles()
             return
         self._cohorts[cohort.name] = cohort
-        self._restructured(before, extra + self._cohort_roots(cohort.name))
+        extra += self._cohort_roots(cohort.name)
+        if self._cohort_pending or pending is not None:
+            extra += self._retry_pending_cohorts()
+            self._refresh_cycles()
+        self._restructured(before, extra)
 
     def _remove_cohort(self, name: str) -> None:
+        pending = self._cohort_pending.pop(name, None)
         if self._cohorts.pop(name, None) is None:
+            if pending is not None:
+                self._refresh_cycles()
             return
         before = self._roots()
         extra = self._cohort_roots(name)
         self._tree.remove_cohort(name)
+        if self._cohort_pending or pending is not None:
+            extra += self._retry_pending_cohorts()
+            self._refresh_cycles()
         self._restructured(before, extra + self._cohort_roots(name))
+
+    # Circular cohorts (docs/design/bad-input.md): the Cohort whose update closes a
+    # cycle is Rejected and kept pending; the ClusterQueues whose cohort chain
+    # reaches a cohort of the cycle are inactive (CohortCycle) until a later change
+    # breaks it, when the pending version takes effect.
+
+    def _retry_pending_cohorts(self) -> list[str]:
+        """Put in force the pending cohorts that no longer close a cycle; their roots."""
+        roots: list[str] = []
+        progress = True
+        while progress:
+            progress = False
+            for name in sorted(self._cohort_pending):
+                c = self._cohort_pending[name]
+                roots += self._cohort_roots(name)
+                if self._tree.set_cohort(name, parent=c.parent, groups=c.resource_groups):
+                    del self._cohort_pending[name]
+                    self._cohorts[name] = c
+                    roots += self._cohort_roots(name)
+                    progress = True
+        return roots
+
+    def _desired_parent(self, name: str) -> str | None:
+        pending = self._cohort_pending.get(name)
+        return pending.parent if pending is not None else self._tree.cohort_parent(name)
+
+    def _cohort_cycle(self, name: str) -> list[str]:
+        """The cycle ``name``'s desired parents run into, as ``[a, b, ..., a]``."""
+        path: list[str] = []
+        current: str | None = name
+        while current is not None and current not in path:
+            path.append(current)
+            current = self._desired_parent(current)
+        if current is None:
+            return path  # defensive: no cycle after all
+        return [*path[path.index(current) :], current]
+
+    def _cycle_members(self) -> dict[str, str]:
+        """Cohort -> the cycle it is on (``a -> b -> a``), for every pending cohort."""
+        members: dict[str, str] = {}
+        for name in sorted(self._cohort_pending):
+            cycle = self._cohort_cycle(name)
+            text = " -> ".join(cycle)
+            for member in cycle:
+                members.setdefault(member, text)
+        return members
+
+    def _cycle_verdict(self, cq: ClusterQueue) -> Verdict | None:
+        members = self._cycle_members()
+        current, seen = cq.cohort, set()
+        while current is not None and current not in seen:
+            if current in members:
+                return text_verdict(
+                    "CohortCycle",
+                    f"ClusterQueue {cq.name} is inactive: Cohort {current} is in a cycle "
+                    f"of cohorts ({members[current]})",
+                )
+            seen.add(current)
+            current = self._tree.cohort_parent(current)
+        return None
+
+    def _refresh_cycles(self) -> None:
+        """Recompute which ClusterQueues a cycle of cohorts stops; wake those freed."""
+        freed: list[str] = []
+        for name in sorted(self._cqs):
+            was = name in self._inactive
+            self._update_activity(name)
+            if was and name not in self._inactive and name in self._tree.queues:
+                freed.append(self._tree.root_name(name))
+        self._wake_roots(freed)
 
     def _set_local_queue(self, key: tuple[str, str], lq: LocalQueue | None) -> None:
         if lq is None:

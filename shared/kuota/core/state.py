@@ -106,6 +106,9 @@ class FoldState:
         self._cqs: dict[str, ClusterQueue] = {}
         self._views: dict[str, QueueView] = {}
         self._cohorts: dict[str, Cohort] = {}
+        # Cohorts whose latest version would close a cycle of cohorts: not in force
+        # (the previous version, if any, is), tried again whenever a cohort changes.
+        self._cohort_pending: dict[str, Cohort] = {}
         self._lqs: dict[tuple[str, str], LocalQueue] = {}
         self._wpcs: dict[str, WorkloadPriorityClass] = {}
         self._namespaces: dict[str, dict[str, str]] = {}

@@ -7,6 +7,7 @@ extended additively, and older versions are upgraded on read
 (``kuota.events.upgrade``).
 """
 
+from kuota.events.decode import DecodeError, decode_decision, decode_event
 from kuota.events.schema import (
     DECISION_TYPES,
     SCHEMA_VERSION,
@@ -29,6 +30,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "ActuationFailed",
     "Decision",
+    "DecodeError",
     "JournalEvent",
     "ObjectDeleted",
     "ObjectUpserted",
@@ -37,6 +39,8 @@ __all__ = [
     "Tick",
     "WorkloadFinished",
     "decision_id",
+    "decode_decision",
+    "decode_event",
     "parse_decision",
     "parse_event",
 ]

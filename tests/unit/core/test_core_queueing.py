@@ -461,15 +461,21 @@ CYCLES = [
 def test_circular_cohorts_are_rejected(case: CycleCase) -> None:
     d = Driver()
     d.apply(flavor("default"), cq("q").cohort("a").flavor("default", cpu=1), lq("ns", "lq", "q"))
+    d.apply(cq("free").flavor("default", cpu=1), lq("ns", "lq-free", "free"))
     out: list[Any] = []
     for c in case.cohorts:
         out += d.apply(c)
     assert [(x.type, x.object, x.reason) for x in out] == [
         ("Rejected", f"Cohort {case.rejected}", "CohortCycle")
     ]
-    # The forest is still usable: the queue admits within its quota.
-    assert admitted(d.apply(cpu_job("j"))) == ["ns/j"]
-    assert d.state("ns/j") == "Admitted"
+    # The queue under the cycle admits nothing and says why (docs/design/bad-input.md);
+    # a queue outside it carries on.
+    d.apply(cpu_job("j"))
+    assert d.state("ns/j") == "Inadmissible"
+    assert last(d.decisions, "Inadmissible", "ns/j").reason == "CohortCycle"
+    assert admitted(d.apply(cpu_job("k").queue("lq-free"))) == ["ns/k"]
+    # Breaking the cycle (the rejected cohort back without a parent) frees the queue.
+    assert admitted(d.apply(cohort(case.rejected))) == ["ns/j"]
 
 
 def test_cohort_deleted_leaves_an_implicit_cohort() -> None:

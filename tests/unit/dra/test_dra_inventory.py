@@ -326,12 +326,13 @@ def test_a_newer_incomplete_generation_hides_the_older_one() -> None:
 
 
 def test_slices_disagreeing_on_the_count() -> None:
-    inv = inventory(
-        slice_("s1", pool="p", slices=2).device("a").build(),
-        slice_("s2", pool="p", slices=3).device("b").build(),
-    )
+    inv = inventory(slice_("s1", pool="p", slices=2).device("a").build())
+    err = inv.upsert(slice_("s2", pool="p", slices=3).device("b").build())
     assert names(inv) == []
     assert "disagree on resourceSliceCount (2, 3)" in inv.ignored_pools()[0][2]
+    # The slice that made the pool contradict itself is reported (a Rejected decision).
+    assert err is not None and (err.ref.name, err.field) == ("s2", "spec.pool")
+    assert "disagree on resourceSliceCount (2, 3)" in err.message
 
 
 def test_pools_are_per_driver() -> None:
@@ -360,14 +361,17 @@ def test_counter_sets_may_live_in_another_slice_of_the_pool() -> None:
     ],
 )
 def test_a_pool_contradicting_its_counters_is_ignored(consumes: dict[str, str], why: str) -> None:
-    inv = inventory(
-        slice_("counters", pool="p", slices=2).counters("cs", memory="80Gi").build(),
+    inv = inventory(slice_("counters", pool="p", slices=2).counters("cs", memory="80Gi").build())
+    err = inv.upsert(
         slice_("devices", pool="p", slices=2)
         .device("m", consumes=consumes, counter_set="cs")
-        .build(),
+        .build()
     )
     assert names(inv) == []
     assert why in inv.ignored_pools()[0][2]
+    # The slice that completed the contradiction is reported (a Rejected decision).
+    assert err is not None and (err.ref.name, err.field) == ("devices", "spec.pool")
+    assert why in err.message and "ignored" in err.message
 
 
 def test_a_device_in_two_slices_of_a_pool_rejects_the_second() -> None:

@@ -1,0 +1,79 @@
+"""Dead letters: a record a consumer cannot process, kept with why and where from.
+
+Theory of operation: a consumer that meets a record it cannot decode (or whose
+fold raised) does not stop and does not drop it silently. It writes the
+record's ORIGINAL key and value bytes, unchanged, to ``<prefix>deadletter``
+with three headers, and goes on with the next record:
+
+==================  ========================================================
+header              value
+==================  ========================================================
+``kuota-reason``    one line saying why (``kuota.events.decode.DecodeError``'s
+                    reason, or ``fold raised <Error>: ...``), at most 1,000
+                    characters
+``kuota-source``    ``<topic>/<partition>/<offset>`` of the original record
+``kuota-consumer``  the consumer group that gave up on it
+                    (``<instance>-admission``, ``<instance>-preemption``,
+                    ``<instance>-actuator``)
+==================  ========================================================
+
+The journal has two readers (admission and preemption), so an undecodable
+journal record is dead-lettered once by each, told apart by
+``kuota-consumer``. Admission and preemption write the dead letter in the
+Kafka transaction that commits the offset past the record; the actuator
+(not transactional) writes it before it commits past the record, so a crash
+between the two writes it again (at least once). See docs/events.md and
+docs/design/bad-input.md.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from kuota.bus.processor import OutRecord
+from kuota.events.decode import MAX_REASON
+
+REASON_HEADER = "kuota-reason"
+SOURCE_HEADER = "kuota-source"
+CONSUMER_HEADER = "kuota-consumer"
+
+__all__ = [
+    "CONSUMER_HEADER",
+    "REASON_HEADER",
+    "SOURCE_HEADER",
+    "dead_letter_record",
+    "source_of",
+]
+
+
+class _Record(Protocol):
+    """What a dead letter needs of a consumed record (aiokafka's ``ConsumerRecord``)."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def offset(self) -> int: ...
+    @property
+    def key(self) -> bytes | None: ...
+    @property
+    def value(self) -> bytes | None: ...
+
+
+def source_of(record: _Record) -> str:
+    return f"{record.topic}/{record.partition}/{record.offset}"
+
+
+def dead_letter_record(topic: str, record: _Record, reason: str, *, consumer: str) -> OutRecord:
+    """The dead letter for ``record``: its original key and value, the headers above."""
+    return OutRecord(
+        topic=topic,
+        key=record.key,
+        value=record.value or b"",
+        headers=(
+            (REASON_HEADER, reason[:MAX_REASON].encode(errors="replace")),
+            (SOURCE_HEADER, source_of(record).encode()),
+            (CONSUMER_HEADER, consumer.encode()),
+        ),
+    )

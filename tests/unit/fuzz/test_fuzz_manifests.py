@@ -1,0 +1,117 @@
+"""Fuzz: mutated and random manifests parse, or say which object and field are bad.
+
+The seeds are the valid manifests the project ships (``fuzz_support``). Each
+mutated manifest must give a parsed object, ``None`` (not ours), or a
+``ValidationError`` that names the object's kind and the bad field with a
+message — never an exception, and never the boundary's catch-all ``cannot
+parse: <Exception>`` (that would be a reader that crashed and was caught, a bug
+even though the fold survives). The DRA kinds go through ``DraInventory``, and
+whole journals of mutated objects through ``Fold``, which must not raise and
+must only emit decisions that name what they are about.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fuzz_support import FUZZ, SEED_KINDS, SEEDS, json_like, mutated_manifests
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kuota.api.parse import object_ref, parse_job, parse_object
+from kuota.api.types import ValidationError
+from kuota.core.dra import DraInventory
+from kuota.core.fold import Fold
+from kuota.events.schema import ObjectUpserted, Tick
+
+DRA_KINDS = {
+    k
+    for k in ("DeviceClass", "ResourceSlice", "ResourceClaimTemplate", "ResourceClaim")
+    if DraInventory.handles(k)
+}
+CONFIG_KINDS = {"Configuration", "Kueue", "ConfigMap"}
+JOBS = [m for m in SEEDS if m["kind"] == "Job"]
+DRA = [m for m in SEEDS if m["kind"] in DRA_KINDS]
+CONFIGS = [m for m in SEEDS if m["kind"] in CONFIG_KINDS]
+QUEUES = [m for m in SEEDS if m["kind"] not in DRA_KINDS | CONFIG_KINDS | {"Job"}]
+
+
+def _named_error(error: ValidationError, manifest: object) -> None:
+    assert error.message, "a message"
+    assert not error.message.startswith("cannot parse:"), f"a reader crashed: {error}"
+    ref = object_ref(manifest)
+    assert error.ref.kind == ref.kind
+    if isinstance(manifest, dict):
+        assert error.field, f"no field named: {error}"
+    assert str(error)  # renders for a decision message
+
+
+def test_the_seeds_cover_every_family() -> None:
+    assert len(SEEDS) >= 40
+    assert {"ClusterQueue", "Cohort", "Job", "ResourceSlice", "DeviceClass"} <= set(SEED_KINDS)
+    assert JOBS and DRA and CONFIGS and QUEUES
+    for m in SEEDS:
+        if m["kind"] in DRA_KINDS:
+            assert DraInventory().upsert(m) is None, m["metadata"]["name"]
+        else:
+            assert not isinstance(parse_object(m), ValidationError), m["metadata"]
+
+
+@FUZZ
+@given(mutated_manifests(QUEUES))
+def test_mutated_queue_objects(manifest: dict[str, Any]) -> None:
+    result = parse_object(manifest)
+    if isinstance(result, ValidationError):
+        _named_error(result, manifest)
+
+
+@FUZZ
+@given(mutated_manifests(CONFIGS))
+def test_mutated_configurations(manifest: dict[str, Any]) -> None:
+    result = parse_object(manifest)
+    if isinstance(result, ValidationError):
+        _named_error(result, manifest)
+
+
+@FUZZ
+@given(mutated_manifests(JOBS), st.floats(min_value=0, max_value=2e9))
+def test_mutated_jobs(manifest: dict[str, Any], at: float) -> None:
+    for result in (parse_job(manifest, at=at), parse_object(manifest, at=at)):
+        if isinstance(result, ValidationError):
+            _named_error(result, manifest)
+
+
+@FUZZ
+@given(mutated_manifests(DRA))
+def test_mutated_dra_objects(manifest: dict[str, Any]) -> None:
+    inventory = DraInventory()
+    error = inventory.upsert(manifest)
+    if error is not None:
+        _named_error(error, manifest)
+
+
+@FUZZ
+@given(st.sampled_from(SEED_KINDS), st.dictionaries(st.text(max_size=10), json_like, max_size=5))
+def test_random_bodies_under_every_kind(kind: str, body: dict[str, Any]) -> None:
+    manifest = {**body, "kind": kind, "metadata": body.get("metadata", {"name": "x"})}
+    if kind in DRA_KINDS:
+        error = DraInventory().upsert(manifest)
+        if error is not None:
+            _named_error(error, manifest)
+        return
+    result = parse_object(manifest)
+    if isinstance(result, ValidationError):
+        _named_error(result, manifest)
+
+
+@FUZZ
+@given(st.lists(st.one_of(st.sampled_from(SEEDS), mutated_manifests()), min_size=1, max_size=12))
+def test_a_journal_of_mutated_objects_never_stops_the_fold(manifests: list[dict[str, Any]]) -> None:
+    fold = Fold()
+    for i, m in enumerate(manifests):
+        for d in fold.apply(ObjectUpserted(id=f"e{i}", at=float(i), object=m), offset=i):
+            if d.type == "Rejected":
+                assert d.object and d.message and d.reason, d
+            elif d.type == "Inadmissible":
+                assert d.workload and d.reason and d.message, d
+    fold.apply(Tick(id="tick", at=1e6), offset=len(manifests))
