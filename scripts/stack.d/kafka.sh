@@ -7,14 +7,25 @@
 #   KUOTA_KAFKA_VERSION          Kafka release (default below; must be 4.x)
 #   KUOTA_KAFKA_PORT             client listener (PLAINTEXT), default 19092
 #   KUOTA_KAFKA_CONTROLLER_PORT  KRaft controller listener, default 19093
+#   KUOTA_KAFKA_SSL_PORT         SSL listener with mTLS (client certificate
+#                                required), default KUOTA_KAFKA_PORT+2; 0: none
+#   KUOTA_KAFKA_SASL_PORT        SASL_SSL listener, SCRAM-SHA-512, default
+#                                KUOTA_KAFKA_PORT+3; 0: none
+#   KUOTA_KAFKA_SCRAM_USER       the SCRAM user created for kuota (default kuota)
 #   KUOTA_KAFKA_JVM_OPTS         replaces the default JVM options
 #
 # State: $KUOTA_STACK_DIR/kafka/{server.properties,data/,cluster-id,version},
-# log: $KUOTA_STACK_DIR/logs/kafka.log.
+# the dev CA and certificates in kafka/tls/ (made with openssl on first use),
+# the SCRAM password in kafka/scram-password; log: $KUOTA_STACK_DIR/logs/kafka.log.
+# The PLAINTEXT listener is what everything uses by default; the SSL and
+# SASL_SSL listeners are extra (docs/security.md, tests/integration/test_security_*).
 
 : "${KUOTA_KAFKA_VERSION:=4.4.0}"
 : "${KUOTA_KAFKA_PORT:=19092}"
 : "${KUOTA_KAFKA_CONTROLLER_PORT:=19093}"
+: "${KUOTA_KAFKA_SSL_PORT:=$((KUOTA_KAFKA_PORT + 2))}"
+: "${KUOTA_KAFKA_SASL_PORT:=$((KUOTA_KAFKA_PORT + 3))}"
+: "${KUOTA_KAFKA_SCRAM_USER:=kuota}"
 # Small heap, serial GC and C1-only JIT: a local single-node broker idles at a
 # few hundred MB of RSS and starts in seconds on a busy 2-core machine.
 : "${KUOTA_KAFKA_JVM_OPTS:=-Xms64m -Xmx512m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=64m -XX:+ExitOnOutOfMemoryError -XX:+PerfDisableSharedMem -Djava.awt.headless=true}"
@@ -79,6 +90,77 @@ kafka_install() {
   log "kafka: installed $KUOTA_KAFKA_VERSION ($(find "$home/libs" -name '*.jar' | wc -l) jars; slf4j $slf4j -> $binding $log4j)"
 }
 
+kafka_tls_dir() { echo "$(kafka_dir)/tls"; }
+
+# kafka__tls: a dev CA, the broker's certificate (127.0.0.1 / localhost) and a
+# client certificate (CN=kuota-stack-client) for mTLS, made once per stack dir
+# with openssl.
+kafka__tls() {
+  local t; t=$(kafka_tls_dir)
+  [ -f "$t/.complete" ] && return 0
+  command -v openssl >/dev/null || die "kafka: openssl not found (needed for the TLS listeners; or set KUOTA_KAFKA_SSL_PORT=0 KUOTA_KAFKA_SASL_PORT=0)"
+  rm -rf "$t"; mkdir -p "$t"
+  (
+    set -e
+    cd "$t"
+    umask 077
+    ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+    openssl req -x509 "${ec[@]}" -keyout ca.key -out ca.crt -days 3650 -sha256 \
+      -subj "/CN=kuota local stack CA" \
+      -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign"
+    printf '%s\n' "basicConstraints=critical,CA:FALSE" "keyUsage=critical,digitalSignature" \
+      "extendedKeyUsage=serverAuth" "subjectAltName=IP:127.0.0.1,DNS:localhost" \
+      "subjectKeyIdentifier=hash" "authorityKeyIdentifier=keyid" >server.ext
+    printf '%s\n' "basicConstraints=critical,CA:FALSE" "keyUsage=critical,digitalSignature" \
+      "extendedKeyUsage=clientAuth" "subjectKeyIdentifier=hash" "authorityKeyIdentifier=keyid" >client.ext
+    for who in server client; do
+      openssl req "${ec[@]}" -keyout "$who.key" -out "$who.csr" -subj "/CN=kuota-stack-$who"
+      openssl x509 -req -in "$who.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
+        -sha256 -extfile "$who.ext" -out "$who.crt"
+    done
+    # Kafka's PEM keystore: the private key (PKCS#8) and the certificate chain.
+    cat server.key server.crt ca.crt >server.pem
+    chmod 644 ca.crt client.crt
+    rm -f ./*.csr ./*.ext ca.srl
+  ) >>"$KUOTA_STACK_DIR/logs/kafka.log" 2>&1 || { rm -rf "$t"; die "kafka: openssl failed making the dev certificates (see $KUOTA_STACK_DIR/logs/kafka.log)"; }
+  touch "$t/.complete"
+  log "kafka: made a dev CA and certificates in $t"
+}
+
+kafka__scram_password_file() { echo "$(kafka_dir)/scram-password"; }
+
+kafka__secure() { [ "$KUOTA_KAFKA_SSL_PORT" != 0 ] || [ "$KUOTA_KAFKA_SASL_PORT" != 0 ]; }
+
+# kafka__listener_config: the listener lines of server.properties. PLAINTEXT
+# and CONTROLLER as always; SSL (mTLS) and SASL_SSL (SCRAM) added to them.
+kafka__listener_config() {
+  local t listeners="PLAINTEXT://127.0.0.1:$KUOTA_KAFKA_PORT,CONTROLLER://127.0.0.1:$KUOTA_KAFKA_CONTROLLER_PORT"
+  local advertised="PLAINTEXT://127.0.0.1:$KUOTA_KAFKA_PORT" map="PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+  t=$(kafka_tls_dir)
+  if [ "$KUOTA_KAFKA_SSL_PORT" != 0 ]; then
+    listeners+=",SSL://127.0.0.1:$KUOTA_KAFKA_SSL_PORT"; advertised+=",SSL://127.0.0.1:$KUOTA_KAFKA_SSL_PORT"; map+=",SSL:SSL"
+  fi
+  if [ "$KUOTA_KAFKA_SASL_PORT" != 0 ]; then
+    listeners+=",SASL_SSL://127.0.0.1:$KUOTA_KAFKA_SASL_PORT"; advertised+=",SASL_SSL://127.0.0.1:$KUOTA_KAFKA_SASL_PORT"; map+=",SASL_SSL:SASL_SSL"
+  fi
+  echo "listeners=$listeners"
+  echo "advertised.listeners=$advertised"
+  echo "listener.security.protocol.map=$map"
+  kafka__secure || return 0
+  cat <<EOF
+# TLS of the SSL and SASL_SSL listeners (PEM files in kafka/tls/)
+ssl.keystore.type=PEM
+ssl.keystore.location=$t/server.pem
+ssl.truststore.type=PEM
+ssl.truststore.location=$t/ca.crt
+# SSL listener: mutual TLS, a client certificate signed by the dev CA is required
+listener.name.ssl.ssl.client.auth=required
+# SASL_SSL listener: SCRAM-SHA-512 users (scripts/kafka/kafka_scram.py adds kuota's)
+listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-512
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+EOF
+}
+
 kafka__write_config() {
   local d; d=$(kafka_dir)
   mkdir -p "$d/data"
@@ -87,9 +169,7 @@ kafka__write_config() {
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$KUOTA_KAFKA_CONTROLLER_PORT
-listeners=PLAINTEXT://127.0.0.1:$KUOTA_KAFKA_PORT,CONTROLLER://127.0.0.1:$KUOTA_KAFKA_CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$KUOTA_KAFKA_PORT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+$(kafka__listener_config)
 inter.broker.listener.name=PLAINTEXT
 controller.listener.names=CONTROLLER
 log.dirs=$d/data
@@ -162,6 +242,12 @@ kafka_up() {
     if port_open "$KUOTA_KAFKA_PORT" || port_open "$KUOTA_KAFKA_CONTROLLER_PORT"; then
       die "kafka: port $KUOTA_KAFKA_PORT or $KUOTA_KAFKA_CONTROLLER_PORT is taken by a process this stack did not start"
     fi
+    for p in "$KUOTA_KAFKA_SSL_PORT" "$KUOTA_KAFKA_SASL_PORT"; do
+      if [ "$p" != 0 ] && port_open "$p"; then
+        die "kafka: port $p (KUOTA_KAFKA_SSL_PORT / KUOTA_KAFKA_SASL_PORT; 0 turns a listener off) is taken by a process this stack did not start"
+      fi
+    done
+    if kafka__secure; then kafka__tls; fi
     kafka__write_config
     kafka__format
     log "kafka: starting $KUOTA_KAFKA_VERSION on 127.0.0.1:$KUOTA_KAFKA_PORT"
@@ -178,8 +264,26 @@ kafka_up() {
     [ "$(date +%s)" -lt "$deadline" ] || die "kafka: not answering after ${KUOTA_KAFKA_START_TIMEOUT:-180}s (log: $logf)"
     sleep 0.5
   done
+  kafka__scram_user
   echo "$KUOTA_KAFKA_VERSION" >"$d/version"
   log "kafka: up after $(( $(date +%s) - t0 ))s"
+}
+
+# kafka__scram_user: create (or update) the dev SCRAM user over the PLAINTEXT
+# listener once the broker answers: works on logs formatted before the stack
+# had users (format --add-scram only applies to a fresh log).
+kafka__scram_user() {
+  local pw i; pw=$(kafka__scram_password_file)
+  [ "$KUOTA_KAFKA_SASL_PORT" != 0 ] || return 0
+  if [ ! -s "$pw" ]; then
+    (umask 077; kafka__python -c 'import secrets; print(secrets.token_hex(16))' >"$pw")
+  fi
+  for i in $(seq 1 20); do
+    kafka__python "$KUOTA_ROOT/scripts/kafka/kafka_scram.py" "127.0.0.1:$KUOTA_KAFKA_PORT" \
+      "$KUOTA_KAFKA_SCRAM_USER" "$pw" 2>>"$KUOTA_STACK_DIR/logs/kafka.log" && return 0
+    sleep 0.5
+  done
+  die "kafka: could not create the SCRAM user $KUOTA_KAFKA_SCRAM_USER (see $KUOTA_STACK_DIR/logs/kafka.log)"
 }
 
 # kafka__running PID: exists and is not a zombie (our daemons are orphans, and
@@ -216,4 +320,27 @@ kafka_versions() {
   echo "kafka $v $(kafka_address)"
 }
 
-kafka_env() { echo "export KUOTA_KAFKA_BOOTSTRAP=$(kafka_address)"; }
+# The extra listeners' addresses and the dev credentials go in stack.env under
+# names no kuota client reads (tests/integration/test_security_* use them), so
+# everything else keeps using the PLAINTEXT listener.
+kafka_env() {
+  local t; t=$(kafka_tls_dir)
+  echo "export KUOTA_KAFKA_BOOTSTRAP=$(kafka_address)"
+  kafka__secure || return 0
+  if pid_alive kafka && ! grep -q "^listener.name.ssl" "$(kafka_dir)/server.properties" 2>/dev/null; then
+    log "kafka: the running broker was started without the SSL/SASL_SSL listeners (an older scripts/stack); to add them: scripts/stack down kafka && scripts/stack up kafka"
+  fi
+  echo "export KUOTA_KAFKA_STACK_CA_FILE=$t/ca.crt"
+  if [ "$KUOTA_KAFKA_SSL_PORT" != 0 ]; then
+    echo "export KUOTA_KAFKA_SSL_BOOTSTRAP=127.0.0.1:$KUOTA_KAFKA_SSL_PORT"
+    echo "export KUOTA_KAFKA_STACK_CLIENT_CERT_FILE=$t/client.crt"
+    echo "export KUOTA_KAFKA_STACK_CLIENT_KEY_FILE=$t/client.key"
+  fi
+  if [ "$KUOTA_KAFKA_SASL_PORT" != 0 ]; then
+    echo "export KUOTA_KAFKA_SASL_BOOTSTRAP=127.0.0.1:$KUOTA_KAFKA_SASL_PORT"
+    echo "export KUOTA_KAFKA_STACK_SCRAM_USERNAME=$KUOTA_KAFKA_SCRAM_USER"
+    if [ -s "$(kafka__scram_password_file)" ]; then
+      echo "export KUOTA_KAFKA_STACK_SCRAM_PASSWORD=$(cat "$(kafka__scram_password_file)")"
+    fi
+  fi
+}

@@ -2,13 +2,20 @@
 # own config on 127.0.0.1 (the distribution's system service, if any, is left
 # alone; we never touch /etc/redis or the default port).
 #
-#   KUOTA_REDIS_PORT   default 16379
+#   KUOTA_REDIS_PORT        default 16379
+#   KUOTA_REDIS_ACL_USER    an ACL user with only what kuota needs (default
+#                           kuota; its password: redis/acl-password). The
+#                           default user stays open (no password) for tests.
 #
 # State: $KUOTA_STACK_DIR/redis/{redis.conf,appendonlydir/}, log:
 # $KUOTA_STACK_DIR/logs/redis.log. Persistence is a small AOF (fsync every
 # second, no RDB snapshots) so data survives `stack down` / `stack up`.
 
 : "${KUOTA_REDIS_PORT:=16379}"
+: "${KUOTA_REDIS_ACL_USER:=kuota}"
+# The rules kuota's ACL user gets (docs/security.md): its keys only, and only
+# the commands kuota sends (HSET/HGETALL/HDEL/DEL on kuota:* keys, PING, SELECT).
+REDIS_KUOTA_ACL_RULES="resetkeys ~kuota:* resetchannels -@all +ping +select +hset +hgetall +hdel +del"
 
 redis_dir() { echo "$KUOTA_STACK_DIR/redis"; }
 
@@ -41,8 +48,34 @@ auto-aof-rewrite-min-size 16mb
 maxmemory 256mb
 maxmemory-policy noeviction
 databases 16
+user $KUOTA_REDIS_ACL_USER on >$(cat "$(redis__acl_password_file)") $REDIS_KUOTA_ACL_RULES
 EOF
   mv "$d/redis.conf.tmp" "$d/redis.conf"
+}
+
+redis__acl_password_file() { echo "$(redis_dir)/acl-password"; }
+
+redis__acl_password() {
+  local f; f=$(redis__acl_password_file)
+  mkdir -p "$(redis_dir)"
+  if [ ! -s "$f" ]; then
+    (umask 077; od -An -N16 -tx1 /dev/urandom | tr -d ' \n' >"$f")
+  fi
+}
+
+# The ACL user, also on a server started by an older scripts/stack (its config
+# has no `user` line): ACL SETUSER is idempotent and needs no restart.
+redis__acl_apply() {
+  local rules
+  read -ra rules <<<"$REDIS_KUOTA_ACL_RULES"
+  [ "$(redis-cli -h 127.0.0.1 -p "$KUOTA_REDIS_PORT" ACL SETUSER "$KUOTA_REDIS_ACL_USER" reset on \
+    ">$(cat "$(redis__acl_password_file)")" "${rules[@]}" 2>&1)" = OK ] \
+    || die "redis: ACL SETUSER $KUOTA_REDIS_ACL_USER failed"
+}
+
+redis__acl_present() {
+  [ -s "$(redis__acl_password_file)" ] \
+    && [ -n "$(redis-cli -h 127.0.0.1 -p "$KUOTA_REDIS_PORT" ACL GETUSER "$KUOTA_REDIS_ACL_USER" 2>/dev/null)" ]
 }
 
 redis__answers() {
@@ -55,6 +88,7 @@ redis_up() {
   local d logf t0 deadline
   d=$(redis_dir); logf="$KUOTA_STACK_DIR/logs/redis.log"
   t0=$(date +%s)
+  redis__acl_password
   if ! pid_alive redis; then
     port_open "$KUOTA_REDIS_PORT" \
       && die "redis: port $KUOTA_REDIS_PORT is taken by a process this stack did not start"
@@ -71,6 +105,7 @@ redis_up() {
     [ "$(date +%s)" -lt "$deadline" ] || die "redis: not answering after 30s (log: $logf)"
     sleep 0.2
   done
+  redis__acl_apply
   log "redis: up after $(( $(date +%s) - t0 ))s"
 }
 
@@ -99,4 +134,20 @@ redis__version() { redis-server --version 2>/dev/null | sed -n 's/.* v=\([^ ]*\)
 
 redis_versions() { echo "redis $(redis__version) $(redis_address)"; }
 
-redis_env() { echo "export KUOTA_REDIS_URL=redis://$(redis_address)/0"; }
+# The ACL user's name and password go in stack.env under names kuota's clients
+# do not read (tests/integration/test_security_redis.py uses them): everything
+# else keeps using the default user.
+redis_env() {
+  echo "export KUOTA_REDIS_URL=redis://$(redis_address)/0"
+  # `up` skips a healthy server: one started by an older scripts/stack gets the
+  # ACL user here (idempotent, no restart).
+  if pid_alive redis && redis__answers && ! redis__acl_present; then
+    redis__acl_password
+    redis__acl_apply
+    log "redis: added the ACL user $KUOTA_REDIS_ACL_USER to the running server"
+  fi
+  if [ -s "$(redis__acl_password_file)" ]; then
+    echo "export KUOTA_REDIS_STACK_USERNAME=$KUOTA_REDIS_ACL_USER"
+    echo "export KUOTA_REDIS_STACK_PASSWORD=$(cat "$(redis__acl_password_file)")"
+  fi
+}

@@ -381,10 +381,16 @@ def test_network_policies(overlay: list[dict[str, Any]]) -> None:
                     out |= {p["port"] for p in rule["ports"]}
         return out
 
-    assert egress_ports("ingest") == {53, 9092, 6379, 443, 6443}
-    assert egress_ports("actuator") == {53, 9092, 6379, 443, 6443}
-    assert egress_ports("admission") == {53, 9092, 6379}
-    assert egress_ports("preemption") == {53, 9092}
+    # Kafka: the port the services are configured to use (dev 9092; production
+    # Strimzi's TLS listener, 9093).
+    (env_cm,) = [
+        c for c in find(overlay, "ConfigMap") if c["metadata"]["name"].startswith("kuota-env")
+    ]
+    kafka = int(env_cm["data"]["KUOTA_KAFKA_BOOTSTRAP"].rpartition(":")[2])
+    assert egress_ports("ingest") == {53, kafka, 6379, 443, 6443}
+    assert egress_ports("actuator") == {53, kafka, 6379, 443, 6443}
+    assert egress_ports("admission") == {53, kafka, 6379}
+    assert egress_ports("preemption") == {53, kafka}
 
     webhook = policies["kuota-ingest-webhook"]
     assert selected(webhook) == {"kuota-ingest"}

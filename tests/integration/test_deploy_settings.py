@@ -43,9 +43,31 @@ SETTING = re.compile(r"^(KUOTA_[A-Z0-9_]+|KUBECONFIG)$")
 IMPORTS_ROOTS = {"kuota": REPO / "shared"} | {f"kuota_{s}": REPO / "services" / s for s in SERVICES}
 #: Secrets a production cluster creates itself (docs/deploy.md): name -> keys.
 USER_SECRETS = {
-    "kuota-redis": {"url": "redis://redis.example:6379/0"},
+    "kuota-redis": {
+        "url": "rediss://redis.example:6379/0",
+        "username": "kuota",
+        "password": "p",
+    },
     "kuota-snapshot-key": {"key": "k"},
 }
+
+
+@cache
+def strimzi_secrets() -> dict[str, dict[str, str]]:
+    """The Secrets Strimzi makes for deploy/kafka/strimzi, by its naming rules:
+    ``<cluster>-cluster-ca-cert`` (``ca.crt``) per Kafka, and one per KafkaUser,
+    named after it (``password`` for SCRAM-SHA-512, ``user.crt`` / ``user.key``
+    / ``ca.crt`` for TLS)."""
+    out: dict[str, dict[str, str]] = {}
+    for doc in documents(render("kafka/strimzi")):
+        name = doc["metadata"]["name"]
+        if doc["kind"] == "Kafka":
+            out[f"{name}-cluster-ca-cert"] = {"ca.crt": "x"}
+        elif doc["kind"] == "KafkaUser":
+            auth = doc["spec"]["authentication"]["type"]
+            keys = ["password"] if auth.startswith("scram") else ["user.crt", "user.key", "ca.crt"]
+            out[name] = dict.fromkeys(keys, "p")
+    return out
 
 
 # --------------------------------------------------------------------------- what the code reads
@@ -181,6 +203,31 @@ def test_settings_read_come_from_the_code() -> None:
     assert "KUOTA_SNAPSHOT_KEY" not in settings_read("actuator")
     assert {"KUOTA_REDIS_URL", "KUBECONFIG"}.isdisjoint(settings_read("preemption"))
     assert "KUOTA_STATUS_INTERVAL" in settings_read("actuator")
+    kafka_security = {
+        "KUOTA_KAFKA_SECURITY",
+        "KUOTA_KAFKA_SASL_MECHANISM",
+        "KUOTA_KAFKA_SASL_USERNAME",
+        "KUOTA_KAFKA_SASL_PASSWORD",
+        "KUOTA_KAFKA_CA_FILE",
+        "KUOTA_KAFKA_CERT_FILE",
+        "KUOTA_KAFKA_KEY_FILE",
+        "KUOTA_KAFKA_SSL_CHECK_HOSTNAME",
+        "KUOTA_KAFKA_REPLICATION_FACTOR",
+        "KUOTA_KAFKA_MIN_INSYNC_REPLICAS",
+    }
+    redis_security = {
+        "KUOTA_REDIS_USERNAME",
+        "KUOTA_REDIS_PASSWORD",
+        "KUOTA_REDIS_TLS",
+        "KUOTA_REDIS_CA_FILE",
+        "KUOTA_REDIS_CERT_FILE",
+        "KUOTA_REDIS_KEY_FILE",
+    }
+    for service in SERVICES:
+        assert kafka_security <= settings_read(service), service
+    for service in ("ingest", "admission", "actuator"):
+        assert redis_security <= settings_read(service), service
+    assert redis_security.isdisjoint(settings_read("preemption"))
 
 
 def test_healthcheck_default_ports_are_the_services_defaults() -> None:
@@ -389,6 +436,8 @@ def resolve_env(c: dict[str, Any], docs: list[dict[str, Any]]) -> tuple[dict[str
                 env[name] = base64.b64decode(data[r["key"]]).decode()
             elif r["key"] in USER_SECRETS.get(r["name"], {}):
                 env[name] = USER_SECRETS[r["name"]][r["key"]]
+            elif r["key"] in strimzi_secrets().get(r["name"], {}):
+                env[name] = strimzi_secrets()[r["name"]][r["key"]]
             else:
                 problems.append(f"{name}: Secret {r['name']} key {r['key']} is nowhere")
         else:
@@ -484,3 +533,75 @@ def test_a_renamed_setting_breaks_the_deployment_check(
     problems = problems_deployments(docs, tmp_path)
     assert any("KUOTA_REDIS_ADDRESS" in p for p in problems), problems
     assert any("KUOTA_REDIS_URL is not set" in p for p in problems), problems
+
+
+# --------------------------------------------------------------------------- security
+
+
+def production_settings(service: str, tmp: Path) -> Any:
+    docs = documents(render("overlays/production"))
+    env, problems = resolve_env(container(find(docs, "Deployment", f"kuota-{service}")[0]), docs)
+    assert problems == []
+    for key in [k for k in env if is_path_setting(k)]:
+        stand_in = tmp / key
+        stand_in.write_text("x")
+        env[key] = str(stand_in)
+    return loader(service)(env)
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_production_reaches_strimzi_over_tls_as_its_kafka_user(
+    service: str, tmp_path: Path, in_cluster_token: Path
+) -> None:
+    """The production overlay's Kafka settings name what deploy/kafka/strimzi
+    makes: a TLS listener with the same authentication, the KafkaUser, its
+    Secret and the cluster CA; kuota's own topics at replication factor 3."""
+    kafka = production_settings(service, tmp_path).kafka
+    strimzi = documents(render("kafka/strimzi"))
+    (cluster,) = find(strimzi, "Kafka")
+    host, _, port = kafka.bootstrap.rpartition(":")
+    assert host == f"{cluster['metadata']['name']}-kafka-bootstrap.kuota-system.svc"
+    (listener,) = [x for x in cluster["spec"]["kafka"]["listeners"] if x["port"] == int(port)]
+    assert listener["tls"] is True and kafka.security_protocol == "SASL_SSL"
+    assert listener["authentication"]["type"] == kafka.sasl_mechanism.lower()
+    assert cluster["spec"]["kafka"]["authorization"]["type"] == "simple"
+    assert "userOperator" in cluster["spec"]["entityOperator"]
+    (user,) = find(strimzi, "KafkaUser", kafka.sasl_username)
+    assert user["spec"]["authentication"]["type"] == kafka.sasl_mechanism.lower()
+    acls = {a["resource"]["type"]: a for a in user["spec"]["authorization"]["acls"]}
+    assert acls["topic"]["resource"]["name"] == kafka.topic_prefix
+    assert {"Read", "Write", "Create", "Describe"} <= set(acls["topic"]["operations"])
+    instance = kafka.topic_prefix.rstrip(".").replace(".", "-")
+    for kind in ("group", "transactionalId"):
+        assert acls[kind]["resource"] == {
+            "type": kind,
+            "name": f"{instance}-",
+            "patternType": "prefix",
+        }
+    assert kafka.sasl_password == "p" and kafka.ca_file is not None
+    assert (kafka.replication_factor, kafka.topic_min_insync) == (3, 2)
+    (pool,) = find(strimzi, "KafkaNodePool")
+    assert kafka.replication_factor <= pool["spec"]["replicas"]
+
+
+@pytest.mark.parametrize("service", ["ingest", "admission", "actuator"])
+def test_production_logs_in_to_redis_as_an_acl_user(
+    service: str, tmp_path: Path, in_cluster_token: Path
+) -> None:
+    from kuota.store.settings import RedisSettings
+
+    production_settings(service, tmp_path)  # the service accepts its environment
+    docs = documents(render("overlays/production"))
+    c = container(find(docs, "Deployment", f"kuota-{service}")[0])
+    env, problems = resolve_env(c, docs)
+    assert problems == []
+    redis = RedisSettings.from_env(env)
+    assert redis.client_kwargs()["username"] == USER_SECRETS["kuota-redis"]["username"]
+    assert redis.client_kwargs()["password"] == USER_SECRETS["kuota-redis"]["password"]
+    refs = {
+        e["name"]: e["valueFrom"]["secretKeyRef"]
+        for e in c["env"]
+        if "secretKeyRef" in e.get("valueFrom", {})
+    }
+    assert refs["KUOTA_REDIS_USERNAME"] == {"name": "kuota-redis", "key": "username"}
+    assert refs["KUOTA_REDIS_PASSWORD"] == {"name": "kuota-redis", "key": "password"}
