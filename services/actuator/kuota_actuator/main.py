@@ -67,12 +67,13 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError
 from prometheus_client import start_http_server
-from pydantic import ValidationError
 
+from kuota.bus.deadletter import dead_letter_record
 from kuota.bus.settings import KafkaSettings, SettingsError
 from kuota.bus.topics import Topics, ensure_topics, shard_key
 from kuota.core.readmodel import ClusterQueueReadModel
-from kuota.events.schema import ActuationFailed, Decision, parse_decision
+from kuota.events.decode import DecodeError, decode_decision
+from kuota.events.schema import ActuationFailed, Decision
 from kuota.kube.watch import Resource
 from kuota.store.settings import RedisSettings, redis_client
 from kuota_actuator.apply import FLAVORS_PATH, Actuator
@@ -175,16 +176,21 @@ def load_config(env: Mapping[str, str] | None = None) -> Config:
 
 
 def decode(record: ConsumerRecord[bytes, bytes]) -> Decision | None:
+    decision = decode_reason(record)
+    return decision if isinstance(decision, Decision) else None
+
+
+def decode_reason(record: ConsumerRecord[bytes, bytes]) -> Decision | str:
+    """The decision, or why the record is not one (kuota.events.decode)."""
     try:
-        return parse_decision(record.value or b"")
-    except ValidationError as err:
-        errors = err.errors()
+        return decode_decision(record.value)
+    except DecodeError as err:
         log.warning(
             "decision record at offset %d is not a Decision (%s); skipped",
             record.offset,
-            errors[0]["msg"] if errors else err,
+            err.reason,
         )
-        return None
+        return err.reason
 
 
 class Service:
@@ -267,7 +273,9 @@ class Service:
             )
             tasks.append(asyncio.create_task(writer.run(stop, cfg.status_interval), name="status"))
             log.info("live: consuming %s as group %s", topics.decisions, cfg.group_id)
-            await self._consume(consumer, actuator, stop)
+            await self._consume(
+                consumer, actuator, stop, producer=producer, deadletter=topics.deadletter
+            )
         finally:
             for t in tasks:
                 t.cancel()
@@ -293,9 +301,17 @@ class Service:
         return True
 
     async def _consume(
-        self, consumer: AIOKafkaConsumer, actuator: Actuator, stop: asyncio.Event
+        self,
+        consumer: AIOKafkaConsumer,
+        actuator: Actuator,
+        stop: asyncio.Event,
+        *,
+        producer: AIOKafkaProducer | None = None,
+        deadletter: str | None = None,
     ) -> None:
-        """Fetch decisions into per-workload lanes; fold and commit what is done."""
+        """Fetch decisions into per-workload lanes; fold and commit what is done.
+        A record that is not a decision is dead-lettered (``kuota.bus.deadletter``)
+        before its offset can be committed: at least once."""
         lanes = Lanes(actuator.apply, stop)
         try:
             while not stop.is_set():
@@ -311,9 +327,20 @@ class Service:
                     )
                     for tp in sorted(fetched):
                         for record in fetched[tp]:
-                            decision = decode(record)
-                            if decision is None:
+                            decoded = decode_reason(record)
+                            decision = decoded if isinstance(decoded, Decision) else None
+                            if isinstance(decoded, str):
                                 self.metrics.decisions.labels("undecodable", "skipped").inc()
+                                if producer is not None and deadletter is not None:
+                                    dl = dead_letter_record(
+                                        deadletter, record, decoded, consumer=self.cfg.group_id
+                                    )
+                                    await producer.send_and_wait(
+                                        dl.topic,
+                                        value=dl.value,
+                                        key=dl.key,
+                                        headers=list(dl.headers),
+                                    )
                             lanes.submit(tp, record, decision)
                     await self._lag(consumer, list(fetched))
                 self.metrics.in_flight.set(lanes.in_flight)
