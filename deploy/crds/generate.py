@@ -69,6 +69,20 @@ def column(name: str, json_path: str, type_: str, description: str, priority: in
 
 
 AGE = column("Age", ".metadata.creationTimestamp", "date", "Time since creation")
+PENDING = column(
+    "Pending Workloads", ".status.pendingWorkloads", "integer", "Number of pending workloads"
+)
+
+
+def admitted_column(priority: int = 0) -> Schema:
+    """ClusterQueue shows it with ``-o wide`` only (priority 1), LocalQueue always."""
+    return column(
+        "Admitted Workloads",
+        ".status.admittedWorkloads",
+        "integer",
+        "Number of admitted workloads that haven't finished yet",
+        priority,
+    )
 
 
 def crd(
@@ -145,19 +159,8 @@ def all_crds() -> dict[str, Schema]:
                     "The queueing strategy used to prioritize workloads",
                     priority=1,
                 ),
-                column(
-                    "Pending Workloads",
-                    ".status.pendingWorkloads",
-                    "integer",
-                    "Number of pending workloads",
-                ),
-                column(
-                    "Admitted Workloads",
-                    ".status.admittedWorkloads",
-                    "integer",
-                    "Number of admitted workloads that haven't finished yet",
-                    priority=1,
-                ),
+                PENDING,
+                admitted_column(priority=1),
                 AGE,
             ],
         ),
@@ -170,18 +173,8 @@ def all_crds() -> dict[str, Schema]:
             status=True,
             columns=[
                 column("ClusterQueue", ".spec.clusterQueue", "string", "Backing ClusterQueue"),
-                column(
-                    "Pending Workloads",
-                    ".status.pendingWorkloads",
-                    "integer",
-                    "Number of pending workloads",
-                ),
-                column(
-                    "Admitted Workloads",
-                    ".status.admittedWorkloads",
-                    "integer",
-                    "Number of admitted workloads that haven't finished yet",
-                ),
+                PENDING,
+                admitted_column(),
                 AGE,
             ],
         ),

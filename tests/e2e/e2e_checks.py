@@ -1,0 +1,119 @@
+"""What every e2e scenario must show, whatever its story: ``assert_pipeline``.
+
+The webhook suspended every Job; usage stayed within quota at every sample and
+every Job change; each Job was admitted as often as expected, charged what the
+scenario says, unsuspended with its flavor's node labels, ran on the run's
+nodes with DRA devices of the right kind; the simulator agrees on admissions
+and preemptions; a preemptor starts only after its victims stopped.
+Part of ``e2e_harness.py`` (which re-exports every name).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from e2e_outcome import Outcome, unsuspended_after
+
+from kuota.core.quantity import parse_quantity
+
+
+def assert_pipeline(o: Outcome) -> None:
+    """What every scenario must show, whatever its story."""
+    # The webhook suspended every Job at creation (none was created suspended).
+    for key, job in o.jobs.items():
+        assert job.created is not None
+        assert job.created["spec"].get("suspend") is True, (
+            f"{key}: stored with spec.suspend={job.created['spec'].get('suspend')!r}; "
+            "kuota-ingest's webhook must suspend queued Jobs at creation"
+        )
+    # Quota held at every sample and at every change of every Job.
+    assert not o.sample_violations, f"usage over quota in samples: {o.sample_violations[:5]}"
+    assert not o.change_violations, f"usage over quota after a change: {o.change_violations[:5]}"
+    gaps = sorted(b[0] - a[0] for a, b in itertools.pairwise(o.samples))
+    assert len(o.samples) >= o.duration / 0.2 * 0.8, (
+        f"only {len(o.samples)} samples in {o.duration:.1f}s"
+    )
+    assert gaps and gaps[int(len(gaps) * 0.95)] <= 0.2, (
+        f"sampling too sparse: 95th percentile gap {gaps[int(len(gaps) * 0.95)] * 1000:.0f}ms"
+    )
+
+    for key, job in o.jobs.items():
+        admitted = o.of_type("Admitted", key)
+        final = o.final_jobs.get(key)
+        assert final is not None, f"{key}: the Job is gone"
+        if job.expect != "Finished":
+            assert not admitted, f"{key} was admitted: {admitted}"
+            assert final["spec"].get("suspend") is True, f"{key} must stay suspended"
+            assert not o.pods[key], f"{key} must have no pods, has {len(o.pods[key])}"
+            continue
+        assert len(admitted) == job.admissions, (
+            f"{key}: admitted {len(admitted)} times, expected {job.admissions}: {admitted}"
+        )
+        for d in admitted:
+            # Charged what the scenario says (80Gi for a whole GPU, 10Gi per slice, ...).
+            charged = {
+                r: parse_quantity(q) for per in (d.usage or {}).values() for r, q in per.items()
+            }
+            assert charged == job.charge, f"{key}: charged {d.usage}, expected {job.charge}"
+            assert d.cluster_queue == job.cluster_queue, d
+        d = admitted[-1]
+        # Unsuspended, with the flavor's node labels injected into the pod template.
+        assert final["spec"].get("suspend") is False, f"{key}: still suspended after Admitted"
+        flavor_names = {f for per in (d.flavors or {}).values() for f in per.values()}
+        selector = final["spec"]["template"]["spec"].get("nodeSelector") or {}
+        for flavor in flavor_names:
+            for label, value in o.flavors[flavor].items():
+                assert selector.get(label) == value, (
+                    f"{key}: nodeSelector {selector} lacks {label}={value} of flavor {flavor}"
+                )
+        conditions = {
+            c["type"]: c["status"] for c in (final.get("status") or {}).get("conditions") or []
+        }
+        assert conditions.get("Complete") == "True", f"{key}: not Complete: {conditions}"
+        # Its pods ran on the run's kwok nodes (which the injected selector picks)
+        # and completed; each got its DRA devices allocated by kube-scheduler.
+        pods = o.pods[key]
+        want_pods = int(job.manifest["spec"].get("completions") or 1)
+        done = [p for p in pods if p["status"].get("phase") == "Succeeded"]
+        assert len(done) >= want_pods, (
+            f"{key}: {len(done)} pods Succeeded of {want_pods}: "
+            f"{[(p['metadata']['name'], p['status'].get('phase')) for p in pods]}"
+        )
+        for p in done:
+            node = p["spec"].get("nodeName")
+            assert node in o.run.nodes, f"{key}: pod on {node}, not on {o.run.nodes}"
+            pod = f"{p['metadata']['namespace']}/{p['metadata']['name']}"
+            if job.device is None:
+                continue
+            allocated = [
+                r
+                for c in o.claims.get(pod, [])
+                for r in c["status"]["allocation"]["devices"]["results"]
+            ]
+            assert allocated, f"{key}: pod {pod} got no DRA allocation"
+            for r in allocated:
+                assert r["driver"] == o.run.driver, r
+                assert r["pool"] == node, f"{pod}: device {r} not from its node {node}"
+                is_mig = "-mig-" in r["device"]
+                assert is_mig == (job.device == "mig"), f"{pod}: wanted {job.device}, got {r}"
+    # Parity: the in-process simulator, fed the same manifests, admits in the
+    # same order, preempts the same victims for the same preemptors.
+    simulated = o.admissions(o.sim_decisions)
+    assert o.admissions() == simulated, (
+        f"pipeline admitted (workload, victims) {o.admissions()}, kuota simulate {simulated}"
+    )
+    assert o.preemptions() == o.preemptions(o.sim_decisions), (
+        f"pipeline preempted {o.preemptions()}, kuota simulate {o.preemptions(o.sim_decisions)}"
+    )
+    # A preemptor's Job is unsuspended only after its victims' Jobs were suspended.
+    for d in o.decisions:
+        if d.type != "Admitted" or not d.victims or d.workload not in o.jobs:
+            continue
+        started = unsuspended_after(o, d.workload or "", d)
+        for victim in d.victims:
+            stops = o.stopped_at.get(victim) or []
+            assert stops, f"victim {victim} of {d.workload} was never suspended"
+            assert started is not None and min(stops) <= started, (
+                f"{d.workload} unsuspended at {started}, before its victim {victim} "
+                f"was suspended at {min(stops)}"
+            )
