@@ -12,7 +12,7 @@ fault that takes long, a Kafka restart, delays the next, never overlaps it):
   says it is live). ``after_burst`` kills fire 50-400 ms after a burst of
   Job creations, while the pipeline is inside a Kafka transaction.
 - ``kafka``: ``scripts/stack down kafka`` + ``up kafka`` on the run's stack.
-- ``apiserver``: SIGTERM of kube-apiserver only (etcd keeps its data), then
+- ``apiserver``: SIGTERM (SIGKILL 3 s later) of kube-apiserver only (etcd keeps its data), then
   ``scripts/stack up kube`` starts it again; watches resume from a position
   the new apiserver may not know (410 Gone, relist).
 - ``redis``: Redis is stopped, its data directory deleted, and started empty:
@@ -256,7 +256,12 @@ class Injector:
         if fault.kind == "apiserver":
             pid = int((self.stack_dir / "run" / "kube-apiserver.pid").read_text())
             os.kill(pid, signal.SIGTERM)
+            # its graceful shutdown drains watches for up to a minute: 3 s, then SIGKILL
+            deadline = time.monotonic() + 3
             while await asyncio.to_thread(_alive, pid):
+                if time.monotonic() > deadline:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
                 await asyncio.sleep(0.1)
             await self._stack("up", "kube")
             return f"kube-apiserver (pid {pid}) restarted, etcd kept"

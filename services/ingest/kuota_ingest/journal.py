@@ -6,9 +6,10 @@ an idempotent producer (``acks=all``), so the journal partition holds them in
 that order with no duplicates from producer retries. Only after Kafka has
 acknowledged a batch is ``Seen`` state written to the Redis hash: Redis may lag
 the journal (a restart then re-emits an upsert, which the fold ignores) but
-never leads it (that would lose an event). A send that fails for good is fatal:
-the in-memory state has moved past what the journal holds, so the service
-exits and a restart relists.
+never leads it (that would lose an event). While Redis is unreachable (it
+restarts), the unsaved keys are kept and written with a later batch. A send
+that fails for good is fatal: the in-memory state has moved past what the
+journal holds, so the service exits and a restart relists.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 
 from aiokafka import AIOKafkaProducer
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from kuota.bus.topics import shard_key
 from kuota.events.schema import JournalEvent, Tick
@@ -53,6 +55,8 @@ class JournalWriter:
         self._max_batch = max_batch
         self._queue: asyncio.Queue[Item] = asyncio.Queue(queue_size)
         self.produced = 0
+        self._unsaved_upserts: dict[str, str] = {}
+        self._unsaved_deletes: set[str] = set()
 
     async def put(self, item: Item) -> None:
         await self._queue.put(item)
@@ -99,8 +103,8 @@ class JournalWriter:
         self.produced += len(futures)
         if last_tick is not None:
             metrics.LAST_TICK.set(last_tick)
-        upserts: dict[str, str] = {}
-        deletes: set[str] = set()
+        # What a failed Redis write left unsaved is saved with this batch's.
+        upserts, deletes = self._unsaved_upserts, self._unsaved_deletes
         for item in items:
             if item.key is None:
                 continue
@@ -111,9 +115,21 @@ class JournalWriter:
                 deletes.discard(item.key)
                 upserts[item.key] = item.seen.dumps()
         if upserts or deletes:
-            async with self._redis.pipeline(transaction=False) as pipe:
-                if deletes:
-                    pipe.hdel(self._seen_key, *sorted(deletes))
-                if upserts:
-                    pipe.hset(self._seen_key, mapping=upserts)
-                await pipe.execute()
+            try:
+                async with self._redis.pipeline(transaction=False) as pipe:
+                    if deletes:
+                        pipe.hdel(self._seen_key, *sorted(deletes))
+                    if upserts:
+                        pipe.hset(self._seen_key, mapping=upserts)
+                    await pipe.execute()
+            except (RedisError, OSError) as err:
+                # Redis may lag the journal (see above): keep the keys for the
+                # next batch (ticks bring one soon) rather than stop ingesting.
+                log.warning(
+                    "Redis unavailable (%s); %d journaled keys are saved with the next batch",
+                    err,
+                    len(upserts) + len(deletes),
+                )
+                return
+            upserts.clear()
+            deletes.clear()

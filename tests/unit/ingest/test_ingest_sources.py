@@ -211,3 +211,48 @@ async def test_redis_is_written_only_after_kafka_acknowledged() -> None:
         i for i, e in enumerate(log) if e.startswith("ack")
     )
     assert [e for e in log if e.startswith("send")] == ["send tick@1.0", "send tick@2.0"]
+
+
+class FlakyRedis(FakeRedis):
+    """Refuses connections while ``down`` (a Redis restart)."""
+
+    def __init__(self, log: list[str]) -> None:
+        super().__init__(log)
+        self.down = True
+
+    def pipeline(self, transaction: bool = False) -> FakePipeline:
+        pipe = super().pipeline(transaction)
+        if self.down:
+
+            async def refuse() -> None:
+                from redis.exceptions import ConnectionError as RedisConnectionError
+
+                raise RedisConnectionError("Error 111 connecting to 127.0.0.1:26379.")
+
+            pipe.execute = refuse  # type: ignore[method-assign]
+        return pipe
+
+
+async def test_redis_down_keeps_ingesting_and_saves_the_keys_later() -> None:
+    # Found by the fault runs (docs/design/chaos.md): a Redis restart stopped ingest.
+    producer = FakeProducer()
+    redis = FlakyRedis(producer.log)
+    writer = JournalWriter(producer, topic="j", redis=redis, seen_key="seen")  # type: ignore[arg-type]
+    task = asyncio.create_task(writer.run())
+    await writer.put(Item((tick(1.0),), key="Namespace//x", seen=Seen(rv="1", digest="d", uid="u")))
+    await writer.put(Item((tick(2.0),), key="Namespace//gone", seen=None))
+    await asyncio.wait_for(writer.idle(), 5)
+    assert not task.done(), "the writer must survive a Redis outage"
+    assert writer.produced == 2 and "seen" not in redis.hashes
+    redis.down = False
+    redis.hashes["seen"] = {"Namespace//gone": "stale"}
+    await writer.put(Item((tick(3.0),), key="Namespace//y", seen=Seen(rv="2", digest="e", uid="v")))
+    await asyncio.wait_for(writer.idle(), 5)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert set(redis.hashes["seen"]) == {"Namespace//x", "Namespace//y"}
+    assert [e for e in producer.log if e.startswith("send")] == [
+        "send tick@1.0",
+        "send tick@2.0",
+        "send tick@3.0",
+    ]
