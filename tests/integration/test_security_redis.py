@@ -19,6 +19,7 @@ import os
 import time
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -126,3 +127,23 @@ async def test_a_wrong_password_is_refused_with_the_reason(acl_env: dict[str, st
     assert time.monotonic() - t0 < 5
     assert "not-the-password" not in settings.address  # messages carry no secret
     assert acl_env["KUOTA_REDIS_USERNAME"] in settings.address
+
+
+async def test_the_stack_user_has_the_rules_the_docs_give(
+    acl_env: dict[str, str], redis_url: str
+) -> None:
+    """docs/security.md's ACL SETUSER line is what the stack's Redis enforces."""
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text()
+    (line,) = [x for x in docs.splitlines() if x.startswith("ACL SETUSER kuota on >PASSWORD ")]
+    rules = line.split(">PASSWORD ", 1)[1].split()
+    want_commands = {r for r in rules if r[0] in "+-"}
+    want_keys = {r for r in rules if r.startswith("~")}
+    plain = aioredis.from_url(redis_url, decode_responses=True)
+    try:  # the raw reply: field, value, field, value, ...
+        raw = await plain.execute_command("ACL", "GETUSER", acl_env["KUOTA_REDIS_USERNAME"])
+    finally:
+        await plain.aclose()
+    got = dict(zip(raw[::2], raw[1::2], strict=True))
+    assert set(got["commands"].split()) == want_commands, (got["commands"], want_commands)
+    assert set(got["keys"].split()) == want_keys
+    assert "on" in got["flags"]
