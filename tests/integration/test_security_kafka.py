@@ -349,3 +349,35 @@ def redis_acl() -> Callable[[], dict[str, str]]:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-v"]))
+
+
+def test_cli_status_over_scram_with_the_redis_acl_user(
+    scram_env: dict[str, str],
+    redis_url: str,
+    redis_acl: Callable[[], dict[str, str]],
+) -> None:
+    """``kuota status`` reads the read model from Redis as the ACL user and the
+    actuator's lag from Kafka over SCRAM (the default instance, ``kuota``: its
+    keys are under ``kuota:*``)."""
+    env = _base_env("kuota.") | scram_env | redis_acl() | {"KUOTA_REDIS_URL": redis_url}
+    r = subprocess.run(
+        [str(REPO / ".venv" / "bin" / "kuota"), "status", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = json.loads(r.stdout)
+    assert doc["key"] == "kuota:status:clusterqueues", doc
+    # the same with a wrong Redis password: one clear line, exit 2
+    bad = env | {"KUOTA_REDIS_PASSWORD": "wrong"}
+    r = subprocess.run(
+        [str(REPO / ".venv" / "bin" / "kuota"), "status", "--json"],
+        env=bad,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert r.returncode == 2 and "invalid username-password pair" in r.stderr, r.stderr[-3000:]
+    assert "Traceback" not in r.stderr
