@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
+from stack_helpers import delete_pipeline_topics
 
 from kuota.bus.settings import KafkaSettings
 from kuota.bus.topics import Topics, ensure_topics, shard_key
@@ -386,12 +386,7 @@ async def rig(kafka_bootstrap: str, redis_url: str, tmp_path: Path) -> AsyncIter
         await rig.bus.close()
         await redis.delete(rig.snapshot_key)
         await redis.aclose()
-        admin = AIOKafkaAdminClient(**settings.client_kwargs())
-        await admin.start()
-        try:
-            await admin.delete_topics([topics.journal, topics.decisions, topics.deadletter])
-        finally:
-            await admin.close()
+        await delete_pipeline_topics(settings, topics)
 
 
 def brief(ds: list[Decision]) -> list[tuple[str, str | None, str, int | None]]:

@@ -27,9 +27,9 @@ from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
+from stack_helpers import delete_pipeline_topics
 from test_admission_service import Journal, expected
 
 from kuota.bus.settings import KafkaSettings
@@ -214,12 +214,7 @@ async def test_every_admission_is_in_the_ledger_exactly_once_across_a_kill(
             ledger.proc.kill()
             ledger.proc.wait()
         await producer.stop()
-        admin = AIOKafkaAdminClient(**settings.client_kwargs())
-        await admin.start()
-        try:
-            await admin.delete_topics([topics.journal, topics.decisions, topics.deadletter])
-        finally:
-            await admin.close()
+        await delete_pipeline_topics(settings, topics)
 
     ids = ledger.admissions()
     assert sorted(ids) == sorted(admitted), "every admission once, nothing forged or aborted"

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 from aiokafka import AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient
+from stack_helpers import delete_pipeline_topics
 from test_admission_service import (
     Admission,
     Bus,
@@ -93,12 +93,7 @@ async def rig(kafka_bootstrap: str, redis_url: str, tmp_path: Path) -> AsyncIter
         await r.bus.close()
         await redis.delete(r.snapshot_key, f"{instance}:status:clusterqueues")
         await redis.aclose()
-        admin = AIOKafkaAdminClient(**settings.client_kwargs())
-        await admin.start()
-        try:
-            await admin.delete_topics([topics.journal, topics.decisions, topics.deadletter])
-        finally:
-            await admin.close()
+        await delete_pipeline_topics(settings, topics)
 
 
 async def kuota(rig: Rig, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -29,11 +29,12 @@ from typing import Any
 import pytest
 import pytest_asyncio
 import redis.asyncio as aioredis
-import yaml
 from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient
+from crd_helpers import apply_crds
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
+from stack_helpers import temp_namespace
 
 from kuota.api.parse import parse_object
 from kuota.api.types import Configuration
@@ -51,7 +52,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 REPO = Path(__file__).resolve().parents[2]
 INGEST = REPO / ".venv" / "bin" / "kuota-ingest"
-CRD_DIR = REPO / "deploy" / "crds"
 QUEUE = "kueue.x-k8s.io/queue-name"
 RUN_LABEL = "kuota.dev/test-run"
 KUEUE = {"group": "kueue.x-k8s.io", "version": "v1beta2"}
@@ -282,49 +282,17 @@ async def journal(ingest_env: dict[str, str]) -> AsyncIterator[Journal]:
 async def api(kubeconfig: str) -> AsyncIterator[client.ApiClient]:
     a = await config.new_client_from_config(config_file=kubeconfig)
     try:
-        await _apply_crds(a)
+        await apply_crds(a)
         yield a
     finally:
         await a.close()
 
 
-async def _apply_crds(api: client.ApiClient) -> None:
-    """As tests/integration/test_crds.py: server-side apply, wait for Established."""
-    ext = client.ApiextensionsV1Api(api)
-    kustomization = yaml.safe_load((CRD_DIR / "kustomization.yaml").read_text())
-    docs = [yaml.safe_load((CRD_DIR / name).read_text()) for name in kustomization["resources"]]
-    for doc in docs:
-        await ext.patch_custom_resource_definition(
-            doc["metadata"]["name"],
-            doc,
-            field_manager="kuota-test-crds",
-            force=True,
-            _content_type="application/apply-patch+yaml",
-        )
-    deadline = time.monotonic() + 60
-    for doc in docs:
-        while True:
-            crd = await ext.read_custom_resource_definition(doc["metadata"]["name"])
-            conds = {c.type: c.status for c in (crd.status.conditions or [])}
-            if conds.get("Established") == "True":
-                break
-            assert time.monotonic() < deadline, f"{doc['metadata']['name']} not Established"
-            await asyncio.sleep(0.2)
-
-
 @pytest_asyncio.fixture
 async def namespace(api: client.ApiClient) -> AsyncIterator[str]:
-    core = client.CoreV1Api(api)
     name = f"ingest-{uuid.uuid4().hex[:8]}"
-    await core.create_namespace({"metadata": {"name": name, "labels": {RUN_LABEL: name}}})
-    try:
+    async with temp_namespace(api, name, {RUN_LABEL: name}):
         yield name
-    finally:
-        try:
-            await core.delete_namespace(name, propagation_policy="Background")
-        except ApiException as e:
-            if e.status != 404:
-                raise
 
 
 def _job(

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client, config, watch
 from kubernetes_asyncio.client.exceptions import ApiException
+from stack_helpers import temp_namespace
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -140,17 +141,9 @@ async def api(kubeconfig: str) -> AsyncIterator[client.ApiClient]:
 
 @pytest.fixture
 async def namespace(api: client.ApiClient) -> AsyncIterator[str]:
-    core = client.CoreV1Api(api)
     name = f"kuota-kube-{uuid.uuid4().hex[:8]}"
-    await core.create_namespace({"metadata": {"name": name, "labels": {TEST_LABEL: "kube-stack"}}})
-    try:
+    async with temp_namespace(api, name, {TEST_LABEL: "kube-stack"}):
         yield name
-    finally:
-        try:
-            await core.delete_namespace(name, propagation_policy="Background")
-        except ApiException as e:
-            if e.status != 404:
-                raise
 
 
 def _slices(run: str) -> tuple[dict[str, Any], dict[str, Any], set[str]]:

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient
+from stack_helpers import delete_pipeline_topics
 
 from kuota.bus.settings import KafkaSettings
 from kuota.bus.topics import Topics, ensure_topics, shard_key
@@ -224,12 +224,7 @@ async def setup(
     try:
         yield env, settings, topics
     finally:
-        admin = AIOKafkaAdminClient(**settings.client_kwargs())
-        await admin.start()
-        try:
-            await admin.delete_topics([topics.journal, topics.decisions, topics.deadletter])
-        finally:
-            await admin.close()
+        await delete_pipeline_topics(settings, topics)
 
 
 async def test_shell_folds_serves_metrics_and_reports_the_search(
