@@ -6,8 +6,8 @@ Two inputs, both replayable: the recorded decisions (the decision topic or an
 export file) and the journal.
 
 1. :func:`relevant` picks the decisions that concern the workload: its own
-   (``workload`` is it) and those where it is the ``preemptor`` (a victim's
-   ``Preempted``), in topic order.
+   (``workload`` is it), those where it is the ``preemptor`` (a victim's
+   ``Preempted``) and the ``Rejected`` of its Job manifest, in topic order.
 2. An :class:`Explainer` re-folds the journal with the same ``Fold`` the
    admission service runs. Right after the journal event that caused each of
    those decisions (``cause_offset``), it keeps ``Fold.summary()`` for the
@@ -49,8 +49,10 @@ AHEAD_SHOWN = 5
 
 
 def relevant(key: str, decisions: Iterable[Decision]) -> list[Decision]:
-    """The decisions about ``key``: its own, and the preemptions it caused."""
-    return [d for d in decisions if d.workload == key or d.preemptor == key]
+    """The decisions about ``key``: its own, the preemptions it caused, and the
+    rejections of its Job manifest (``Rejected`` names the object ``Job ns/name``)."""
+    job = f"Job {key}"
+    return [d for d in decisions if d.workload == key or d.preemptor == key or d.object == job]
 
 
 def summary_dict(s: ClusterQueueSummary) -> dict[str, Any]:

@@ -7,6 +7,7 @@ docs/design/bad-input.md.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -25,6 +26,10 @@ from bad_input_builders import (
     resource_slice,
     setup_gpu_queue,
 )
+
+from kuota.audit.explain import Explainer, relevant
+from kuota.audit.replay import JournalRecord
+from kuota.events.schema import ObjectUpserted
 
 # --------------------------------------------------------------------------- helpers
 
@@ -460,3 +465,18 @@ def test_a_cluster_queue_moving_into_a_cycle_becomes_inactive() -> None:
     j.apply(cluster_queue("cq", {"cpu": 4}, cohort="b"))
     out = j.apply(job("y", requests={"cpu": "1"}))
     assert [(d.type, d.reason) for d in out] == [("Inadmissible", "CohortCycle")]
+
+
+# --------------------------------------------------------------------------- visibility
+
+
+def test_kuota_explain_shows_why_a_malformed_job_is_not_queued() -> None:
+    j = Journal()
+    setup_gpu_queue(j)
+    j.apply(job("huge", requests={"cpu": "99999999999Ei"}))
+    explainer = Explainer("team-a/huge", relevant("team-a/huge", j.decisions))
+    for i in range(1, j.n + 1):
+        # The steps' quota summaries need the journal's offsets only (objects elided).
+        explainer.event(JournalRecord(i, ObjectUpserted(id=f"e{i}", at=float(i), object={})))
+    text = json.dumps(explainer.explain(), default=str)
+    assert "Job team-a/huge" in text and "absurdly large" in text, text
