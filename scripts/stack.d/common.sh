@@ -59,6 +59,41 @@ apt_ensure() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 }
 
+# stack_certs DIR COMPONENT : a dev CA, a server certificate for 127.0.0.1 and
+# localhost and a client certificate (for mutual TLS), with openssl, once per
+# DIR: ca.crt ca.key server.crt server.key server.pem (key + chain, Kafka's PEM
+# keystore) client.crt client.key. Its output goes to logs/COMPONENT.log.
+stack_certs() {
+  local t=$1 c=$2
+  [ -f "$t/.complete" ] && return 0
+  command -v openssl >/dev/null || die "$c: openssl not found (needed for its TLS listener)"
+  rm -rf "$t"; mkdir -p "$t"
+  (
+    set -e
+    cd "$t"
+    umask 077
+    ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+    openssl req -x509 "${ec[@]}" -keyout ca.key -out ca.crt -days 3650 -sha256 \
+      -subj "/CN=kuota local stack CA ($c)" \
+      -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign"
+    printf '%s\n' "basicConstraints=critical,CA:FALSE" "keyUsage=critical,digitalSignature" \
+      "extendedKeyUsage=serverAuth" "subjectAltName=IP:127.0.0.1,DNS:localhost" \
+      "subjectKeyIdentifier=hash" "authorityKeyIdentifier=keyid" >server.ext
+    printf '%s\n' "basicConstraints=critical,CA:FALSE" "keyUsage=critical,digitalSignature" \
+      "extendedKeyUsage=clientAuth" "subjectKeyIdentifier=hash" "authorityKeyIdentifier=keyid" >client.ext
+    for who in server client; do
+      openssl req "${ec[@]}" -keyout "$who.key" -out "$who.csr" -subj "/CN=kuota-stack-$who"
+      openssl x509 -req -in "$who.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
+        -sha256 -extfile "$who.ext" -out "$who.crt"
+    done
+    cat server.key server.crt ca.crt >server.pem
+    chmod 644 ca.crt client.crt
+    rm -f ./*.csr ./*.ext ca.srl
+  ) >>"$KUOTA_STACK_DIR/logs/$c.log" 2>&1 || { rm -rf "$t"; die "$c: openssl failed making the dev certificates (see $KUOTA_STACK_DIR/logs/$c.log)"; }
+  touch "$t/.complete"
+  log "$c: made a dev CA and certificates in $t"
+}
+
 write_env() {
   local f="$KUOTA_STACK_DIR/stack.env"
   {

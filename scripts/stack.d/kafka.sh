@@ -93,39 +93,8 @@ kafka_install() {
 kafka_tls_dir() { echo "$(kafka_dir)/tls"; }
 
 # kafka__tls: a dev CA, the broker's certificate (127.0.0.1 / localhost) and a
-# client certificate (CN=kuota-stack-client) for mTLS, made once per stack dir
-# with openssl.
-kafka__tls() {
-  local t; t=$(kafka_tls_dir)
-  [ -f "$t/.complete" ] && return 0
-  command -v openssl >/dev/null || die "kafka: openssl not found (needed for the TLS listeners; or set KUOTA_KAFKA_SSL_PORT=0 KUOTA_KAFKA_SASL_PORT=0)"
-  rm -rf "$t"; mkdir -p "$t"
-  (
-    set -e
-    cd "$t"
-    umask 077
-    ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
-    openssl req -x509 "${ec[@]}" -keyout ca.key -out ca.crt -days 3650 -sha256 \
-      -subj "/CN=kuota local stack CA" \
-      -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign"
-    printf '%s\n' "basicConstraints=critical,CA:FALSE" "keyUsage=critical,digitalSignature" \
-      "extendedKeyUsage=serverAuth" "subjectAltName=IP:127.0.0.1,DNS:localhost" \
-      "subjectKeyIdentifier=hash" "authorityKeyIdentifier=keyid" >server.ext
-    printf '%s\n' "basicConstraints=critical,CA:FALSE" "keyUsage=critical,digitalSignature" \
-      "extendedKeyUsage=clientAuth" "subjectKeyIdentifier=hash" "authorityKeyIdentifier=keyid" >client.ext
-    for who in server client; do
-      openssl req "${ec[@]}" -keyout "$who.key" -out "$who.csr" -subj "/CN=kuota-stack-$who"
-      openssl x509 -req -in "$who.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
-        -sha256 -extfile "$who.ext" -out "$who.crt"
-    done
-    # Kafka's PEM keystore: the private key (PKCS#8) and the certificate chain.
-    cat server.key server.crt ca.crt >server.pem
-    chmod 644 ca.crt client.crt
-    rm -f ./*.csr ./*.ext ca.srl
-  ) >>"$KUOTA_STACK_DIR/logs/kafka.log" 2>&1 || { rm -rf "$t"; die "kafka: openssl failed making the dev certificates (see $KUOTA_STACK_DIR/logs/kafka.log)"; }
-  touch "$t/.complete"
-  log "kafka: made a dev CA and certificates in $t"
-}
+# client certificate for mTLS, made once per stack dir (stack_certs, common.sh).
+kafka__tls() { stack_certs "$(kafka_tls_dir)" kafka; }
 
 kafka__scram_password_file() { echo "$(kafka_dir)/scram-password"; }
 

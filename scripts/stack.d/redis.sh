@@ -3,6 +3,9 @@
 # alone; we never touch /etc/redis or the default port).
 #
 #   KUOTA_REDIS_PORT        default 16379
+#   KUOTA_REDIS_TLS_PORT    TLS port (dev CA in redis/tls; client certificates
+#                           verified when given), default KUOTA_REDIS_PORT+1;
+#                           0: none
 #   KUOTA_REDIS_ACL_USER    an ACL user with only what kuota needs (default
 #                           kuota; its password: redis/acl-password). The
 #                           default user stays open (no password) for tests.
@@ -13,6 +16,7 @@
 
 : "${KUOTA_REDIS_PORT:=16379}"
 : "${KUOTA_REDIS_ACL_USER:=kuota}"
+: "${KUOTA_REDIS_TLS_PORT:=$((KUOTA_REDIS_PORT + 1))}"
 # The rules kuota's ACL user gets (docs/security.md): its keys only, and only
 # the commands kuota sends (HSET/HGETALL/HDEL/DEL on kuota:* keys, PING, SELECT).
 REDIS_KUOTA_ACL_RULES="resetkeys ~kuota:* resetchannels -@all +ping +select +hset +hgetall +hdel +del"
@@ -50,7 +54,32 @@ maxmemory-policy noeviction
 databases 16
 user $KUOTA_REDIS_ACL_USER on >$(cat "$(redis__acl_password_file)") $REDIS_KUOTA_ACL_RULES
 EOF
+  if [ "$KUOTA_REDIS_TLS_PORT" != 0 ]; then
+    redis__tls_settings | sed 's/^/tls-/' | tr '=' ' ' >>"$d/redis.conf.tmp"
+  fi
   mv "$d/redis.conf.tmp" "$d/redis.conf"
+}
+
+redis_tls_dir() { echo "$(redis_dir)/tls"; }
+
+# redis__tls_settings: the TLS settings as name=value lines, without the
+# "tls-" prefix (redis.conf lines, or CONFIG SET on an older running server)
+redis__tls_settings() {
+  local t; t=$(redis_tls_dir)
+  printf '%s\n' "cert-file=$t/server.crt" "key-file=$t/server.key" "ca-cert-file=$t/ca.crt" \
+    "auth-clients=optional" "port=$KUOTA_REDIS_TLS_PORT"
+}
+
+# A server started by an older scripts/stack has no TLS port: Redis 7 takes the
+# TLS settings at runtime (CONFIG SET; the port last, once the files are set).
+redis__tls_apply() {
+  local kv
+  stack_certs "$(redis_tls_dir)" redis
+  while IFS= read -r kv; do
+    [ "$(redis-cli -h 127.0.0.1 -p "$KUOTA_REDIS_PORT" CONFIG SET "tls-${kv%%=*}" "${kv#*=}" 2>&1)" = OK ] \
+      || { log "redis: CONFIG SET tls-${kv%%=*} failed; restart Redis for its TLS port: scripts/stack down redis && scripts/stack up redis"; return 0; }
+  done < <(redis__tls_settings)
+  log "redis: TLS port $KUOTA_REDIS_TLS_PORT opened on the running server"
 }
 
 redis__acl_password_file() { echo "$(redis_dir)/acl-password"; }
@@ -92,6 +121,11 @@ redis_up() {
   if ! pid_alive redis; then
     port_open "$KUOTA_REDIS_PORT" \
       && die "redis: port $KUOTA_REDIS_PORT is taken by a process this stack did not start"
+    if [ "$KUOTA_REDIS_TLS_PORT" != 0 ]; then
+      port_open "$KUOTA_REDIS_TLS_PORT" \
+        && die "redis: port $KUOTA_REDIS_TLS_PORT (KUOTA_REDIS_TLS_PORT; 0: no TLS) is taken by a process this stack did not start"
+      stack_certs "$(redis_tls_dir)" redis
+    fi
     redis__write_config
     log "redis: starting $(redis__version) on 127.0.0.1:$KUOTA_REDIS_PORT"
     start_bg redis "$logf" redis-server "$d/redis.conf"
@@ -145,6 +179,17 @@ redis_env() {
     redis__acl_password
     redis__acl_apply
     log "redis: added the ACL user $KUOTA_REDIS_ACL_USER to the running server"
+  fi
+  if [ "$KUOTA_REDIS_TLS_PORT" != 0 ] && pid_alive redis && redis__answers \
+    && [ "$(redis-cli -h 127.0.0.1 -p "$KUOTA_REDIS_PORT" CONFIG GET tls-port 2>/dev/null | tail -n 1)" != "$KUOTA_REDIS_TLS_PORT" ]; then
+    redis__tls_apply
+  fi
+  if [ "$KUOTA_REDIS_TLS_PORT" != 0 ] && [ -f "$(redis_tls_dir)/.complete" ]; then
+    local t; t=$(redis_tls_dir)
+    echo "export KUOTA_REDIS_TLS_URL=rediss://127.0.0.1:$KUOTA_REDIS_TLS_PORT/0"
+    echo "export KUOTA_REDIS_STACK_CA_FILE=$t/ca.crt"
+    echo "export KUOTA_REDIS_STACK_CLIENT_CERT_FILE=$t/client.crt"
+    echo "export KUOTA_REDIS_STACK_CLIENT_KEY_FILE=$t/client.key"
   fi
   if [ -s "$(redis__acl_password_file)" ]; then
     echo "export KUOTA_REDIS_STACK_USERNAME=$KUOTA_REDIS_ACL_USER"

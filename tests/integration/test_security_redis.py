@@ -10,12 +10,16 @@ user stays open for the other tests.
   (``KUOTA_REDIS_USERNAME`` / ``KUOTA_REDIS_PASSWORD`` through
   ``RedisSettings``), and so do credentials in the URL;
 - the user can touch nothing else: other keys, other commands;
-- a wrong password is refused at once with Redis's reason.
+- a wrong password is refused at once with Redis's reason;
+- the same over the stack's TLS port (``KUOTA_REDIS_TLS_URL``, the stack's CA),
+  with and without a client certificate; an untrusted server certificate is
+  refused.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -25,6 +29,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import AuthenticationError, NoPermissionError
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from kuota.store.settings import RedisSettings, redis_client
 from kuota.store.snapshots import Snapshot, SnapshotStore
@@ -147,3 +152,64 @@ async def test_the_stack_user_has_the_rules_the_docs_give(
     assert set(got["commands"].split()) == want_commands, (got["commands"], want_commands)
     assert set(got["keys"].split()) == want_keys
     assert "on" in got["flags"]
+
+
+# --------------------------------------------------------------------------- TLS
+
+
+@pytest.fixture(scope="module")
+def tls_env(acl_env: dict[str, str]) -> dict[str, str]:
+    """The stack's Redis TLS port (scripts/stack.d/redis.sh), as the ACL user."""
+    url = os.environ.get("KUOTA_REDIS_TLS_URL", "").strip()
+    ca = os.environ.get("KUOTA_REDIS_STACK_CA_FILE", "").strip()
+    u = urlsplit(url)
+    try:
+        socket.create_connection((u.hostname or "", u.port or 0), timeout=3).close()
+    except (OSError, ValueError) as err:
+        pytest.fail(
+            f"no Redis TLS port at KUOTA_REDIS_TLS_URL={url!r} ({err}): run `scripts/stack up` "
+            "(it opens the TLS port on a running Redis too)",
+            pytrace=False,
+        )
+    return acl_env | {"KUOTA_REDIS_URL": url, "KUOTA_REDIS_CA_FILE": ca}
+
+
+@pytest.mark.parametrize("client_cert", [False, True])
+async def test_snapshot_store_over_tls(tls_env: dict[str, str], client_cert: bool) -> None:
+    env = dict(tls_env)
+    if client_cert:  # mutual TLS: the server verifies a certificate when one is given
+        env["KUOTA_REDIS_CERT_FILE"] = os.environ["KUOTA_REDIS_STACK_CLIENT_CERT_FILE"]
+        env["KUOTA_REDIS_KEY_FILE"] = os.environ["KUOTA_REDIS_STACK_CLIENT_KEY_FILE"]
+    settings = RedisSettings.from_env(env)
+    assert settings.tls and settings.address.startswith("Redis at rediss://")
+    client = settings.client()
+    name = f"test-sec-tls-{uuid.uuid4().hex[:10]}"
+    try:
+        assert client.connection_pool.connection_class.__name__ == "SSLConnection"
+        store = SnapshotStore(client, name=name, key=b"k")
+        await store.save(Snapshot(offset=7, state={"tls": True}))
+        assert await store.load() == (Snapshot(offset=7, state={"tls": True}), "ok")
+        await store.delete()
+    finally:
+        await client.aclose()
+
+
+async def test_tls_by_flag_with_a_redis_url(tls_env: dict[str, str]) -> None:
+    url = tls_env["KUOTA_REDIS_URL"].replace("rediss://", "redis://", 1)
+    client = RedisSettings.from_env(
+        tls_env | {"KUOTA_REDIS_URL": url, "KUOTA_REDIS_TLS": "1"}
+    ).client()
+    try:
+        assert await client.ping()
+    finally:
+        await client.aclose()
+
+
+async def test_an_untrusted_redis_certificate_is_refused(tls_env: dict[str, str]) -> None:
+    env = {k: v for k, v in tls_env.items() if k != "KUOTA_REDIS_CA_FILE"}  # system CAs
+    client = RedisSettings.from_env(env).client(socket_timeout=5)
+    try:
+        with pytest.raises(RedisConnectionError, match="CERTIFICATE_VERIFY_FAILED"):
+            await client.ping()
+    finally:
+        await client.aclose()
