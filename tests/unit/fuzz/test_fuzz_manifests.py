@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import yaml
 from fuzz_support import FUZZ, SEED_KINDS, SEEDS, json_like, mutated_manifests
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kuota.api.parse import object_ref, parse_job, parse_object
+from kuota.api.parse import KUEUE_CONFIG_KEY, object_ref, parse_job, parse_object
 from kuota.api.types import ValidationError
 from kuota.core.dra import DraInventory
 from kuota.core.fold import Fold
@@ -115,3 +116,34 @@ def test_a_journal_of_mutated_objects_never_stops_the_fold(manifests: list[dict[
             elif d.type == "Inadmissible":
                 assert d.workload and d.reason and d.message, d
     fold.apply(Tick(id="tick", at=1e6), offset=len(manifests))
+
+
+def _config_map(text: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "kueue-manager-config", "namespace": "kueue-system"},
+        "data": {KUEUE_CONFIG_KEY: text},
+    }
+
+
+UPSTREAM = [m for m in CONFIGS if m["kind"] == "Configuration"]
+
+
+@FUZZ
+@given(st.one_of(mutated_manifests(UPSTREAM), json_like))
+def test_mutated_configurations_inside_a_config_map(config: Any) -> None:
+    manifest = _config_map(yaml.safe_dump(config, allow_unicode=True))
+    result = parse_object(manifest)
+    if isinstance(result, ValidationError):
+        _named_error(result, manifest)
+        assert result.field.startswith(f"data[{KUEUE_CONFIG_KEY}]"), result
+
+
+@FUZZ
+@given(st.text(max_size=200))
+def test_any_text_as_the_kueue_config_file(text: str) -> None:
+    manifest = _config_map(text)
+    result = parse_object(manifest)
+    if isinstance(result, ValidationError):
+        _named_error(result, manifest)
