@@ -32,6 +32,7 @@ from __future__ import annotations
 import base64
 import itertools
 import json
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -223,7 +224,7 @@ def read_journal(path: Path) -> Iterator[JournalRecord]:
                     yield record
                 continue
             event = parsed["event"]
-            if event.schema_version == SCHEMA_VERSION:
+            if event.schema_version == SCHEMA_VERSION and math.isfinite(event.at):
                 yield JournalRecord(parsed["offset"], event)
             else:
                 yield checked(parsed["offset"], event)

@@ -42,6 +42,7 @@ timing and progress belong to the caller.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -50,12 +51,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from kuota.core.fold import Fold
+from kuota.events.decode import DecodeError
+from kuota.events.decode import decode_event as _decode_event
 from kuota.events.schema import (
     SCHEMA_VERSION,
     Decision,
     JournalEvent,
     parse_decision,
-    parse_event,
 )
 
 __all__ = [
@@ -96,30 +98,27 @@ class RecordedDecision:
 
 
 def decode_event(offset: int, value: bytes | None) -> JournalRecord:
-    """Decode a journal record value the way the admission service does."""
-    if not value:
-        return JournalRecord(offset, None, "empty record value")
+    """Decode a journal record value the way the admission service does
+    (``kuota.events.decode``: same events folded, same records refused)."""
     try:
-        event = parse_event(value)
-    except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "record"
-        return JournalRecord(
-            offset,
-            None,
-            f"not a journal event ({err.error_count()} error(s)); {where}: {first['msg']}",
-        )
-    return checked(offset, event)
+        return JournalRecord(offset, _decode_event(value))
+    except DecodeError as err:
+        return JournalRecord(offset, None, err.reason)
 
 
 def checked(offset: int, event: JournalEvent) -> JournalRecord:
-    """A decoded event, refused when its schema version is not this build's."""
+    """A decoded event, refused when its schema version is not this build's or
+    its event time is not finite (as ``kuota.events.decode`` refuses it)."""
     if event.schema_version != SCHEMA_VERSION:
         return JournalRecord(
             offset,
             None,
             f"schema_version {event.schema_version} is not supported "
             f"(this build reads {SCHEMA_VERSION})",
+        )
+    if not math.isfinite(event.at):
+        return JournalRecord(
+            offset, None, f"not a journal event: at: {event.at!r} is not a finite event time"
         )
     return JournalRecord(offset, event)
 

@@ -19,6 +19,7 @@ from fuzz_support import FUZZ, NASTY, golden_records, json_like, json_scalars, m
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kuota.audit.replay import decode_event as audit_decode
 from kuota.core.fold import Fold
 from kuota.events.decode import MAX_REASON, DecodeError, decode_decision, decode_event
 from kuota.events.schema import SCHEMA_VERSION, Decision
@@ -133,3 +134,22 @@ def test_event_shaped_json_decodes_or_says_why_and_folds(value: dict[str, Any]) 
     if event is not None:
         decisions = Fold().apply(event, offset=0)  # must not raise
         assert all(isinstance(d, Decision) for d in decisions)
+
+
+@FUZZ
+@given(st.one_of(st.binary(max_size=200), mutated_bytes(JOURNAL)))
+def test_the_audit_refuses_exactly_what_admission_dead_letters(value: bytes) -> None:
+    """``kuota audit replay`` must fold the same events admission folds, or the
+    replay would diverge on a poison record (e.g. one with ``at: 1e999``)."""
+    record = audit_decode(7, value)
+    try:
+        event = decode_event(value)
+    except DecodeError as err:
+        assert record.event is None and record.problem == err.reason
+    else:
+        assert record.event == event and record.problem is None
+
+
+def test_the_audit_refuses_a_non_finite_event_time() -> None:
+    record = audit_decode(3, b'{"type": "Tick", "id": "t", "at": 1e999}')
+    assert record.event is None and "not a finite event time" in (record.problem or "")
