@@ -22,13 +22,13 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from journal_builders import gpu_job, upserted
 from stack_helpers import delete_pipeline_topics
 
 from kuota.bus.settings import KafkaSettings
@@ -37,7 +37,6 @@ from kuota.core.fold import Fold
 from kuota.events.schema import (
     Decision,
     JournalEvent,
-    ObjectUpserted,
     Tick,
     WorkloadFinished,
     parse_decision,
@@ -88,45 +87,6 @@ def local_queue(namespace: str, name: str, cq: str) -> dict[str, Any]:
         "metadata": {"name": name, "namespace": namespace, "resourceVersion": "1"},
         "spec": {"clusterQueue": cq},
     }
-
-
-def gpu_job(namespace: str, name: str, queue: str, *, gpus: int, created: float) -> dict[str, Any]:
-    stamp = datetime.fromtimestamp(created, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "uid": f"uid-{name}",
-            "resourceVersion": "1",
-            "creationTimestamp": stamp,
-            "labels": {"kueue.x-k8s.io/queue-name": queue},
-        },
-        "spec": {
-            "suspend": True,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {
-                            "name": "main",
-                            "image": "busybox",
-                            "resources": {"requests": {GPU: str(gpus)}},
-                        }
-                    ],
-                }
-            },
-        },
-    }
-
-
-def upserted(obj: dict[str, Any], at: float) -> ObjectUpserted:
-    meta = obj["metadata"]
-    ns = meta.get("namespace", "")
-    return ObjectUpserted(
-        id=f"{obj['kind']}/{ns}/{meta['name']}@{meta['resourceVersion']}", at=at, object=obj
-    )
 
 
 @dataclass

@@ -12,15 +12,15 @@ decision topic.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
+
+from journal_builders import gpu_job, upserted
 
 from kuota.audit.replay import JournalRecord, RecordedDecision
 from kuota.core.fold import Fold
 from kuota.events.schema import (
     Decision,
     JournalEvent,
-    ObjectUpserted,
     Tick,
     WorkloadFinished,
 )
@@ -69,42 +69,7 @@ def local_queue(name: str, cq: str, ns: str = NS) -> dict[str, Any]:
 
 
 def job(name: str, *, gpus: int, created: float, queue: str = "lq", ns: str = NS) -> dict[str, Any]:
-    stamp = datetime.fromtimestamp(created, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": name,
-            "namespace": ns,
-            "uid": f"uid-{name}",
-            "resourceVersion": "1",
-            "creationTimestamp": stamp,
-            "labels": {"kueue.x-k8s.io/queue-name": queue},
-        },
-        "spec": {
-            "suspend": True,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {
-                            "name": "main",
-                            "image": "busybox",
-                            "resources": {"requests": {GPU: str(gpus)}},
-                        }
-                    ],
-                }
-            },
-        },
-    }
-
-
-def upserted(obj: dict[str, Any], at: float) -> ObjectUpserted:
-    meta = obj["metadata"]
-    ns = meta.get("namespace", "")
-    return ObjectUpserted(
-        id=f"{obj['kind']}/{ns}/{meta['name']}@{meta['resourceVersion']}", at=at, object=obj
-    )
+    return gpu_job(ns, name, queue, gpus=gpus, created=created)
 
 
 @dataclass
