@@ -19,6 +19,8 @@
 # the SCRAM password in kafka/scram-password; log: $KUOTA_STACK_DIR/logs/kafka.log.
 # The PLAINTEXT listener is what everything uses by default; the SSL and
 # SASL_SSL listeners are extra (docs/security.md, tests/integration/test_security_*).
+# With them comes Kafka's StandardAuthorizer, open where no ACL exists and with
+# PLAINTEXT (ANONYMOUS) as super user, so that tests can check kuota's ACLs.
 
 : "${KUOTA_KAFKA_VERSION:=4.4.0}"
 : "${KUOTA_KAFKA_PORT:=19092}"
@@ -127,6 +129,12 @@ listener.name.ssl.ssl.client.auth=required
 # SASL_SSL listener: SCRAM-SHA-512 users (scripts/kafka/kafka_scram.py adds kuota's)
 listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-512
 listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+# ACLs are enforced only where some exist (tests/integration/test_security_kafka_acls.py
+# makes them for its own prefix); PLAINTEXT clients (and the controller link)
+# are ANONYMOUS and super users, so everything else works as without an authorizer.
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+allow.everyone.if.no.acl.found=true
+super.users=User:ANONYMOUS
 EOF
 }
 
