@@ -15,15 +15,22 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
-from fuzz_support import FUZZ, SEED_KINDS, SEEDS, json_like, mutated_manifests
-from hypothesis import given
+from fuzz_support import EXAMPLES, FUZZ, SEED_KINDS, SEEDS, json_like, mutated_manifests
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kuota.api.parse import KUEUE_CONFIG_KEY, object_ref, parse_job, parse_object
 from kuota.api.types import ValidationError
 from kuota.core.dra import DraInventory
 from kuota.core.fold import Fold
-from kuota.events.schema import ObjectUpserted, Tick
+from kuota.events.schema import (
+    ObjectDeleted,
+    ObjectUpserted,
+    PodsReady,
+    PreemptionPlan,
+    Tick,
+    WorkloadFinished,
+)
 
 DRA_KINDS = {
     k
@@ -105,17 +112,53 @@ def test_random_bodies_under_every_kind(kind: str, body: dict[str, Any]) -> None
         _named_error(result, manifest)
 
 
-@FUZZ
-@given(st.lists(st.one_of(st.sampled_from(SEEDS), mutated_manifests()), min_size=1, max_size=12))
-def test_a_journal_of_mutated_objects_never_stops_the_fold(manifests: list[dict[str, Any]]) -> None:
-    fold = Fold()
-    for i, m in enumerate(manifests):
-        for d in fold.apply(ObjectUpserted(id=f"e{i}", at=float(i), object=m), offset=i):
+WORKLOADS = sorted(
+    {f"{m['metadata'].get('namespace', 'default')}/{m['metadata']['name']}" for m in JOBS}
+)
+KIND_NAMES = sorted({(m["kind"], m["metadata"].get("name", "")) for m in SEEDS})
+
+
+@st.composite
+def journal_events(draw: st.DrawFn, index: int) -> Any:
+    """Any journal event a cluster could cause, about the seeds' objects."""
+    at = float(index)
+    kind = draw(
+        st.sampled_from(("seed", "mutated", "tick", "finished", "ready", "plan", "deleted"))
+    )
+    eid = f"e{index}"
+    if kind == "seed":
+        return ObjectUpserted(id=eid, at=at, object=draw(st.sampled_from(SEEDS)))
+    if kind == "mutated":
+        return ObjectUpserted(id=eid, at=at, object=draw(mutated_manifests()))
+    if kind == "tick":
+        return Tick(id=eid, at=at + draw(st.sampled_from([0.0, 60.0, 3600.0, 1e6])))
+    ns, _, name = draw(st.sampled_from(WORKLOADS)).partition("/")
+    if kind == "finished":
+        return WorkloadFinished(
+            id=eid, at=at, namespace=ns, name=name, succeeded=draw(st.booleans())
+        )
+    if kind == "ready":
+        return PodsReady(id=eid, at=at, namespace=ns, name=name, ready=draw(st.booleans()))
+    if kind == "plan":
+        victims = draw(st.lists(st.sampled_from([*WORKLOADS, "x/y", ""]), max_size=3))
+        return PreemptionPlan(id=eid, at=at, preemptor=f"{ns}/{name}", victims=victims)
+    k, n = draw(st.sampled_from(KIND_NAMES))
+    return ObjectDeleted(id=eid, at=at, kind=k, name=n, namespace=draw(st.sampled_from(["", ns])))
+
+
+@settings(FUZZ, max_examples=max(10, EXAMPLES // 3))  # each example folds a whole journal
+@given(st.data(), st.sampled_from(["inline", "plans"]))
+def test_a_journal_of_mutated_objects_never_stops_the_fold(data: st.DataObject, mode: str) -> None:
+    fold = Fold(preemption=mode) if mode == "plans" else Fold()
+    n = data.draw(st.integers(min_value=1, max_value=10))
+    for i in range(n):
+        event = data.draw(journal_events(i))
+        for d in fold.apply(event, offset=i):
             if d.type == "Rejected":
                 assert d.object and d.message and d.reason, d
             elif d.type == "Inadmissible":
                 assert d.workload and d.reason and d.message, d
-    fold.apply(Tick(id="tick", at=1e6), offset=len(manifests))
+    fold.apply(Tick(id="tick", at=1e7), offset=n)
 
 
 def _config_map(text: str) -> dict[str, Any]:
