@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 REPO = Path(__file__).resolve().parents[3]
-EXAMPLES = int(os.environ.get("KUOTA_FUZZ_EXAMPLES", "150"))
+EXAMPLES = int(os.environ.get("KUOTA_FUZZ_EXAMPLES", "100"))
 
 FUZZ = settings(
     max_examples=EXAMPLES,
