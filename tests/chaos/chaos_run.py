@@ -27,6 +27,7 @@ import contextlib
 import dataclasses
 import itertools
 import json
+import logging
 import os
 import random
 import subprocess
@@ -101,7 +102,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help=f"infrastructure faults, comma-separated from {','.join(ALL_KINDS)} ('' for none)",
     )
     ap.add_argument("--no-faults", action="store_true", help="no faults at all (a baseline run)")
-    ap.add_argument("--settle", type=float, default=300.0, help="seconds to wait at the end")
+    ap.add_argument(
+        "--settle",
+        type=float,
+        default=120.0,
+        help="at the end, give up after this many seconds without a Job completing",
+    )
     ap.add_argument("--stack-dir", default=str(REPO / ".stack-chaos"))
     ap.add_argument("--keep", action="store_true", help="leave the run's stack up")
     ap.add_argument("--reuse-stack", action="store_true", help="do not purge the stack first")
@@ -289,13 +295,19 @@ async def run(args: argparse.Namespace) -> int:
         say(f"all {len(jobs)} Jobs created in {time.monotonic() - t0:.0f}s ({sum(tries)} calls)")
         await faulting
         say(f"all {len(injector.done)} faults injected at t+{time.monotonic() - t0:.0f}s")
+        # The backlog drains at the control plane's pace (the Job controller and
+        # kube-scheduler make a few pods a second here): wait while Jobs still
+        # complete; --settle seconds without one completing ends the wait.
         deadline = time.monotonic() + args.settle
-        next_report = 0.0
+        next_report, done_before = 0.0, -1
         while time.monotonic() < deadline:
             observer.check_tasks()
             left = [j.key for j in jobs if not observer.completed(j.key)]
             if not left:
                 break
+            if len(jobs) - len(left) > done_before:
+                done_before = len(jobs) - len(left)
+                deadline = time.monotonic() + args.settle
             if time.monotonic() > next_report:
                 say(f"waiting for {len(left)} Jobs to complete (e.g. {left[:3]})")
                 next_report = time.monotonic() + 15
@@ -370,6 +382,10 @@ def audit_replay(env: Mapping[str, str], stack_dir: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    # The run's own clients see every fault too; their retries are not news.
+    logging.basicConfig(level=logging.WARNING, format="[%(name)s] %(message)s")
+    for noisy in ("aiokafka", "kuota.kube.watch", "chaos"):
+        logging.getLogger(noisy).setLevel(logging.CRITICAL)
     return asyncio.run(run(args))
 
 

@@ -10,7 +10,7 @@ GPUs from ``e2e_harness.hardware``) gets three ClusterQueues:
 - ``chaos-c`` alone: 3 ``whole-gpus`` (a DeviceClass with an
   ``extendedResourceName``, charged by device count), ``LowerPriority``.
 
-Jobs are drawn from ``random.Random(seed)``: a kind (a whole GPU, 1-3 MIG
+Jobs are drawn from ``random.Random(seed)``: a kind (a whole GPU, 1-2 MIG
 slices in as many pods, or a counted whole GPU in ``chaos-c``), a priority
 (one in five high) and a run time (kwok completes the pods). Each Job's
 charge is computed HERE, from the kind, not by kuota's core: the checker
@@ -168,7 +168,7 @@ def draw_jobs(rng: random.Random, count: int) -> list[JobSpec]:
             team, kind, pods = rng.choice("ab"), "whole", 1
             charge = {"gpu-memory": 80 * GI}
         else:
-            team, kind, pods = rng.choice("ab"), "mig", rng.randint(1, 3)
+            team, kind, pods = rng.choice("ab"), "mig", rng.randint(1, 2)
             charge = {"gpu-memory": 10 * GI * pods}
         ns = f"{RUN}-{team}"
         jobs.append(

@@ -45,6 +45,6 @@ def test_charges_come_from_the_generators_table() -> None:
         if j.kind == "whole":
             assert j.charge == {"gpu-memory": 80 * GI}
         elif j.kind == "mig":
-            assert j.charge == {"gpu-memory": 10 * GI * j.pods} and 1 <= j.pods <= 3
+            assert j.charge == {"gpu-memory": 10 * GI * j.pods} and 1 <= j.pods <= 2
         else:
             assert j.charge == {"whole-gpus": 1000} and j.cluster_queue == "chaos-c"
