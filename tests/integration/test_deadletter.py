@@ -16,7 +16,9 @@ processes. Asserted:
   timeout in between — a timeout would cost seconds: poll 0.5 s, Kafka
   transaction 60 s).
 
-A second test sends a cohort cycle and a malformed ClusterQueue through the
+Another test runs the real actuator on ``<prefix>decisions`` with the same
+poison: dead-lettered with consumer ``<instance>-actuator``, and its group
+commits past it. A third sends a cohort cycle and a malformed ClusterQueue through the
 real admission service: Rejected decisions naming them, the cycle's workload
 Inadmissible (CohortCycle), the rest admitted.
 """
@@ -38,8 +40,10 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
+from crd_helpers import apply_crds
+from kubernetes_asyncio import client, config
 
 from kuota.bus.settings import KafkaSettings
 from kuota.bus.topics import Topics, ensure_topics
@@ -379,3 +383,74 @@ async def test_bad_configuration_is_rejected_by_the_running_admission(rig: Rig) 
     )
     assert rig.admission.alive()
     assert rig.admission.terminate() == 0
+
+
+async def test_the_actuator_dead_letters_poison_on_the_decision_topic(
+    rig: Rig, kubeconfig: str
+) -> None:
+    """The third consumer: garbage on ``<prefix>decisions`` is dead-lettered by the
+    real actuator with consumer ``<instance>-actuator``, and its group commits past
+    it together with the good decision after it."""
+    cfg = client.Configuration()
+    await config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+    async with client.ApiClient(cfg) as api:
+        await apply_crds(api)  # the actuator lists ResourceFlavors before it goes live
+    run = uuid.uuid4().hex[:8]
+    actuator = Service(
+        "actuator",
+        rig.admission.env
+        | {
+            "KUBECONFIG": kubeconfig,
+            "KUOTA_METRICS_PORT": str(_free_port()),
+            "KUOTA_CLUSTERQUEUE_SELECTOR": f"kuota.dev/deadletter-run={run}",
+            "KUOTA_JOB_LABEL_SELECTOR": f"kuota.dev/deadletter-run={run}",
+        },
+        rig.admission.log.with_name("actuator.log"),
+    )
+    actuator.start()
+    try:
+        good = Decision(
+            id=f"dl-{run}",
+            cause="test/dl",
+            cause_offset=0,
+            at=time.time(),
+            type="Inadmissible",
+            workload=f"{NS}/nobody",
+            reason="InsufficientQuota",
+            message="a decision that changes no Job",
+        )
+        offsets = []
+        for value in (GARBAGE, TRUNCATED, WRONG_SCHEMA, good.model_dump_json().encode()):
+            meta = await rig.producer.send_and_wait(rig.topics.decisions, value, key=b"k")
+            offsets.append(int(meta.offset))
+        async with Reader(rig.settings, rig.topics.deadletter) as dead:
+            await dead.until(lambda recs: len(recs) >= 3, timeout=90, what="3 dead letters")
+        instance = rig.topics.journal.removesuffix(".journal").replace(".", "-")
+        assert [r.value for r in dead.records] == [GARBAGE, TRUNCATED, WRONG_SCHEMA]
+        for offset, r in zip(offsets, dead.records, strict=False):
+            headers = dict(r.headers)
+            assert headers["kuota-consumer"] == f"{instance}-actuator".encode()
+            assert headers["kuota-source"] == f"{rig.topics.decisions}/0/{offset}".encode()
+            assert headers["kuota-reason"].startswith(b"not a decision")
+        # The group commits past the poison and the good decision behind it.
+        admin = AIOKafkaAdminClient(**rig.settings.client_kwargs())
+        await admin.start()
+        try:
+            tp = TopicPartition(rig.topics.decisions, 0)
+            deadline = time.monotonic() + 30
+            committed = -1
+            while committed < offsets[-1] + 1 and time.monotonic() < deadline:
+                got = await admin.list_consumer_group_offsets(f"{instance}-actuator")
+                committed = got[tp].offset if tp in got else -1
+                await asyncio.sleep(0.2)
+        finally:
+            await admin.close()
+        assert committed == offsets[-1] + 1
+        assert actuator.alive()
+        assert actuator.terminate() == 0
+    finally:
+        if actuator.alive():
+            assert actuator.proc is not None
+            actuator.proc.kill()
+            actuator.proc.wait()
+        print(f"---- kuota-actuator log (tail)\n{actuator.text()[-4000:]}")
