@@ -260,7 +260,8 @@ kafka__scram_user() {
       "$KUOTA_KAFKA_SCRAM_USER" "$pw" 2>>"$KUOTA_STACK_DIR/logs/kafka.log" && return 0
     sleep 0.5
   done
-  die "kafka: could not create the SCRAM user $KUOTA_KAFKA_SCRAM_USER (see $KUOTA_STACK_DIR/logs/kafka.log)"
+  # Not fatal: everything but the SASL_SSL listener works without the user.
+  log "kafka: WARNING: could not create the SCRAM user $KUOTA_KAFKA_SCRAM_USER; the SASL_SSL listener will refuse it (see $KUOTA_STACK_DIR/logs/kafka.log)"
 }
 
 # kafka__running PID: exists and is not a zombie (our daemons are orphans, and
