@@ -107,6 +107,56 @@ def cpu_table(before: dict[str, float], pids: dict[str, int], wall: float) -> st
     return ", ".join(text for _, text in sorted(parts, reverse=True))
 
 
+async def apiserver_figures(api: Any) -> dict[str, float]:
+    """Cumulative apiserver figures: seconds and counts of Job POST / PATCH, the webhook's
+    share, and every request served (sum, count) — diffed around the run."""
+    out: dict[str, float] = {}
+    try:
+        resp = await api.call_api(
+            "/metrics", "GET", auth_settings=["BearerToken"], _preload_content=False
+        )
+        text = (await resp.read()).decode()
+        resp.release()
+    except Exception:  # figures are a nicety; the run goes on without them
+        return out
+    for line in text.splitlines():
+        name, _, value = line.rpartition(" ")
+        try:
+            v = float(value)
+        except ValueError:
+            continue
+        if name.startswith("apiserver_request_total{"):
+            out["requests"] = out.get("requests", 0.0) + v
+        elif name.startswith("apiserver_admission_webhook_admission_duration_seconds_"):
+            if 'operation="CREATE"' in name and name.split("{")[0].endswith(("_sum", "_count")):
+                key = "webhook_" + name.split("{")[0].rsplit("_", 1)[1]
+                out[key] = out.get(key, 0.0) + v
+        elif name.startswith("apiserver_request_duration_seconds_") and 'resource="jobs"' in name:
+            if 'subresource=""' not in name:
+                continue
+            for verb in ("POST", "PATCH"):
+                if f'verb="{verb}"' in name:
+                    kind = name.split("{")[0].rsplit("_", 1)[1]
+                    if kind in ("sum", "count"):
+                        key = f"{verb}_{kind}"
+                        out[key] = out.get(key, 0.0) + v
+    return out
+
+
+def apiserver_summary(before: dict[str, float], after: dict[str, float], wall: float) -> str:
+    d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+
+    def mean_ms(what: str) -> str:
+        n = d.get(f"{what}_count", 0.0)
+        return f"{1000 * d.get(f'{what}_sum', 0.0) / n:.0f} ms x {n:.0f}" if n else "-"
+
+    return (
+        f"{d.get('requests', 0.0) / max(wall, 1e-9):.0f} requests/s served (all clients); "
+        f"Job create {mean_ms('POST')} (of which the mutating webhook {mean_ms('webhook')}), "
+        f"Job PATCH {mean_ms('PATCH')} (server-side means; other pipelines' requests included)"
+    )
+
+
 def scrape(port: int) -> dict[str, float]:
     """The actuator's counters that tell where its time went (name{labels} -> value)."""
     import urllib.request
@@ -132,7 +182,9 @@ def scrape(port: int) -> dict[str, float]:
     return out
 
 
-def setup_objects(run: str) -> list[dict[str, Any]]:
+def setup_objects(run: str, *, held: bool = False) -> list[dict[str, Any]]:
+    """The run's nodes, flavor, ClusterQueue (``held``: ``stopPolicy: Hold``), namespace
+    and LocalQueue."""
     labels = {PIPELINE_LABEL: run}
     objs: list[dict[str, Any]] = []
     for n in range(2):
@@ -170,6 +222,7 @@ def setup_objects(run: str) -> list[dict[str, Any]]:
             "metadata": {"name": run, "labels": labels},
             "spec": {
                 "namespaceSelector": {},
+                "stopPolicy": "Hold" if held else "None",
                 "resourceGroups": [
                     {
                         "coveredResources": ["cpu"],
@@ -279,6 +332,31 @@ async def wait_journaled(kafka: Any, journal: str, kind: str, name: str, timeout
         await consumer.stop()
 
 
+async def wait_pending(kafka: Any, decisions: str, want: int, timeout: float) -> int:
+    """Until ``want`` workloads have an Inadmissible decision (the ClusterQueue is held)."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    from kuota.events.schema import parse_decision
+
+    consumer = AIOKafkaConsumer(isolation_level="read_committed", **kafka.client_kwargs())
+    await consumer.start()
+    pending: set[str] = set()
+    try:
+        tp = TopicPartition(decisions, 0)
+        consumer.assign([tp])
+        await consumer.seek_to_beginning(tp)
+        deadline = time.monotonic() + timeout
+        while len(pending) < want and time.monotonic() < deadline:
+            for record in (await consumer.getmany(tp, timeout_ms=500)).get(tp, []):
+                with contextlib.suppress(ValueError):
+                    d = parse_decision(record.value or b"")
+                    if d.type == "Inadmissible" and d.workload:
+                        pending.add(d.workload)
+        return len(pending)
+    finally:
+        await consumer.stop()
+
+
 async def bench(args: argparse.Namespace) -> int:
     from kubernetes_asyncio import client, config
 
@@ -313,7 +391,7 @@ async def bench(args: argparse.Namespace) -> int:
     try:
         pods = f"pods run {args.run_for} on kwok" if args.pods else "parallelism 0, no pods"
         say(f"bench_e2e: {run}: {args.jobs} Jobs at {args.rate:g}/s, {pods}")
-        await kubectl_apply(env, setup_objects(run))
+        await kubectl_apply(env, setup_objects(run, held=args.held))
         t = time.monotonic()
         await asyncio.to_thread(launcher.up, pipeline, quiet=True)
         say(f"bench_e2e: services up in {time.monotonic() - t:.1f}s")
@@ -341,6 +419,7 @@ async def bench(args: argparse.Namespace) -> int:
             "bench_e2e": os.getpid(),
         }
         cpu_before = {n: c for n, pid in measured.items() if (c := cpu_seconds(pid)) is not None}
+        api_before = await apiserver_figures(api)
         load_before = os.getloadavg()[0]
         batch = client.BatchV1Api(api)
         # Enough creations in flight that a slow apiserver (the webhook call
@@ -380,6 +459,30 @@ async def bench(args: argparse.Namespace) -> int:
         if failures:
             say(f"bench_e2e: {len(failures)} creations failed, e.g. {failures[0]}")
         want = args.jobs - len(failures)
+        released: float | None = None
+        t_create = t0
+        if args.held:
+            held = await wait_pending(kafka, f"{run}.decisions", want, args.timeout)
+            if held < want:
+                raise SystemExit(f"bench_e2e: only {held} of {want} Jobs held pending")
+            say(f"bench_e2e: {held} Jobs pending on the held ClusterQueue; releasing it")
+            t_create = t0
+            t0 = time.time()  # the measured window starts with the release
+            cpu_before = {
+                n: c for n, pid in measured.items() if (c := cpu_seconds(pid)) is not None
+            }
+            api_before = await apiserver_figures(api)
+            load_before = os.getloadavg()[0]
+            resp = await api.call_api(
+                f"/apis/{KUEUE[0]}/{KUEUE[1]}/clusterqueues/{run}",
+                "PATCH",
+                body={"spec": {"stopPolicy": "None"}},
+                header_params={"Content-Type": "application/merge-patch+json"},
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+            )
+            resp.release()
+            released = time.time()
         deadline = time.monotonic() + args.timeout
         while len(unsuspended) < want and time.monotonic() < deadline:
             with contextlib.suppress(TimeoutError):
@@ -388,6 +491,7 @@ async def bench(args: argparse.Namespace) -> int:
         cpu_used = cpu_table(cpu_before, measured, wall)
         load_after = os.getloadavg()[0]
         counters = scrape(pipeline.ports["actuator"])
+        api_after = await apiserver_figures(api)
         watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await watcher
@@ -400,10 +504,11 @@ async def bench(args: argparse.Namespace) -> int:
                     if line.startswith("VmHWM:"):
                         peak += int(line.split()[1]) / 1024
 
-        lat = sorted((unsuspended[n] - created[n]) * 1000 for n in unsuspended if n in created)
+        start = created if released is None else dict.fromkeys(created, released)
+        lat = sorted((unsuspended[n] - start[n]) * 1000 for n in unsuspended if n in start)
         if not lat:
             raise SystemExit("bench_e2e: no Job was unsuspended")
-        first = min(created.values())
+        first = min(start.values())
         last = max(unsuspended.values())
         admitted_per_s = len(unsuspended) / max(1e-9, last - first)
 
@@ -417,6 +522,8 @@ async def bench(args: argparse.Namespace) -> int:
             f"bench_e2e: CPU in the {wall:.0f}s window (load average {load_before:.1f} -> "
             f"{load_after:.1f} on {os.cpu_count()} cores): {cpu_used}"
         )
+        if api_after:
+            say(f"bench_e2e: apiserver: {apiserver_summary(api_before, api_after, wall)}")
         if counters:
             say(
                 "bench_e2e: actuator: "
@@ -424,8 +531,8 @@ async def bench(args: argparse.Namespace) -> int:
             )
         create_ms.sort()
         say(
-            f"bench_e2e: created {args.jobs} in {t_created - t0:.1f}s "
-            f"({args.jobs / max(1e-9, t_created - t0):.0f}/s achieved of {args.rate:g}/s; "
+            f"bench_e2e: created {args.jobs} in {t_created - t_create:.1f}s "
+            f"({args.jobs / max(1e-9, t_created - t_create):.0f}/s achieved of {args.rate:g}/s; "
             f"create request p50 {create_ms[len(create_ms) // 2] if create_ms else 0:.0f} ms, "
             f"p99 {create_ms[int(0.99 * len(create_ms))] if create_ms else 0:.0f} ms), "
             f"{len(unsuspended)} unsuspended; latency ms: min {lat[0]:.0f} "
@@ -585,6 +692,12 @@ def main() -> int:
         "--timeout", type=float, default=300.0, help="wait after the last creation (300s)"
     )
     parser.add_argument("--keep", action="store_true", help="leave the pipeline running")
+    parser.add_argument(
+        "--held",
+        action="store_true",
+        help="throughput: create the Jobs while the ClusterQueue is held (stopPolicy: Hold), "
+        "then release it; latency and admitted_per_s count from the release, not creation",
+    )
     parser.add_argument(
         "--create-concurrency",
         type=int,

@@ -135,6 +135,15 @@ def merge_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     return patch
 
 
+def slim(job: dict[str, Any]) -> dict[str, Any]:
+    """``job`` without ``metadata.managedFields`` (a shallow copy): the plan deep-copies
+    the Job, and managedFields are most of its bytes while no write touches them."""
+    meta = job.get("metadata")
+    if not isinstance(meta, dict) or "managedFields" not in meta:
+        return job
+    return {**job, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+
+
 def with_precondition(patch: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
     """``patch`` carrying ``job``'s resourceVersion: the apiserver answers 409 if it moved."""
     meta = job.get("metadata") or {}
@@ -336,11 +345,11 @@ class Actuator:
         if not p.fresh:
             cached = self.jobs.get(workload)
             if cached is not None:
-                return cached, True
+                return slim(cached), True
         job = await self.kube.get(job_path(workload))
         p.fresh = False
         self.jobs.note(job)
-        return job, False
+        return (None if job is None else slim(job)), False
 
     async def _step(
         self, decision: Decision, order: DecisionOrder, p: _Progress

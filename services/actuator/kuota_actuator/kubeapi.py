@@ -36,6 +36,8 @@ SERVICE_ACCOUNT_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/toke
 MERGE_PATCH = "application/merge-patch+json"
 REQUEST_TIMEOUT = 15.0
 
+_TIMEOUT = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT)
+
 Observe = Callable[[str, float], None]  # (HTTP method, seconds) of every request
 
 
@@ -106,15 +108,19 @@ class Kube:
     async def _request(
         self, method: str, path: str, body: Any, content_type: str
     ) -> tuple[int, Any]:
+        # The ApiClient's own aiohttp session (its TLS and connection pool), without
+        # call_api's generic parameter sanitizing: half the client CPU per request.
+        headers = {"Accept": "application/json", "Content-Type": content_type}
         try:
-            resp = await self.api.call_api(
-                path,
+            await self.api.update_params_for_auth(headers, None, ["BearerToken"])
+            session: aiohttp.ClientSession = self.api.rest_client.pool_manager
+            resp = await session.request(
                 method,
-                body=body,
-                header_params={"Accept": "application/json", "Content-Type": content_type},
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=REQUEST_TIMEOUT,
+                self.api.configuration.host + path,
+                data=None if body is None else json.dumps(body, separators=(",", ":")),
+                headers=headers,
+                proxy=self.api.configuration.proxy or None,
+                timeout=_TIMEOUT,
             )
         except ApiException as err:  # raised before a response (e.g. auth refresh)
             raise Transient(err.status or 0, str(err.reason)) from err

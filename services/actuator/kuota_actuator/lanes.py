@@ -5,14 +5,24 @@ order. It joins its partition's in-flight list and, keyed by its workload
 (or object), a lane: one asyncio task per key that applies the key's
 decisions one after the other and ends when its queue is empty. A stop that
 waits seconds for the Job controller therefore holds up only its own Job,
-never the Admitted decisions behind it — except one: an Admitted decision
-that names victims (a preemption) waits until the victims' decisions
-submitted before it are applied, so the preemptor's Job is unsuspended only
-after its victims' Jobs are stopped, as Kueue admits a preemptor only once its
-victims are evicted (without this, both ran at once, over quota, for tens of
-milliseconds; found by tests/e2e). The fold emits a victim's ``Preempted``
-before its preemptor's ``Admitted``, in one event; with one decision
-partition (today) that is also the order they are submitted in.
+never the Admitted decisions behind it — except these:
+
+- an Admitted decision that names victims (a preemption) waits until the
+  victims' decisions submitted before it are applied, so the preemptor's Job
+  is unsuspended only after its victims' Jobs are stopped, as Kueue admits a
+  preemptor only once its victims are evicted (without this, both ran at
+  once, over quota, for tens of milliseconds; found by tests/e2e);
+- every Admitted decision waits until every stop (Preempted, Evicted,
+  Deactivated) submitted before it, in any lane, is applied: the fold gives
+  a stopped workload's quota back at the decision, to every later admission,
+  not only to the preemptor (the chaos runs found an unrelated admission
+  running next to a victim not yet stopped, over the cohort's quota). Kueue
+  has no such window: it releases quota once the evicted Job is stopped.
+
+The fold emits a victim's ``Preempted`` before its preemptor's ``Admitted``,
+in one event; with one decision partition (today) that is also the order
+they are submitted in. Waits only ever point to entries submitted earlier,
+so they cannot form a cycle.
 
 :meth:`Lanes.done_prefix` pops, per partition, the longest prefix of records
 already applied: those decisions are folded into the read model in offset
@@ -34,6 +44,7 @@ from dataclasses import dataclass, field
 
 from aiokafka import ConsumerRecord, TopicPartition
 
+from kuota.core.actuation import STOPPING
 from kuota.events.schema import Decision
 
 log = logging.getLogger("kuota.actuator")
@@ -49,6 +60,10 @@ class _Entry:
     after: tuple[_Entry, ...] = ()  # entries of other lanes to be applied first
     applied: asyncio.Event = field(default_factory=asyncio.Event)
 
+    @property
+    def decision_type(self) -> str:
+        return self.decision.type if self.decision is not None else ""
+
 
 class Lanes:
     def __init__(self, apply: Apply, stop: asyncio.Event) -> None:
@@ -57,6 +72,7 @@ class Lanes:
         self._pending: dict[TopicPartition, deque[_Entry]] = {}
         self._queues: dict[str, deque[_Entry]] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._stops: list[_Entry] = []  # stop entries submitted, maybe not applied yet
         self.in_flight = 0
         self.progress = asyncio.Event()
         self.error: Exception | None = None  # a lane's unexpected failure; the service stops
@@ -70,8 +86,12 @@ class Lanes:
             return
         self.in_flight += 1
         key = d.workload or d.object or ""
-        if d.type == "Admitted" and d.victims:
-            entry.after = tuple(e for v in d.victims if v != key for e in self._queues.get(v, ()))
+        if d.type == "Admitted":
+            self._stops = [e for e in self._stops if not e.done]
+            victims = [e for v in d.victims or () if v != key for e in self._queues.get(v, ())]
+            entry.after = (*self._stops, *(e for e in victims if e.decision_type not in STOPPING))
+        elif d.type in STOPPING:
+            self._stops.append(entry)
         queue = self._queues.setdefault(key, deque())
         queue.append(entry)
         if key not in self._tasks:
