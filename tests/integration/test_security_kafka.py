@@ -16,8 +16,9 @@ by ``KafkaSettings.from_env``.
   (``KafkaAuthError``), never retried as if the broker were down;
 - kuota-admission runs on the SCRAM listener with Redis as the ACL user, and
   ``kuota audit replay --snapshot`` (CLI: Kafka consumer and admin client,
-  Redis) finds its decisions identical to a re-fold; a service given a wrong
-  password exits with the reason.
+  Redis) finds its decisions identical to a re-fold, and the example
+  subscriber (examples/consumer/ledger.py) reads them all; ``kuota status``
+  works the same way; a service given a wrong password exits with the reason.
 
 A broker started by an older ``scripts/stack`` has no such listeners: the
 tests then FAIL and say how to restart it.
@@ -28,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -307,6 +309,27 @@ async def test_admission_and_audit_over_scram_with_the_redis_acl_user(
             await asyncio.sleep(0.2)
         assert await plain.exists(snapshot_key), f"no snapshot {snapshot_key}:\n{admission.text()}"
 
+        # the example subscriber reads the decisions with the same settings
+        ledger_log = tmp_path / "ledger.log"
+        with ledger_log.open("wb") as out:
+            ledger = subprocess.Popen(
+                [sys.executable, str(REPO / "examples" / "consumer" / "ledger.py")],
+                env=env
+                | {"LEDGER_DB": str(tmp_path / "ledger.sqlite"), "LEDGER_GROUP": f"{prefix}ledger"},
+                stderr=out,
+            )
+        try:
+            deadline = time.monotonic() + 60
+            read = 0
+            while read < len(want) and time.monotonic() < deadline and ledger.poll() is None:
+                await asyncio.sleep(0.3)
+                read = sum(
+                    int(n) for n in re.findall(r"ledger: (\d+) decisions", ledger_log.read_text())
+                )
+            assert read == len(want), ledger_log.read_text()[-3000:]
+        finally:
+            ledger.terminate()
+            ledger.wait(timeout=30)
         for args, recorded in (([], len(want)), (["--snapshot"], None)):
             audit = await asyncio.to_thread(
                 subprocess.run,
