@@ -25,13 +25,13 @@ async def test_one_workload_in_order_others_in_parallel_and_a_prefix_commit() ->
     async def apply(d: Decision, offset: int) -> None:
         gate = gates.get(d.workload or "")
         if gate is not None and offset == 0:
-            await gate.wait()  # the slow Job's first decision waits (a stop)
+            await gate.wait()  # the slow Job's first decision waits (the apiserver is away)
         applied.append((d.workload or "", offset))
 
     lanes = Lanes(apply, stop)
-    lanes.submit(TP, record(0), decision("Preempted", workload="team/slow"))
+    lanes.submit(TP, record(0), decision("Admitted", workload="team/slow"))
     lanes.submit(TP, record(1), decision("Admitted", workload="team/fast"))
-    lanes.submit(TP, record(2), decision("Admitted", workload="team/slow"))
+    lanes.submit(TP, record(2), decision("Evicted", workload="team/slow"))
     lanes.submit(TP, record(3), None)  # undecodable: done at once
     await asyncio.sleep(0.05)
     assert applied == [("team/fast", 1)]  # not held up behind the slow Job
@@ -41,7 +41,7 @@ async def test_one_workload_in_order_others_in_parallel_and_a_prefix_commit() ->
     await lanes.drain(timeout=1)
     assert applied == [("team/fast", 1), ("team/slow", 0), ("team/slow", 2)]
     decisions, commit = lanes.done_prefix()
-    assert [d.type for d in decisions] == ["Preempted", "Admitted", "Admitted"]
+    assert [d.type for d in decisions] == ["Admitted", "Admitted", "Evicted"]
     assert commit == {TP: 4}
     assert not lanes.busy and lanes.in_flight == 0
 
