@@ -28,10 +28,12 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 if TYPE_CHECKING:
+    from aiokafka import TopicPartition
     from rich.console import Console
     from rich.progress import Progress
 
     from kuota.audit.explain import Explanation
+    from kuota.audit.kafka import AuditRange
     from kuota.audit.replay import AuditResult
     from kuota.bus.settings import KafkaSettings
 
@@ -202,27 +204,29 @@ def replay(
         raise typer.Exit(code=1)
 
 
-async def _replay_kafka(
-    settings: KafkaSettings, *, compare_from: int, snapshot: bool, redis_url: str
-) -> tuple[AuditResult, str, float]:
-    from kuota.audit.kafka import (
-        AuditSourceError,
-        audit_range,
-        load_snapshot,
-        run_audit,
-        single_partition,
-        snapshot_name,
-    )
-    from kuota.audit.replay import Auditor
+async def _journal_and_decisions(
+    settings: KafkaSettings,
+) -> tuple[TopicPartition, TopicPartition, AuditRange]:
+    """The journal and decision topics' one partition each, and how far to read them."""
+    from kuota.audit.kafka import audit_range, single_partition
     from kuota.bus.topics import Topics
-    from kuota.core.fold import Fold
 
     topics = Topics.from_settings(settings)
     journal = await single_partition(settings, topics.journal)
     decisions = await single_partition(settings, topics.decisions)
-    rng = await audit_range(settings, journal, decisions)
+    return journal, decisions, await audit_range(settings, journal, decisions)
+
+
+async def _replay_kafka(
+    settings: KafkaSettings, *, compare_from: int, snapshot: bool, redis_url: str
+) -> tuple[AuditResult, str, float]:
+    from kuota.audit.kafka import AuditSourceError, load_snapshot, run_audit, snapshot_name
+    from kuota.audit.replay import Auditor
+    from kuota.core.fold import Fold
+
+    journal, decisions, rng = await _journal_and_decisions(settings)
     fold, start = Fold(), 0
-    source = f"{topics.journal} to offset {rng.end} ({rng.reason})"
+    source = f"{journal.topic} to offset {rng.end} ({rng.reason})"
     if snapshot:
         name = snapshot_name(settings)
         fold, start = await load_snapshot(redis_url, name)
@@ -303,13 +307,9 @@ async def _export(settings: KafkaSettings, file: Path) -> tuple[int, int, int, s
         header_line,
         journal_line,
     )
-    from kuota.audit.kafka import audit_range, read_batches, single_partition
-    from kuota.bus.topics import Topics
+    from kuota.audit.kafka import read_batches
 
-    topics = Topics.from_settings(settings)
-    journal = await single_partition(settings, topics.journal)
-    decisions = await single_partition(settings, topics.decisions)
-    rng = await audit_range(settings, journal, decisions)
+    journal, decisions, rng = await _journal_and_decisions(settings)
     dfile = decisions_path(file)
     tmp, dtmp = file.with_name(file.name + ".tmp"), dfile.with_name(dfile.name + ".tmp")
     journal_n = decisions_n = 0
@@ -390,19 +390,10 @@ def _before(offset: int | None, end: int | None) -> bool:
 
 async def _explain_kafka(settings: KafkaSettings, key: str) -> Explanation:
     from kuota.audit.explain import Explainer, relevant
-    from kuota.audit.kafka import (
-        audit_range,
-        journal_records,
-        recorded_decisions,
-        single_partition,
-    )
-    from kuota.bus.topics import Topics
+    from kuota.audit.kafka import journal_records, recorded_decisions
     from kuota.events.schema import Decision
 
-    topics = Topics.from_settings(settings)
-    journal = await single_partition(settings, topics.journal)
-    decisions = await single_partition(settings, topics.decisions)
-    rng = await audit_range(settings, journal, decisions)
+    journal, decisions, rng = await _journal_and_decisions(settings)
     mine: list[Decision] = []
     async for batch in recorded_decisions(settings, decisions, end=rng.decisions_end):
         for r in batch:
