@@ -12,7 +12,9 @@
 # KUOTA_SCHEDULER_PORT, KUOTA_KWOK_PORT; KUOTA_KUBE_FEATURE_GATES (extra
 # --feature-gates for apiserver, controller-manager and scheduler alike);
 # KUOTA_GO_BUILD_JOBS (go build -p, default 2); KUOTA_KWOK_LOG_LEVEL (WARN; INFO
-# logs every pod patch and lease renewal).
+# logs every pod patch and lease renewal); KUOTA_KCM_API_QPS / KUOTA_KCM_API_BURST
+# (controller-manager's client rate limit, default 20/30 as upstream; the fault
+# runs raise it so their thousand Jobs' pods and claims are not throttled).
 
 : "${KUOTA_KUBE_VERSION:=v1.36.3}"
 : "${KUOTA_ETCD_VERSION:=v3.6.16}"
@@ -358,6 +360,7 @@ _kube_cmd_controller-manager() {
   _kube_argv=("$_kube_bin/kube-controller-manager" \
     --kubeconfig="$k" --authentication-kubeconfig="$k" --authorization-kubeconfig="$k" \
     --bind-address=127.0.0.1 --secure-port="$KUOTA_KCM_PORT" --leader-elect=false \
+    --kube-api-qps="${KUOTA_KCM_API_QPS:-20}" --kube-api-burst="${KUOTA_KCM_API_BURST:-30}" \
     --controllers='*' --use-service-account-credentials=false \
     --root-ca-file="$p/ca.crt" --service-account-private-key-file="$p/sa.key" \
     --cluster-signing-cert-file="$p/ca.crt" --cluster-signing-key-file="$p/ca.key" \

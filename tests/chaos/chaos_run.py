@@ -117,6 +117,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def stack_env(stack_dir: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in STACK_VARS}
     env.update(STACK_PORTS)
+    # 1,000 Jobs' pods and ResourceClaims: upstream's 20 requests/s throttles them
+    env.setdefault("KUOTA_KCM_API_QPS", "200")
+    env.setdefault("KUOTA_KCM_API_BURST", "400")
     env["KUOTA_STACK_DIR"] = str(stack_dir)
     return env
 
