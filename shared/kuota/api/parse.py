@@ -183,6 +183,11 @@ def object_ref(manifest: object) -> ObjectRef:
 def parse_object(manifest: object, *, at: float = 0.0) -> ParsedObject | ValidationError | None:
     """Parse any manifest kuota reads. ``at`` is the event time, used only as the
     creation time of a Job that carries none."""
+    if type(manifest) is dict:  # _boundary(manifest, ...) inlined: once per journal event
+        try:
+            return _dispatch(manifest, at)
+        except Exception as e:
+            return _invalid(manifest, e)
     return _boundary(manifest, lambda raw: _dispatch(raw, at))
 
 
@@ -196,15 +201,23 @@ def parse_job(manifest: object, *, at: float) -> WorkloadSpec | ValidationError 
 
 
 def _boundary(manifest: object, read: Callable[[Raw], _T | None]) -> _T | ValidationError | None:
-    ref = object_ref(manifest)
     try:
         if not isinstance(manifest, dict):
             raise FieldError("", f"a manifest must be a mapping, not {type(manifest).__name__}")
         return read(manifest)
-    except FieldError as e:
-        return ValidationError(ref=ref, field=e.field, message=e.message)
     except Exception as e:  # the boundary: bad input must never stop the fold
-        return ValidationError(ref=ref, field="", message=f"cannot parse: {type(e).__name__}: {e}")
+        return _invalid(manifest, e)
+
+
+def _invalid(manifest: object, error: Exception) -> ValidationError:
+    """The ValidationError for a manifest whose reading raised ``error``; the
+    ObjectRef naming it is built only here, when something is wrong."""
+    ref = object_ref(manifest)
+    if isinstance(error, FieldError):
+        return ValidationError(ref=ref, field=error.field, message=error.message)
+    return ValidationError(
+        ref=ref, field="", message=f"cannot parse: {type(error).__name__}: {error}"
+    )
 
 
 def _dispatch(raw: Raw, at: float) -> ParsedObject | None:

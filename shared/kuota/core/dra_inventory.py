@@ -22,10 +22,11 @@ in two *different* pools is not a contradiction: a device is (driver, pool,
 name), as in Kubernetes.
 
 CEL results are cached per (expression, device) in a :class:`DeviceEnv` per
-device, kept until that device's slice changes; device matches for a tuple of
-selectors are cached until the next generation. Every iteration is over sorted
-keys, so results never depend on the order objects arrived in beyond what the
-generation rules say.
+device, kept until that device's slice changes (devices with the same driver,
+attributes, capacity and allowMultipleAllocations share one: that is all a
+selector sees); device matches for a tuple of selectors are cached until the
+next generation. Every iteration is over sorted keys, so results never depend
+on the order objects arrived in beyond what the generation rules say.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from kuota.core.dra_model import (
 )
 
 IMPLICIT_EXTENDED_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
+_ENVS_BY_CONTENT_MAX = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +88,9 @@ class DraInventory:
         # per-generation memos.
         self._views: dict[tuple[str, str], _PoolView] = {}
         self._envs: dict[str, dict[str, DeviceEnv]] = {}  # slice name -> device name -> env
+        # (driver, attributes, capacity, allowMultipleAllocations) -> the env shared by
+        # every device with that content (see ``env``)
+        self._env_by_content: dict[tuple[object, ...], DeviceEnv] = {}
         self._usable: tuple[PoolDevice, ...] | None = None
         self._matches: dict[tuple[tuple[str, ...], str | None], _Match] = {}
         self._usage: dict[tuple[tuple[str, ...], str | None, str], _Usage] = {}
@@ -273,16 +278,26 @@ class DraInventory:
         env = per_slice.get(device.device.name)
         if env is None:
             d = device.device
-            attrs = [
-                (a.name, semver_value(str(a.value)) if a.kind == "version" else a.value)
-                for a in d.attributes
-            ]
-            env = DeviceEnv(
-                driver=device.driver,
-                attributes=attrs,
-                capacity=d.capacity,
-                allow_multiple_allocations=d.allow_multiple_allocations,
-            )
+            # A selector sees only the driver, attributes, capacity and
+            # allowMultipleAllocations (not the name, pool or slice), so devices
+            # alike in those share one DeviceEnv and its per-expression results:
+            # 100 identical 8-GPU nodes evaluate each selector 16 times, not 6,400.
+            content = (device.driver, d.attributes, d.capacity, d.allow_multiple_allocations)
+            env = self._env_by_content.get(content)
+            if env is None:
+                attrs = [
+                    (a.name, semver_value(str(a.value)) if a.kind == "version" else a.value)
+                    for a in d.attributes
+                ]
+                env = DeviceEnv(
+                    driver=device.driver,
+                    attributes=attrs,
+                    capacity=d.capacity,
+                    allow_multiple_allocations=d.allow_multiple_allocations,
+                )
+                if len(self._env_by_content) >= _ENVS_BY_CONTENT_MAX:
+                    self._env_by_content.clear()  # bounded: a cache, never a result
+                self._env_by_content[content] = env
             per_slice[device.device.name] = env
         return env
 
