@@ -15,13 +15,14 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
-from fuzz_support import EXAMPLES, FUZZ, SEED_KINDS, SEEDS, json_like, mutated_manifests
+from fuzz_support import EXAMPLES, FUZZ, REPO, SEED_KINDS, SEEDS, json_like, mutated_manifests
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kuota.api.parse import KUEUE_CONFIG_KEY, object_ref, parse_job, parse_object
 from kuota.api.types import ValidationError
 from kuota.core.dra import DraInventory
+from kuota.core.dra_model import parse_dra_object
 from kuota.core.fold import Fold
 from kuota.events.schema import (
     ObjectDeleted,
@@ -190,3 +191,54 @@ def test_any_text_as_the_kueue_config_file(text: str) -> None:
     result = parse_object(manifest)
     if isinstance(result, ValidationError):
         _named_error(result, manifest)
+
+
+SCENARIOS = {
+    path.name: [m for m in yaml.safe_load_all(path.read_text()) if isinstance(m, dict)]
+    for path in sorted((REPO / "examples" / "scenarios").glob("*.yaml"))
+}
+
+
+def _is_rejected(manifest: dict[str, Any]) -> bool:
+    kind = manifest.get("kind")
+    if isinstance(kind, str) and kind in DRA_KINDS:
+        return isinstance(parse_dra_object(manifest), ValidationError)
+    return isinstance(parse_object(manifest), ValidationError)
+
+
+@st.composite
+def bad_objects(draw: st.DrawFn, index: int) -> dict[str, Any]:
+    """A mutated manifest that is rejected, under a name no valid object has."""
+    for _ in range(5):
+        m = draw(mutated_manifests())
+        if not isinstance(m.get("metadata"), dict):
+            m["metadata"] = {}
+        m["metadata"]["name"] = f"zz-bad-{index}"
+        if _is_rejected(m):
+            return m
+    return {"kind": "ClusterQueue", "metadata": {"name": f"zz-bad-{index}"}, "spec": "broken"}
+
+
+@settings(FUZZ, max_examples=max(10, EXAMPLES // 5))  # each example folds two journals
+@given(st.sampled_from(sorted(SCENARIOS)), st.data())
+def test_a_rejected_object_changes_no_other_decision(scenario: str, data: st.DataObject) -> None:
+    """Insert rejected objects anywhere in a valid journal: every other decision
+    is exactly the same (ids included), and each bad object gets one Rejected."""
+    good = SCENARIOS[scenario]
+    slots = data.draw(st.lists(st.integers(0, len(good)), min_size=1, max_size=4))
+    plain, mixed = Fold(), Fold()
+    want: list[Any] = []
+    got: list[Any] = []
+    bad_count = 0
+    for i, m in enumerate([*good, None]):
+        for _ in range(slots.count(i)):
+            bad = data.draw(bad_objects(bad_count))
+            at = float(max(i - 1, 0))  # the previous good event's time: the clock stays put
+            out = mixed.apply(ObjectUpserted(id=f"bad{bad_count}", at=at, object=bad))
+            assert [d.type for d in out] == ["Rejected"], out
+            assert out[0].object and f"zz-bad-{bad_count}" in out[0].object
+            bad_count += 1
+        event = ObjectUpserted(id=f"e{i}", at=float(i), object=m) if m else Tick(id="t", at=1e5)
+        want += plain.apply(event)
+        got += mixed.apply(event)
+    assert got == want
