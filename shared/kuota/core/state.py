@@ -60,6 +60,20 @@ from kuota.core.workload import (
     WorkloadRecord,
 )
 
+# Messages are cut here: they may quote a bad value (a Rejected's field value,
+# an Inadmissible's CEL expression), and a decision must stay far below Kafka's
+# record size limit (1 MB by default) or admission could not produce it. No
+# message of valid input comes near the Inadmissible cap.
+MAX_REJECTED_MESSAGE = 2000
+MAX_INADMISSIBLE_MESSAGE = 100_000
+
+
+def _capped(message: str, limit: int) -> str:
+    if len(message) <= limit:
+        return message
+    return f"{message[:limit]}... ({len(message) - limit} more characters)"
+
+
 ChargeKey = tuple[str, tuple[PodSet, ...]]
 ChargeResult = tuple[PodSetRequest, ...] | NotChargeable
 Waiter = tuple[int, int, int]  # (amount needed, shape or BLOCKED_HEAD, epoch)
@@ -152,11 +166,12 @@ class FoldState:
                 "uid": rec.spec.uid,
                 "cluster_queue": rec.cluster_queue,
                 "reason": verdict.reason,
-                "message": verdict.message(),
+                "message": _capped(verdict.message(), MAX_INADMISSIBLE_MESSAGE),
             }
         )
 
     def _rejected(self, ref: ObjectRef, message: str, reason: str = "InvalidObject") -> None:
+        message = _capped(message, MAX_REJECTED_MESSAGE)  # it may quote a huge bad value
         self._out.append(
             {"type": "Rejected", "object": str(ref), "reason": reason, "message": message}
         )

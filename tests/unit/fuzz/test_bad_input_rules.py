@@ -480,3 +480,32 @@ def test_kuota_explain_shows_why_a_malformed_job_is_not_queued() -> None:
         explainer.event(JournalRecord(i, ObjectUpserted(id=f"e{i}", at=float(i), object={})))
     text = json.dumps(explainer.explain(), default=str)
     assert "Job team-a/huge" in text and "absurdly large" in text, text
+
+
+def test_a_huge_bad_value_gives_a_short_rejection() -> None:
+    """The message may quote the bad value; it is cut so the decision stays far
+    below Kafka's record size limit (a decision too big to produce would stop
+    admission on every restart)."""
+    j = Journal()
+    setup_gpu_queue(j)
+    m = cluster_queue("big", {"cpu": 1})
+    m["spec"]["queueingStrategy"] = "\u00e9" * 400_000
+    obj, _, message = only_rejected(j.apply(m))
+    assert obj == "ClusterQueue big" and "spec.queueingStrategy" in message
+    assert len(message) < 2100 and message.endswith("more characters)")
+    assert len(j.decisions[-1].model_dump_json().encode()) < 10_000
+    good_job_admitted(j)
+
+
+def test_a_huge_cel_expression_gives_a_bounded_inadmissible_message() -> None:
+    """CEL longer than Kubernetes' limit is refused without being quoted whole."""
+    j = Journal()
+    setup_gpu_queue(j)
+    expression = "device.driver == '" + "x" * 600_000 + "' +"
+    out = j.apply(
+        claim_template("huge", "gpu.nvidia.com", expression), job("cel", claims={"gpu": "huge"})
+    )
+    assert [(d.type, d.reason) for d in out] == [("Inadmissible", "InvalidCEL")]
+    assert "600021 characters long, more than the limit of 10240" in (out[0].message or "")
+    assert len(out[0].model_dump_json().encode()) < 2_000
+    good_job_admitted(j)
