@@ -7,14 +7,20 @@ decisions at once, then N Preempted decisions, and prints the actuator's own
 ``kuota_actuation_latency_seconds`` (decision ``at`` -> last Job write) and
 the wall time of each burst. Everything it creates is deleted at the end.
 
+First it measures what the apiserver alone can do, as the ceiling for the
+actuator: N other Jobs (``parallelism: 0``) unsuspended by N merge PATCHes
+with a resourceVersion precondition — the actuator's own write — sent with
+plain aiohttp, ``--raw-concurrency`` at a time (64, the actuator's default).
+
     set -a; . .stack/stack.env; set +a
-    .venv/bin/python scripts/bench_actuator.py --jobs 50
+    .venv/bin/python scripts/bench_actuator.py --jobs 500
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import re
 import signal
@@ -33,7 +39,7 @@ from kuota.bus.settings import KafkaSettings
 from kuota.bus.topics import ensure_topics
 from kuota.events.schema import Decision
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
 
 
@@ -67,9 +73,10 @@ def quantile(buckets: list[tuple[float, float]], count: int, q: float) -> float:
     return float("inf")
 
 
-def job(name: str) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name},
+def job(name: str, pods: bool = False) -> dict[str, Any]:
+    """A suspended Job; without ``pods``, ``parallelism: 0`` (the Job controller makes none)."""
+    manifest: dict[str, Any] = {
+        "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": "bench"}},
         "spec": {
             "suspend": True,
             "backoffLimit": 0,
@@ -83,6 +90,9 @@ def job(name: str) -> dict[str, Any]:
             },
         },
     }
+    if not pods:
+        manifest["spec"]["parallelism"] = 0
+    return manifest
 
 
 async def wait_jobs(batch: client.BatchV1Api, ns: str, n: int, phase: str) -> None:
@@ -101,9 +111,80 @@ async def wait_jobs(batch: client.BatchV1Api, ns: str, n: int, phase: str) -> No
     raise SystemExit(f"timeout waiting for {n} Jobs to be done with {phase}")
 
 
+async def raw_patch_rate(api: Any, ns: str, n: int, concurrency: int) -> None:
+    """The apiserver alone: n Jobs created, then unsuspended by n merge PATCHes."""
+    session = api.rest_client.pool_manager  # the ApiClient's aiohttp session (its TLS)
+    host = api.configuration.host
+    gate = asyncio.Semaphore(concurrency)
+
+    async def call(method: str, path: str, body: dict[str, Any], ctype: str) -> dict[str, Any]:
+        headers = {"Content-Type": ctype, "Accept": "application/json"}
+        await api.update_params_for_auth(headers, None, ["BearerToken"])
+        async with (
+            gate,
+            session.request(method, host + path, data=json.dumps(body), headers=headers) as resp,
+        ):
+            data: dict[str, Any] = json.loads(await resp.read())
+            data["_status"] = resp.status
+            return data
+
+    spec = job("x")["spec"]
+    t = time.monotonic()
+    made = await asyncio.gather(
+        *(
+            call(
+                "POST",
+                f"/apis/batch/v1/namespaces/{ns}/jobs",
+                {"metadata": {"name": f"raw{i}"}, "spec": spec},
+                "application/json",
+            )
+            for i in range(n)
+        )
+    )
+    created = time.monotonic() - t
+    latencies: list[float] = []
+
+    async def unsuspend(i: int, rv: str) -> int:
+        body = {
+            "metadata": {"resourceVersion": rv, "annotations": {"kuota.dev/decision-id": "x"}},
+            "spec": {"suspend": False, "template": {"spec": {"nodeSelector": {"type": "kwok"}}}},
+        }
+        started = time.monotonic()
+        out = await call(
+            "PATCH",
+            f"/apis/batch/v1/namespaces/{ns}/jobs/raw{i}",
+            body,
+            "application/merge-patch+json",
+        )
+        latencies.append(time.monotonic() - started)
+        return int(out["_status"])
+
+    t = time.monotonic()
+    codes = await asyncio.gather(
+        *(unsuspend(i, m["metadata"]["resourceVersion"]) for i, m in enumerate(made))
+    )
+    patched = time.monotonic() - t
+    latencies.sort()
+    conflicts = sum(1 for c in codes if c == 409)
+    print(
+        f"apiserver alone (aiohttp, {concurrency} in flight): {n} Job creates at "
+        f"{n / created:.0f}/s; {n} unsuspend PATCHes at {n / patched:.0f}/s, "
+        f"p50 {latencies[len(latencies) // 2] * 1000:.0f} ms, "
+        f"p99 {latencies[int(0.99 * len(latencies))] * 1000:.0f} ms, {conflicts} conflicts "
+        "(the Job controller's status write)"
+    )
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=50)
+    ap.add_argument("--raw-concurrency", type=int, default=64)
+    ap.add_argument(
+        "--pods",
+        action="store_true",
+        help="the actuator's Jobs get a pod each (kwok), so a stop waits for the Job "
+        "controller; default parallelism 0, like the raw PATCH figure",
+    )
     # The figures below come from the actuator's own histograms; its log is
     # .stack/logs/bench-actuator-<run>.log (KUOTA_LOG_LEVEL=INFO for every step).
     args = ap.parse_args()
@@ -117,6 +198,8 @@ async def main() -> None:
     objects = client.CustomObjectsApi(api)
     ns, flavor, cq = f"kuota-bench-{run}", f"bench-{run}", f"bench-{run}"
     await core.create_namespace({"metadata": {"name": ns}})
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    await raw_patch_rate(api, ns, n, args.raw_concurrency)
     await objects.create_cluster_custom_object(
         GROUP,
         VERSION,
@@ -130,7 +213,7 @@ async def main() -> None:
     )
     uids = {}
     for i in range(n):
-        created = await batch.create_namespaced_job(ns, job(f"j{i}"))
+        created = await batch.create_namespaced_job(ns, job(f"j{i}", args.pods))
         uids[f"j{i}"] = created.metadata.uid
     port = free_port()
     log_path = REPO / ".stack" / "logs" / f"bench-actuator-{run}.log"
@@ -140,7 +223,8 @@ async def main() -> None:
         "KUOTA_TOPIC_PREFIX": prefix,
         "KUOTA_METRICS_PORT": str(port),
         "KUOTA_CLUSTERQUEUE_SELECTOR": f"kuota.dev/bench={run}",
-        "KUOTA_LOG_LEVEL": os.environ.get("KUOTA_LOG_LEVEL", "WARNING"),
+        "KUOTA_JOB_LABEL_SELECTOR": "kueue.x-k8s.io/queue-name=bench",
+        "KUOTA_LOG_LEVEL": os.environ.get("KUOTA_LOG_LEVEL", "INFO"),
     }
     with log_path.open("w") as log_file:
         proc = subprocess.Popen(
@@ -152,8 +236,11 @@ async def main() -> None:
     producer = AIOKafkaProducer(enable_idempotence=True, **settings.client_kwargs())
     await producer.start()
     try:
-        # Warm-up: the actuator is live once a first decision is applied.
-        await asyncio.sleep(3)
+        deadline = time.monotonic() + 90
+        while "live: consuming" not in log_path.read_text():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"kuota-actuator not live: {log_path.read_text()[-2000:]}")
+            await asyncio.sleep(0.2)
         for phase, type_ in (("admit", "Admitted"), ("preempt", "Preempted")):
             t0 = time.monotonic()
             for i in range(n):

@@ -1,36 +1,52 @@
 #!/usr/bin/env python3
 """End-to-end benchmark: Jobs created at a fixed rate, creation -> unsuspended latency.
 
-    .venv/bin/python scripts/bench_e2e.py [--jobs 2000] [--rate 100] [--pods] [--keep]
+    .venv/bin/python scripts/bench_e2e.py [--jobs 2000] [--rate 100] [--held] [--pods] [--keep]
 
 Against the local stack (``scripts/stack up``) it starts a pipeline of its own
 — the four services, through ``scripts/kuota-services``' Python API, named
 ``bench-<hex>`` (own topics, ports, webhook registration, and only the Jobs
 labelled ``kuota.dev/pipeline=bench-<hex>``) — and a ClusterQueue with quota
 for every Job (each pod asks for 10m of cpu), with two kwok nodes of its own.
-It then creates ``--jobs`` Jobs at ``--rate`` per second, each through the
-mutating webhook (not created suspended), and watches them: a Job's latency is
-the time from the watch event that shows it created (suspended by the
-webhook) to the first watch event that shows it unsuspended by
-kuota-actuator — both timestamps taken by the same watch, on this machine's
-clock. The path measured: apiserver -> kuota-ingest (watch) -> Kafka journal
--> kuota-admission (fold, transaction) -> Kafka decisions -> kuota-actuator
-(GET + PUT of the Job, Events) -> apiserver -> the watch.
+It then creates ``--jobs`` Jobs at ``--rate`` per second (up to
+``--create-concurrency`` creations in flight, so a slow apiserver does not hold
+the offered rate down; the rate achieved and the create request latency are
+printed), each through the mutating webhook (not created suspended), and
+watches them: a Job's latency is the time from the watch event that shows it
+created (suspended by the webhook) to the first watch event that shows it
+unsuspended by kuota-actuator — both timestamps taken by the same watch, on
+this machine's clock. The path measured: apiserver -> kuota-ingest (watch) ->
+Kafka journal -> kuota-admission (fold, transaction) -> Kafka decisions ->
+kuota-actuator (one merge PATCH of the cached Job) -> apiserver -> the watch.
 
-By default the Jobs have ``parallelism: 0``: admitted and unsuspended like any
-other, but the Job controller makes no pod. With ``--pods`` each has one pod,
-run by kwok for ``--run-for``: then kube-controller-manager's Job controller
-(about 6 pods a second on the 2-core dev machine) and kube-scheduler share the
-cores with kuota, and cleaning 2,000 such Jobs up takes minutes.
+**The Jobs have ``parallelism: 0`` by default**: admitted and unsuspended like
+any other, but the Job controller makes no pod, so what is measured is
+kuota's path, not kube-controller-manager's pod churn. With ``--pods`` each has
+one pod, run by kwok for ``--run-for``: then the Job controller (about 6 pods a
+second on the 2-core dev machine) and kube-scheduler share the cores with
+kuota, and cleaning 2,000 such Jobs up takes minutes.
+
+``--held`` measures throughput instead of latency at a rate: the ClusterQueue
+starts with ``stopPolicy: Hold``, the Jobs are created and held pending
+(Inadmissible), then the hold is released and every Job is admitted at once;
+latency and ``admitted_per_s`` then count from the release.
+
+Besides the stage breakdown (Kafka record timestamps: created -> journaled ->
+decided -> unsuspended, p50/p99), it prints the CPU each process used in the
+measured window (the services, this script, and the stack's kube-apiserver,
+etcd, Kafka ...), the load average, the apiserver's own mean latencies for Job
+create (and the webhook's share) and PATCH, and the actuator's counters, so a
+slow run says where its time went. The machine is shared: read figures with
+the load average printed next to them.
 
 The last line printed is
 
     jobs=<N> admitted_per_s=<N> p50_ms=<N> p99_ms=<N> rss_mb_total=<N>
 
 ``admitted_per_s`` is the Jobs unsuspended divided by the time from the first
-creation to the last unsuspension (it cannot exceed ``--rate`` by much: use a
-high ``--rate`` to measure throughput); ``rss_mb_total`` is the resident
-memory of the four services at the end.
+creation (``--held``: the release) to the last unsuspension (without
+``--held`` it cannot exceed ``--rate`` by much); ``rss_mb_total`` is the
+resident memory of the four services at the end.
 """
 
 from __future__ import annotations
@@ -52,6 +68,20 @@ from types import ModuleType
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "scripts"))
+
+from bench_e2e_report import (  # noqa: E402 - after the path is set
+    apiserver_figures,
+    apiserver_summary,
+    cpu_seconds,
+    cpu_table,
+    scrape,
+    stack_pids,
+    stage_breakdown,
+    wait_journaled,
+    wait_pending,
+)
+
 PIPELINE_LABEL = "kuota.dev/pipeline"
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 
@@ -75,111 +105,6 @@ def free_port() -> int:
 
 def say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-def cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds a process has used (None if it is gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def stack_pids(stack: Path) -> dict[str, int]:
-    """The stack's own processes (kube-apiserver, etcd, ...) from ``<stack>/run/*.pid``."""
-    out: dict[str, int] = {}
-    for path in sorted((stack / "run").glob("*.pid")):
-        with contextlib.suppress(OSError, ValueError):
-            out[path.stem] = int(path.read_text().split()[0])
-    return out
-
-
-def cpu_table(before: dict[str, float], pids: dict[str, int], wall: float) -> str:
-    """CPU used in the window per process, as seconds and share of one core."""
-    parts = []
-    for name, pid in pids.items():
-        now = cpu_seconds(pid)
-        if now is None or name not in before:
-            continue
-        used = now - before[name]
-        parts.append((used, f"{name} {used:.1f}s ({100 * used / max(wall, 1e-9):.0f}%)"))
-    return ", ".join(text for _, text in sorted(parts, reverse=True))
-
-
-async def apiserver_figures(api: Any) -> dict[str, float]:
-    """Cumulative apiserver figures: seconds and counts of Job POST / PATCH, the webhook's
-    share, and every request served (sum, count) — diffed around the run."""
-    out: dict[str, float] = {}
-    try:
-        resp = await api.call_api(
-            "/metrics", "GET", auth_settings=["BearerToken"], _preload_content=False
-        )
-        text = (await resp.read()).decode()
-        resp.release()
-    except Exception:  # figures are a nicety; the run goes on without them
-        return out
-    for line in text.splitlines():
-        name, _, value = line.rpartition(" ")
-        try:
-            v = float(value)
-        except ValueError:
-            continue
-        if name.startswith("apiserver_request_total{"):
-            out["requests"] = out.get("requests", 0.0) + v
-        elif name.startswith("apiserver_admission_webhook_admission_duration_seconds_"):
-            if 'operation="CREATE"' in name and name.split("{")[0].endswith(("_sum", "_count")):
-                key = "webhook_" + name.split("{")[0].rsplit("_", 1)[1]
-                out[key] = out.get(key, 0.0) + v
-        elif name.startswith("apiserver_request_duration_seconds_") and 'resource="jobs"' in name:
-            if 'subresource=""' not in name:
-                continue
-            for verb in ("POST", "PATCH"):
-                if f'verb="{verb}"' in name:
-                    kind = name.split("{")[0].rsplit("_", 1)[1]
-                    if kind in ("sum", "count"):
-                        key = f"{verb}_{kind}"
-                        out[key] = out.get(key, 0.0) + v
-    return out
-
-
-def apiserver_summary(before: dict[str, float], after: dict[str, float], wall: float) -> str:
-    d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
-
-    def mean_ms(what: str) -> str:
-        n = d.get(f"{what}_count", 0.0)
-        return f"{1000 * d.get(f'{what}_sum', 0.0) / n:.0f} ms x {n:.0f}" if n else "-"
-
-    return (
-        f"{d.get('requests', 0.0) / max(wall, 1e-9):.0f} requests/s served (all clients); "
-        f"Job create {mean_ms('POST')} (of which the mutating webhook {mean_ms('webhook')}), "
-        f"Job PATCH {mean_ms('PATCH')} (server-side means; other pipelines' requests included)"
-    )
-
-
-def scrape(port: int) -> dict[str, float]:
-    """The actuator's counters that tell where its time went (name{labels} -> value)."""
-    import urllib.request
-
-    wanted = (
-        "kuota_actuation_retries_total",
-        "kuota_actuator_kube_events_total",
-        "kuota_actuator_events_dropped_total",
-        "kuota_actuation_latency_seconds_sum",
-        "kuota_actuation_latency_seconds_count",
-        "kuota_actuator_decisions_total",
-        "kuota_actuator_api_request_seconds_sum",
-        "kuota_actuator_api_request_seconds_count",
-    )
-    out: dict[str, float] = {}
-    url = f"http://127.0.0.1:{port}/metrics"
-    with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=5) as resp:
-        for line in resp.read().decode().splitlines():
-            if line.startswith(wanted):
-                name, _, value = line.rpartition(" ")
-                with contextlib.suppress(ValueError):
-                    out[name] = float(value)
-    return out
 
 
 def setup_objects(run: str, *, held: bool = False) -> list[dict[str, Any]]:
@@ -302,59 +227,6 @@ async def kubectl_apply(env: dict[str, str], objs: list[dict[str, Any]]) -> list
         raise SystemExit(f"bench_e2e: kubectl apply failed: {err.decode().strip()}")
     doc = json.loads(out)
     return list(doc.get("items", [doc]))
-
-
-async def wait_journaled(kafka: Any, journal: str, kind: str, name: str, timeout: float) -> None:
-    """Until the journal shows the object (the pipeline can place Jobs in it)."""
-    from aiokafka import AIOKafkaConsumer, TopicPartition
-
-    from kuota.events.schema import ObjectUpserted, parse_event
-
-    consumer = AIOKafkaConsumer(isolation_level="read_committed", **kafka.client_kwargs())
-    await consumer.start()
-    try:
-        tp = TopicPartition(journal, 0)
-        consumer.assign([tp])
-        await consumer.seek_to_beginning(tp)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for record in (await consumer.getmany(tp, timeout_ms=200)).get(tp, []):
-                with contextlib.suppress(ValueError):
-                    e = parse_event(record.value or b"")
-                    if (
-                        isinstance(e, ObjectUpserted)
-                        and e.object.get("kind") == kind
-                        and (e.object.get("metadata") or {}).get("name") == name
-                    ):
-                        return
-        raise SystemExit(f"bench_e2e: {kind} {name} not journaled within {timeout:.0f}s")
-    finally:
-        await consumer.stop()
-
-
-async def wait_pending(kafka: Any, decisions: str, want: int, timeout: float) -> int:
-    """Until ``want`` workloads have an Inadmissible decision (the ClusterQueue is held)."""
-    from aiokafka import AIOKafkaConsumer, TopicPartition
-
-    from kuota.events.schema import parse_decision
-
-    consumer = AIOKafkaConsumer(isolation_level="read_committed", **kafka.client_kwargs())
-    await consumer.start()
-    pending: set[str] = set()
-    try:
-        tp = TopicPartition(decisions, 0)
-        consumer.assign([tp])
-        await consumer.seek_to_beginning(tp)
-        deadline = time.monotonic() + timeout
-        while len(pending) < want and time.monotonic() < deadline:
-            for record in (await consumer.getmany(tp, timeout_ms=500)).get(tp, []):
-                with contextlib.suppress(ValueError):
-                    d = parse_decision(record.value or b"")
-                    if d.type == "Inadmissible" and d.workload:
-                        pending.add(d.workload)
-        return len(pending)
-    finally:
-        await consumer.stop()
 
 
 async def bench(args: argparse.Namespace) -> int:
@@ -562,55 +434,6 @@ async def bench(args: argparse.Namespace) -> int:
         else:
             say(f"bench_e2e: kept pipeline {run} (scripts/kuota-services has its pids)")
         await api.close()
-
-
-async def stage_breakdown(
-    kafka: Any, run: str, created: dict[str, float], unsuspended: dict[str, float]
-) -> str:
-    """Median time per stage, from the Kafka records' timestamps (producer clocks)."""
-    from aiokafka import AIOKafkaConsumer, TopicPartition
-
-    from kuota.events.schema import ObjectUpserted, parse_decision, parse_event
-
-    journaled: dict[str, float] = {}
-    decided: dict[str, float] = {}
-    consumer = AIOKafkaConsumer(isolation_level="read_committed", **kafka.client_kwargs())
-    await consumer.start()
-    try:
-        for topic in (f"{run}.journal", f"{run}.decisions"):
-            tp = TopicPartition(topic, 0)
-            consumer.assign([tp])
-            await consumer.seek_to_beginning(tp)
-            end = (await consumer.end_offsets([tp]))[tp]
-            while await consumer.position(tp) < end:
-                for r in (await consumer.getmany(tp, timeout_ms=500)).get(tp, []):
-                    ts = r.timestamp / 1000
-                    with contextlib.suppress(ValueError):
-                        if topic.endswith("journal"):
-                            e = parse_event(r.value or b"")
-                            if isinstance(e, ObjectUpserted) and e.object.get("kind") == "Job":
-                                name = e.object["metadata"]["name"]
-                                journaled.setdefault(name, ts)
-                        else:
-                            d = parse_decision(r.value or b"")
-                            if d.type == "Admitted" and d.workload:
-                                decided.setdefault(d.workload.split("/", 1)[1], ts)
-    finally:
-        await consumer.stop()
-    names = [n for n in unsuspended if n in created and n in journaled and n in decided]
-    if not names:
-        return ""
-
-    def med(values: list[float]) -> str:
-        ordered = sorted(values)
-        p99 = ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
-        return f"{statistics.median(ordered) * 1000:.0f}/{p99 * 1000:.0f}"
-
-    return (
-        f"created->journaled {med([journaled[n] - created[n] for n in names])}, "
-        f"journaled->decided {med([decided[n] - journaled[n] for n in names])}, "
-        f"decided->unsuspended {med([unsuspended[n] - decided[n] for n in names])}"
-    )
 
 
 async def cleanup(api: Any, run: str, kafka: Any, env: dict[str, str]) -> None:

@@ -252,6 +252,8 @@ class Actuator:
         self.max_conflicts = max_conflicts
         self.wait_timeout = wait_timeout
         self._slots = asyncio.Semaphore(slots)
+        self.slots = slots
+        self.steps_in_flight = 0  # steps holding a slot (making API calls)
         self.base_backoff = base_backoff
         self.max_backoff = max_backoff
         self._clock = clock
@@ -297,7 +299,11 @@ class Actuator:
             pause: float | None = None
             try:
                 async with self._slots:
-                    result = await self._step(decision, order, p)
+                    self.steps_in_flight += 1
+                    try:
+                        result = await self._step(decision, order, p)
+                    finally:
+                        self.steps_in_flight -= 1
                 self.health.ok()
                 p.transient = 0
                 if isinstance(result, Outcome):
@@ -399,6 +405,10 @@ class Actuator:
         self._count(decision)
         self.metrics.completion.labels(decision.type).observe(now - decision.at)
         return Outcome("applied", step.what, p.effective)
+
+    def busy(self) -> bool:
+        """Half the API slots or more in use: Events wait (``EventSink``)."""
+        return self.steps_in_flight * 2 >= self.slots
 
     def _log(self, decision: Decision, text: str, level: int = logging.INFO) -> None:
         if log.isEnabledFor(level):

@@ -8,6 +8,12 @@ once; when the queue is full the Event is dropped and counted
 names derive from the decision id, so a redelivered decision's Event is a 409
 (counted ``duplicate``), never a second Event. Events follow Kueue's reasons
 (``kuota.core.actuation``).
+
+Job writes come first: while ``busy()`` says the actuator's API slots are
+half used or more (a burst of admissions), a worker holds its Event back for
+up to ``yield_for`` seconds, so Events do not take the apiserver's capacity
+from the writes that unsuspend Jobs; past that it writes anyway, so Events
+still trickle out under sustained load (and the bounded queue drops the rest).
 """
 
 from __future__ import annotations
@@ -64,7 +70,11 @@ class EventSink:
         *,
         capacity: int = 10_000,
         workers: int = 4,
+        busy: Callable[[], bool] = lambda: False,
+        yield_for: float = 1.0,
     ) -> None:
+        self._busy = busy
+        self._yield_for = yield_for
         self.kube = kube
         self.metrics = metrics
         self._queue: asyncio.Queue[_Item] = asyncio.Queue(maxsize=capacity)
@@ -118,6 +128,10 @@ class EventSink:
         while True:
             item = await self._queue.get()
             try:
+                waited = 0.0
+                while self._busy() and waited < self._yield_for:
+                    await asyncio.sleep(0.05)
+                    waited += 0.05
                 await self._write(item)
             except asyncio.CancelledError:
                 raise

@@ -143,11 +143,6 @@ class Kube:
         _, data = await self._call("GET", path)
         return data if isinstance(data, dict) else None
 
-    async def put(self, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
-        """Update (a 404 gives None: the object is gone)."""
-        _, data = await self._call("PUT", path, body)
-        return data if isinstance(data, dict) else None
-
     async def post(self, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
         _, data = await self._call("POST", path, body)
         return data if isinstance(data, dict) else None

@@ -207,7 +207,14 @@ class Service:
         flavors = Mirror(api, Resource("ResourceFlavor", FLAVORS_PATH))
         queues = Mirror(api, Resource("ClusterQueue", CQ_PATH, label_selector=cfg.cq_selector))
         jobs = JobCache(api, cfg.job_selector)
-        events = EventSink(kube, self.metrics, capacity=cfg.event_queue)
+        # Job writes first: Events wait while the actuator's API slots are busy.
+        gate: list[Actuator] = []
+        events = EventSink(
+            kube,
+            self.metrics,
+            capacity=cfg.event_queue,
+            busy=lambda: bool(gate) and gate[0].busy(),
+        )
         tasks = [
             asyncio.create_task(flavors.run(), name="flavors"),
             asyncio.create_task(queues.run(), name="clusterqueues"),
@@ -268,6 +275,7 @@ class Service:
                 slots=cfg.concurrency,
                 max_backoff=cfg.max_backoff,
             )
+            gate.append(actuator)
             writer = StatusWriter(
                 kube, redis, self.model, queues, self.metrics, redis_key=cfg.redis_key
             )

@@ -85,9 +85,6 @@ class FakeKube(Kube):
         self.events.append(body)
         return body
 
-    async def put(self, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
-        raise AssertionError("the actuator patches, it does not PUT")
-
 
 class Harness:
     def __init__(self, event_queue: int = 100, **kw: Any) -> None:
