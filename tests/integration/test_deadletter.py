@@ -454,3 +454,25 @@ async def test_the_actuator_dead_letters_poison_on_the_decision_topic(
             actuator.proc.kill()
             actuator.proc.wait()
         print(f"---- kuota-actuator log (tail)\n{actuator.text()[-4000:]}")
+
+
+async def test_a_poison_record_near_the_size_limit_does_not_stop_admission(rig: Rig) -> None:
+    """Original bytes plus the headers would not fit in one Kafka record: the
+    dead letter is cut (header ``kuota-truncated``) and admission goes on."""
+    await rig.event(_kueue("ResourceFlavor", "gpu-a", {}))
+    await rig.event(_cq("cq", 8))
+    await rig.event(_kueue("LocalQueue", "lq", {"clusterQueue": "cq"}, NS))
+    big = b"\xff" * 1_048_400  # fills the producer's 1 MiB request: no room for headers
+    offset = await rig.raw(big)
+    await rig.event(_job("after-big"))
+    rig.admission.start()
+    async with Reader(rig.settings, rig.topics.decisions) as decisions:
+        await decisions.until(_admitted(f"{NS}/after-big"), what="the Job after the big record")
+    async with Reader(rig.settings, rig.topics.deadletter) as dead:
+        await dead.until(lambda recs: len(recs) >= 1, what="the big record's dead letter")
+    (letter,) = dead.records
+    headers = dict(letter.headers)
+    assert headers["kuota-source"] == f"{rig.topics.journal}/0/{offset}".encode()
+    assert headers["kuota-truncated"] == str(len(big)).encode()
+    assert letter.value == big[: len(letter.value)] and len(letter.value) >= 1_000_000
+    assert rig.admission.alive() and rig.admission.terminate() == 0

@@ -15,6 +15,10 @@ header              value
 ``kuota-consumer``  the consumer group that gave up on it
                     (``<instance>-admission``, ``<instance>-preemption``,
                     ``<instance>-actuator``)
+``kuota-truncated`` only on a value longer than ``MAX_VALUE`` (1,000,000)
+                    bytes: its original length; the value holds the first
+                    ``MAX_VALUE`` bytes (the whole record stays in the source
+                    topic at ``kuota-source``)
 ==================  ========================================================
 
 The journal has two readers (admission and preemption), so an undecodable
@@ -36,11 +40,16 @@ from kuota.events.decode import MAX_REASON
 REASON_HEADER = "kuota-reason"
 SOURCE_HEADER = "kuota-source"
 CONSUMER_HEADER = "kuota-consumer"
+TRUNCATED_HEADER = "kuota-truncated"
+# Values above this many bytes are cut (the original stays at ``kuota-source``):
+# Kafka's default record limit is 1 MB, and the headers need room.
+MAX_VALUE = 1_000_000
 
 __all__ = [
     "CONSUMER_HEADER",
     "REASON_HEADER",
     "SOURCE_HEADER",
+    "TRUNCATED_HEADER",
     "dead_letter_record",
     "source_of",
 ]
@@ -67,13 +76,15 @@ def source_of(record: _Record) -> str:
 
 def dead_letter_record(topic: str, record: _Record, reason: str, *, consumer: str) -> OutRecord:
     """The dead letter for ``record``: its original key and value, the headers above."""
-    return OutRecord(
-        topic=topic,
-        key=record.key,
-        value=record.value or b"",
-        headers=(
-            (REASON_HEADER, reason[:MAX_REASON].encode(errors="replace")),
-            (SOURCE_HEADER, source_of(record).encode()),
-            (CONSUMER_HEADER, consumer.encode()),
-        ),
-    )
+    value = record.value or b""
+    headers = [
+        (REASON_HEADER, reason[:MAX_REASON].encode(errors="replace")),
+        (SOURCE_HEADER, source_of(record).encode()),
+        (CONSUMER_HEADER, consumer.encode()),
+    ]
+    if len(value) > MAX_VALUE:
+        # A record near Kafka's size limit plus our headers would not fit, and a
+        # dead letter that cannot be produced would stop its consumer for good.
+        headers.append((TRUNCATED_HEADER, str(len(value)).encode()))
+        value = value[:MAX_VALUE]
+    return OutRecord(topic=topic, key=record.key, value=value, headers=tuple(headers))

@@ -18,7 +18,13 @@ from fuzz_support import FUZZ, golden_records, mutated_bytes
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kuota.bus.deadletter import CONSUMER_HEADER, REASON_HEADER, SOURCE_HEADER
+from kuota.bus.deadletter import (
+    CONSUMER_HEADER,
+    MAX_VALUE,
+    REASON_HEADER,
+    SOURCE_HEADER,
+    TRUNCATED_HEADER,
+)
 from kuota.bus.topics import Topics
 from kuota.core.fold import Fold
 from kuota.events.decode import DecodeError, decode_event
@@ -188,3 +194,15 @@ def _assert_dead_letters(
         assert headers[REASON_HEADER], "a reason"
         assert headers[SOURCE_HEADER] == f"{TOPICS.journal}/0/{offset}".encode()
         assert headers[CONSUMER_HEADER] == consumer.encode()
+
+
+def test_a_dead_letter_of_a_record_near_the_size_limit_is_cut_and_says_so() -> None:
+    big = b"\x00" * (MAX_VALUE + 40_000)
+    folder = JournalFolder(topics=TOPICS, consumer="t-admission")
+    (letter,) = folder.handle([_rec(0, big, b"kuota")])
+    headers = dict(letter.headers)
+    assert letter.value == big[:MAX_VALUE]
+    assert headers[TRUNCATED_HEADER] == str(len(big)).encode()
+    assert headers[SOURCE_HEADER] == f"{TOPICS.journal}/0/0".encode()
+    small = folder.handle([_rec(1, b"\x00" * 10, b"kuota")])
+    assert TRUNCATED_HEADER not in dict(small[0].headers), "only when cut"
