@@ -397,6 +397,17 @@ def test_an_unknown_device_class_is_inadmissible_until_it_exists() -> None:
     assert [(d.type, d.workload) for d in out] == [("Admitted", "team-a/late")]
 
 
+def test_an_extended_resource_of_an_unknown_device_class_is_inadmissible() -> None:
+    """``deviceclass.resource.kubernetes.io/<class>`` without that class is a plain
+    extended resource, as for the scheduler: no quota covers it."""
+    j = Journal()
+    setup_gpu_queue(j)
+    out = j.apply(job("ext", requests={"deviceclass.resource.kubernetes.io/nope.class": 1}))
+    assert [(d.type, d.reason) for d in out] == [("Inadmissible", "ResourceNotCovered")]
+    assert "deviceclass.resource.kubernetes.io/nope.class" in (out[0].message or "")
+    good_job_admitted(j)
+
+
 def test_a_device_class_no_mapping_names_is_inadmissible() -> None:
     j = Journal()
     setup_gpu_queue(j)
