@@ -221,6 +221,8 @@ def _invalid(manifest: object, error: Exception) -> ValidationError:
 
 
 def _dispatch(raw: Raw, at: float) -> ParsedObject | None:
+    if raw.get("kind") == "Job" and raw.get("apiVersion") == "batch/v1":
+        return read_job(raw, at=at)  # what the general path below does, for the commonest kind
     kind = string(raw.get("kind"), "kind", required=True)
     api_version = string(raw.get("apiVersion"), "apiVersion")
     group, _, version = api_version.rpartition("/")

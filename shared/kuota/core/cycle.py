@@ -40,7 +40,6 @@ from kuota.core.flavors import (
     Assignment,
     Mode,
     assign_flavors,
-    could_fit_now,
     plan_podsets,
     still_fits,
 )
@@ -49,6 +48,7 @@ from kuota.core.quantity import format_quantity
 from kuota.core.queues import BLOCKED_HEAD, STRICT_FIFO, Needs, OrderKey
 from kuota.core.quota import (
     FlavorResource,
+    QuotaNode,
     add_usage,
     available,
     available_below,
@@ -115,12 +115,18 @@ class Cycles(Placement):
                     while (found := queue.next_head()) is not None:
                         head, verdict, needs = found
                         rec = workloads[head[0][2]]
-                        if verdict is None or could_fit_now(node, needs):
+                        if verdict is None:
                             break
-                        # Still short of everything it was short of: the same attempt
-                        # would fail the same way, so set it aside without running it.
-                        self._set_aside(rec, cq_name, verdict, needs)
-                        rec = None
+                        for fr, needed in needs:  # could_fit_now(node, needs), inlined
+                            if available(node, fr) >= needed:
+                                break
+                        else:
+                            # Still short of everything it was short of: the same attempt
+                            # would fail the same way, so set it aside without running it.
+                            self._set_aside(rec, cq_name, verdict, needs)
+                            rec = None
+                            continue
+                        break
                 if rec is None:
                     del ready[cq_name]
                     continue
@@ -278,38 +284,52 @@ class Cycles(Placement):
         tree_queues = self._tree.queues
         queues = self._queues
         ready = self._ready
+        heappop = heapq.heappop
         for fr, _ in freed:
             by_cq = waiters.get(fr)
             if not by_cq:
                 continue
-            from_parent: dict[str, int] = {}  # cohort -> its available(fr), shared by its queues
-            for cq_name in list(by_cq):
-                heap = by_cq[cq_name]
+            # available(parent, fr), computed once per cohort and shared by its queues
+            last_parent: QuotaNode | None = None
+            above = 0
+            for cq_name, heap in list(by_cq.items()):
                 node = tree_queues.get(cq_name)
                 queue = queues.get(cq_name)
-                if node is None or queue is None:
+                if node is None or queue is None or not heap:
                     del by_cq[cq_name]
                     continue
+                top = heap[0][0]
                 parent = node.parent
                 if parent is None:
                     free = available(node, fr)
                 else:
-                    above = from_parent.get(parent.name)
-                    if above is None:
-                        above = from_parent[parent.name] = available(parent, fr)
-                    if heap and heap[0][0] > above:
+                    if parent is not last_parent:
+                        last_parent, above = parent, available(parent, fr)
+                    if top > above:
                         # available_below() adds to ``above`` only what the queue
                         # keeps back under a lending limit: without any, still short.
                         caps = node.caps.get(fr)
                         if caps[0] == 0 if caps is not None else fr not in node.limits:
                             continue
                     free = available_below(node, fr, above)
-                if heap and heap[0][0] > free:
+                if top > free:
                     continue  # the usual case: still short
+                groups = queue.groups
+                woke = False
                 while heap and heap[0][0] <= free:
-                    _, shape, epoch = heapq.heappop(heap)
-                    if queue.wake(shape, epoch, fr):
-                        ready[cq_name] = None
+                    _, shape, epoch = heappop(heap)
+                    # queue.wake(shape, epoch, fr), inlined for parked groups
+                    group = groups.get(shape)
+                    if group is not None and shape != BLOCKED_HEAD:
+                        if group.epoch == epoch:
+                            group.live.pop(fr, None)
+                            if group.parked:
+                                queue.unpark(group)
+                                woke = True
+                    elif queue.wake(shape, epoch, fr):
+                        woke = True
+                if woke:
+                    ready[cq_name] = None
                 if not heap:
                     del by_cq[cq_name]
             if not by_cq:

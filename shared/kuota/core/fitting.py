@@ -65,11 +65,35 @@ def fit_picks(
                 break  # the general search below decides
         else:
             borrow = 0
+            if root_height >= 0:  # under a root cohort: available(node, fr) inlined
+                assert parent is not None
+                parent_subtree = parent.subtree
+                parent_usage = parent.usage
+                all_caps = node.caps
+                for fr, value in requests:
+                    used = usage.get(fr, 0)
+                    free = parent_subtree.get(fr, 0) - parent_usage.get(fr, 0)
+                    caps = all_caps.get(fr)
+                    if caps is not None:
+                        local, cap = caps
+                        if cap is not None:
+                            cap -= used - local if used > local else 0
+                            if cap < free:
+                                free = cap
+                        if local > used:
+                            free += local - used
+                    elif fr in node.limits:  # caps not derived yet: the general form
+                        free = available(node, fr)
+                    if value > free:
+                        return None
+                    if used + value > subtree.get(fr, 0):
+                        borrow = root_height
+                return ((chosen, borrow),)
             for fr, value in requests:
                 if value > available(node, fr):
                     return None
                 if parent is not None and usage.get(fr, 0) + value > subtree.get(fr, 0):
-                    b = root_height if root_height >= 0 else borrowing_height(node, fr, value)[0]
+                    b = borrowing_height(node, fr, value)[0]
                     if b > borrow:
                         borrow = b
             return ((chosen, borrow),)

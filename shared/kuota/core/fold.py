@@ -72,7 +72,6 @@ from kuota.core.workload import (
     ADMITTED,
     FINISHED,
     WorkloadRecord,
-    order_key,
 )
 from kuota.events.schema import (
     Decision,
@@ -225,7 +224,9 @@ class Fold(Preempting):
         obj = parse_object(manifest, at=at)
         if obj is None:
             return
-        if isinstance(obj, ValidationError):
+        if type(obj) is WorkloadSpec:  # the commonest by far
+            self._upsert_workload(obj)
+        elif isinstance(obj, ValidationError):
             self._rejected(obj.ref, str(obj))
         elif isinstance(obj, WorkloadSpec):
             self._upsert_workload(obj)
@@ -284,7 +285,7 @@ class Fold(Preempting):
             self._delete_workload(key)
             rec = None
         if rec is None:
-            rec = WorkloadRecord(spec=spec, order=order_key(spec, 0))
+            rec = WorkloadRecord(spec=spec, order=(0, spec.creation_seconds, key))  # order_key
             self._workloads[key] = rec
             self._place(rec)
             return

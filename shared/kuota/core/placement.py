@@ -36,7 +36,6 @@ from kuota.core.workload import (
     PENDING,
     HoldKey,
     WorkloadRecord,
-    order_key,
 )
 
 
@@ -97,7 +96,7 @@ class Placement(FoldState):
     def _place(self, rec: WorkloadRecord) -> None:
         """Put a pending workload where it waits: a ClusterQueue queue or a hold."""
         spec = rec.spec
-        key = spec.key
+        key = rec.key  # == spec.key (the record's order key ends with it)
         rec.state = PENDING
         if not spec.active:
             self._set_cq(rec, None)
@@ -134,9 +133,7 @@ class Placement(FoldState):
             priority = wpc.value
         rec.priority = priority
         requeued_at = self._requeue_time(rec)
-        rec.order = (
-            order_key(spec, priority) if requeued_at is None else (-priority, requeued_at, key)
-        )
+        rec.order = (-priority, spec.creation_seconds if requeued_at is None else requeued_at, key)
         lq = self._lqs.get(lq_key)
         if lq is None or lq.stop_policy != "None":
             self._set_cq(rec, None)

@@ -393,12 +393,19 @@ class Preempting(Cycles):
 
     def _forget(self, key: str) -> None:
         """The workload finished or its Job is gone: drop its WaitForPodsReady memory."""
-        self._pods.pop(key, None)
-        self._not_ready.pop(key, None)
-        self._backoff.pop(key, None)
-        self._limit_deactivated.pop(key, None)
-        self._awaiting_plan.pop(key, None)
-        self._admitted_info.pop(key, None)
+        # Mostly all empty (no WaitForPodsReady, no plans): test before popping.
+        if self._pods:
+            self._pods.pop(key, None)
+        if self._not_ready:
+            self._not_ready.pop(key, None)
+        if self._backoff:
+            self._backoff.pop(key, None)
+        if self._limit_deactivated:
+            self._limit_deactivated.pop(key, None)
+        if self._awaiting_plan:
+            self._awaiting_plan.pop(key, None)
+        if self._admitted_info:
+            self._admitted_info.pop(key, None)
 
     def _spec_changed(self, rec: WorkloadRecord, spec: WorkloadSpec) -> bool:
         """A pending workload's Job changed. True if this layer handled it: a

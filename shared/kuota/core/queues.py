@@ -191,7 +191,12 @@ class ClusterQueueQueue:
             group.live = {}
         live = group.live
         # nothing registered for this epoch yet: all of them
-        todo = tuple(n for n in needs if n[0] not in live) if live else needs
+        todo = needs
+        if live:
+            for need in needs:
+                if need[0] in live:  # some still registered: only the others
+                    todo = tuple(n for n in needs if n[0] not in live)
+                    break
         for fr, _ in todo:
             live[fr] = None
         return group.epoch, todo
@@ -232,7 +237,7 @@ class ClusterQueueQueue:
         group.live.pop(fr, None)
         if not group.parked:
             return False
-        self._unpark(group)
+        self.unpark(group)
         return True
 
     def is_registered(self, shape: int, epoch: int, fr: FlavorResource) -> bool:
@@ -253,9 +258,10 @@ class ClusterQueueQueue:
             group.needs = ()
             group.live = {}
             if group.parked:
-                self._unpark(group)
+                self.unpark(group)
 
-    def _unpark(self, group: ShapeGroup) -> None:
+    def unpark(self, group: ShapeGroup) -> None:
+        """Put a parked group back in the queue (its waiter entry was current)."""
         group.parked = False
         head = group.head()
         if head is not None:

@@ -194,8 +194,10 @@ def trusted_decision(data: dict[str, Any]) -> Decision:
 
 def decision_id(cause: str, index: int) -> str:
     """A deterministic decision id: same cause event and position, same id."""
-    digest = hashlib.sha256(f"{cause}\x00{index}".encode()).hexdigest()
-    return digest[:24]
+    return _sha256(f"{cause}\x00{index}".encode()).hexdigest()[:24]
+
+
+_sha256 = hashlib.sha256
 
 
 _decision_adapter: TypeAdapter[Decision] = TypeAdapter(Decision)
