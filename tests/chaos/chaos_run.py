@@ -109,14 +109,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="at the end, give up after this many seconds without a Job completing",
     )
     ap.add_argument("--stack-dir", default=str(REPO / ".stack-chaos"))
+    ap.add_argument(
+        "--port-offset",
+        type=int,
+        default=0,
+        help="added to every port of the run's stack (two runs at once need two stacks)",
+    )
     ap.add_argument("--keep", action="store_true", help="leave the run's stack up")
     ap.add_argument("--reuse-stack", action="store_true", help="do not purge the stack first")
     return ap.parse_args(argv)
 
 
-def stack_env(stack_dir: Path) -> dict[str, str]:
+def stack_env(stack_dir: Path, offset: int = 0) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in STACK_VARS}
-    env.update(STACK_PORTS)
+    env.update({k: str(int(v) + offset) for k, v in STACK_PORTS.items()})
     # 1,000 Jobs' pods and ResourceClaims: upstream's 20 requests/s throttles them
     env.setdefault("KUOTA_KCM_API_QPS", "200")
     env.setdefault("KUOTA_KCM_API_BURST", "400")
@@ -217,7 +223,7 @@ async def run(args: argparse.Namespace) -> int:
         print(f"    {f.describe()}", flush=True)
 
     stack_dir = Path(args.stack_dir).resolve()
-    env = stack_env(stack_dir)
+    env = stack_env(stack_dir, args.port_offset)
     if not args.reuse_stack:
         stack(env, "down", "--purge")
     stack(env, "up")
@@ -232,7 +238,7 @@ async def run(args: argparse.Namespace) -> int:
     )
     os.environ["KUOTA_KUBECTL"] = env["KUOTA_KUBECTL"]
 
-    proxy = Proxy("127.0.0.1", int(STACK_PORTS["KUOTA_APISERVER_PORT"]))
+    proxy = Proxy("127.0.0.1", int(env["KUOTA_APISERVER_PORT"]))
     await proxy.start()
     run_dir = stack_dir / "run" / RUN
     run_dir.mkdir(parents=True, exist_ok=True)
