@@ -75,6 +75,8 @@ from bench_e2e_report import (  # noqa: E402 - after the path is set
     apiserver_summary,
     cpu_seconds,
     cpu_table,
+    sched,
+    sched_table,
     scrape,
     stack_pids,
     stage_breakdown,
@@ -291,6 +293,7 @@ async def bench(args: argparse.Namespace) -> int:
             "bench_e2e": os.getpid(),
         }
         cpu_before = {n: c for n, pid in measured.items() if (c := cpu_seconds(pid)) is not None}
+        sched_before = {n: c for n, pid in measured.items() if (c := sched(pid)) is not None}
         api_before = await apiserver_figures(api)
         load_before = os.getloadavg()[0]
         batch = client.BatchV1Api(api)
@@ -343,6 +346,7 @@ async def bench(args: argparse.Namespace) -> int:
             cpu_before = {
                 n: c for n, pid in measured.items() if (c := cpu_seconds(pid)) is not None
             }
+            sched_before = {n: c for n, pid in measured.items() if (c := sched(pid)) is not None}
             api_before = await apiserver_figures(api)
             load_before = os.getloadavg()[0]
             resp = await api.call_api(
@@ -361,6 +365,7 @@ async def bench(args: argparse.Namespace) -> int:
                 await asyncio.wait_for(done.wait(), 1.0)
         wall = time.time() - t0
         cpu_used = cpu_table(cpu_before, measured, wall)
+        starved = sched_table(sched_before, measured)
         load_after = os.getloadavg()[0]
         counters = scrape(pipeline.ports["actuator"])
         api_after = await apiserver_figures(api)
@@ -394,6 +399,8 @@ async def bench(args: argparse.Namespace) -> int:
             f"bench_e2e: CPU in the {wall:.0f}s window (load average {load_before:.1f} -> "
             f"{load_after:.1f} on {os.cpu_count()} cores): {cpu_used}"
         )
+        if starved:
+            say(f"bench_e2e: runnable but waiting for a CPU (schedstat): {starved}")
         if api_after:
             say(f"bench_e2e: apiserver: {apiserver_summary(api_before, api_after, wall)}")
         if counters:

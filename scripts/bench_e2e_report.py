@@ -25,6 +25,33 @@ def cpu_seconds(pid: int) -> float | None:
         return None
 
 
+def sched(pid: int) -> tuple[float, float] | None:
+    """Seconds a process's threads ran and waited for a CPU (runqueue), from schedstat."""
+    ran = waited = 0.0
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                fields = (task / "schedstat").read_text().split()
+                ran += int(fields[0]) / 1e9
+                waited += int(fields[1]) / 1e9
+    except OSError:
+        return None
+    return ran, waited
+
+
+def sched_table(before: dict[str, tuple[float, float]], pids: dict[str, int]) -> str:
+    """Per process: CPU time, and time runnable but waiting for a CPU, in the window."""
+    parts = []
+    for name, pid in pids.items():
+        now = sched(pid)
+        if now is None or name not in before:
+            continue
+        ran, waited = now[0] - before[name][0], now[1] - before[name][1]
+        if ran >= 0.05:
+            parts.append(f"{name} ran {ran:.1f}s, waited {waited:.1f}s")
+    return "; ".join(parts)
+
+
 def stack_pids(stack: Path) -> dict[str, int]:
     """The stack's own processes (kube-apiserver, etcd, ...) from ``<stack>/run/*.pid``."""
     out: dict[str, int] = {}

@@ -294,6 +294,7 @@ class Service:
                 with contextlib.suppress(KafkaError, OSError):
                     await client.stop()
             await redis.aclose()
+            await kube.close()
             await api.close()
 
     async def _wait(self, event: asyncio.Event, stop: asyncio.Event, what: str) -> bool:
