@@ -133,10 +133,10 @@ class ActuatorMetrics:
             registry=r,
         )
         self._usage_labels: set[tuple[str, str, str]] = set()
+        self._pending_labels: set[tuple[str, str]] = set()
 
     def observe_request(self, method: str, seconds: float) -> None:
         self.api_seconds.labels(method).observe(seconds)
-        self._pending_labels: set[tuple[str, str]] = set()
 
     def refresh(self, model: ClusterQueueReadModel) -> None:
         usage_labels: set[tuple[str, str, str]] = set()

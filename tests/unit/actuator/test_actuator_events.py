@@ -58,3 +58,22 @@ async def test_a_full_queue_drops_and_counts() -> None:
         == 1
     )
     assert sink.pending == 2
+
+
+def test_metrics_refresh_works_before_any_request_and_keeps_its_labels() -> None:
+    """A misplaced attribute once made refresh() fail until the first API request
+    (found by the bad-input helper in the dead-letter test's log)."""
+    from actuator_builders import admitted
+
+    from kuota.core.readmodel import ClusterQueueReadModel
+
+    metrics = ActuatorMetrics(CollectorRegistry())
+    model = ClusterQueueReadModel()
+    model.apply(admitted({"cpu": "f"}, cq="cq", usage={"f": {"cpu": "1"}}))
+    metrics.refresh(model)  # before any observe_request
+    metrics.observe_request("PATCH", 0.01)
+    metrics.refresh(ClusterQueueReadModel())  # the ClusterQueue is gone: its gauges too
+    value = metrics.registry.get_sample_value(
+        "kuota_pending_workloads", {"cluster_queue": "cq", "status": "active"}
+    )
+    assert value is None
