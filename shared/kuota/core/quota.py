@@ -247,34 +247,46 @@ def add_usage(node: QuotaNode, fr: FlavorResource, value: int) -> None:
         parent = node.parent
         if parent is None:
             return
-        lim = node.limits.get(fr)
-        if lim is not None and lim.lending_limit is not None:
-            local = node.subtree.get(fr, 0) - lim.lending_limit
-            local_free = local - usage if local > usage else 0
+        local = _local(node, fr)
+        if local > usage:
+            local_free = local - usage
             if value <= local_free:
                 return
             value -= local_free
         node = parent
 
 
+def _local(node: QuotaNode, fr: FlavorResource) -> int:
+    """``node.local_quota(fr)``, from the caps derived at the last rebuild."""
+    caps = node.caps.get(fr)
+    if caps is not None:
+        return caps[0]
+    return _caps(node, fr)[0] if fr in node.limits else 0
+
+
 def remove_usage(node: QuotaNode, fr: FlavorResource, value: int) -> None:
     """Release ``value``; what was drawn from the parent is given back first."""
     while True:
         usage = node.usage.get(fr, 0)
-        lim = node.limits.get(fr)
-        local = 0
-        if lim is not None and lim.lending_limit is not None:
-            local = max(0, node.subtree.get(fr, 0) - lim.lending_limit)
-        stored_in_parent = usage - local
         left = usage - value
         if left:
             node.usage[fr] = left
         else:
             node.usage.pop(fr, None)
         parent = node.parent
-        if stored_in_parent <= 0 or parent is None:
+        if parent is None:
             return
-        value = min(value, stored_in_parent)
+        caps = node.caps.get(fr)  # _local(node, fr), inlined
+        if caps is not None:
+            stored_in_parent = usage - caps[0]
+        elif fr in node.limits:
+            stored_in_parent = usage - _caps(node, fr)[0]
+        else:
+            stored_in_parent = usage
+        if stored_in_parent <= 0:
+            return
+        if stored_in_parent < value:
+            value = stored_in_parent
         node = parent
 
 
