@@ -288,6 +288,7 @@ async def run(args: argparse.Namespace) -> int:
     )
     tries: list[int] = []
     started = time.monotonic()
+    supervisor: asyncio.Task[None] | None = None
     try:
         await kubectl_apply(env, infrastructure())
         await asyncio.to_thread(launcher.ensure_crds, pipeline.base_env(), launcher.Log(True))
@@ -332,6 +333,10 @@ async def run(args: argparse.Namespace) -> int:
         gaps = sorted(b - a for a, b in itertools.pairwise(observer.samples))
         p95 = gaps[int(len(gaps) * 0.95)] if gaps else 0.0
     finally:
+        if supervisor is not None:
+            supervisor.cancel()  # before the services are stopped: no restarts then
+            with contextlib.suppress(asyncio.CancelledError):
+                await supervisor
         await observer.stop()
         with contextlib.suppress(Exception):
             await asyncio.to_thread(launcher.down, pipeline, quiet=True)
