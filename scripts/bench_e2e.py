@@ -21,7 +21,9 @@ kuota-actuator (one merge PATCH of the cached Job) -> apiserver -> the watch.
 
 **The Jobs have ``parallelism: 0`` by default**: admitted and unsuspended like
 any other, but the Job controller makes no pod, so what is measured is
-kuota's path, not kube-controller-manager's pod churn. With ``--pods`` each has
+kuota's path, not kube-controller-manager's pod churn. They also charge no
+quota (a podset of count 0 requests nothing, as in Kueue), which is why
+``--held`` holds them with ``stopPolicy: Hold`` rather than a zero quota. With ``--pods`` each has
 one pod, run by kwok for ``--run-for``: then the Job controller (about 6 pods a
 second on the 2-core dev machine) and kube-scheduler share the cores with
 kuota, and cleaning 2,000 such Jobs up takes minutes.
