@@ -83,6 +83,8 @@ class Observer:
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     peak: Usage = field(default_factory=dict)
     early_pods: dict[str, str] = field(default_factory=dict)  # job -> a pod seen before
+    _usage: Usage = field(default_factory=dict)
+    _charged: set[str] = field(default_factory=set)  # Jobs in _usage
 
     def start(self) -> None:
         self.tasks = [
@@ -107,14 +109,24 @@ class Observer:
     # ------------------------------------------------------------ quota
 
     def usage(self) -> Usage:
-        usage: Usage = {}
-        for key, obj in self.jobs.items():
-            if key not in self.charges or not job_running(obj):
-                continue
-            cq, charge = self.charges[key]
-            for r, amount in charge.items():
-                usage[(cq, r)] = usage.get((cq, r), 0) + amount
-        return usage
+        """Kept up to date change by change (O(1) each), not recomputed over 1,000 Jobs."""
+        return {k: v for k, v in self._usage.items() if v}
+
+    def _account(self, key: str, obj: dict[str, Any] | None) -> None:
+        """Move ``key``'s charge in or out of the running usage."""
+        if key not in self.charges:
+            return
+        running = obj is not None and job_running(obj)
+        if running == (key in self._charged):
+            return
+        cq, charge = self.charges[key]
+        sign = 1 if running else -1
+        for r, amount in charge.items():
+            self._usage[(cq, r)] = self._usage.get((cq, r), 0) + sign * amount
+        if running:
+            self._charged.add(key)
+        else:
+            self._charged.discard(key)
 
     def _check_usage(self, where: str) -> None:
         usage = self.usage()
@@ -148,9 +160,11 @@ class Observer:
         key = job_key(obj)
         if kind == "DELETE":
             self.jobs.pop(key, None)
+            self._account(key, None)
             return
         before = self.jobs.get(key)
         self.jobs[key] = obj
+        self._account(key, obj)
         suspended = bool((obj.get("spec") or {}).get("suspend", False))
         was = True if before is None else bool((before.get("spec") or {}).get("suspend", False))
         if was and not suspended:
