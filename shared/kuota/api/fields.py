@@ -109,6 +109,12 @@ def integer(
     minimum: int | None = None,
     maximum: int | None = None,
 ) -> int:
+    if (
+        type(value) is int
+        and (minimum is None or value >= minimum)
+        and (maximum is None or value <= maximum)
+    ):
+        return value  # the common case, without the checks below
     if value is None:
         if default is None:
             raise FieldError(field, "required")

@@ -28,7 +28,7 @@ Decisions use Kueue's workload-condition vocabulary (``DECISION_TYPES``).
 from __future__ import annotations
 
 import hashlib
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -190,6 +190,92 @@ def trusted_decision(data: dict[str, Any]) -> Decision:
     _set_slot(decision, "__pydantic_extra__", None)
     _set_slot(decision, "__pydantic_private__", None)
     return decision
+
+
+# Trusted construction of the journal events the simulation engine writes itself
+# (``kuota.sim.engine``): the fields are an id string, a float time and values
+# it computed, so validation has nothing to check. Same values, field order and
+# ``model_fields_set`` as ``Model.model_validate(fields)``
+# (``tests/unit/events/test_events_trusted_events.py`` compares them).
+def _template(model: type[BaseModel]) -> dict[str, Any]:
+    return {
+        name: None if info.is_required() else info.default
+        for name, info in model.model_fields.items()
+    }
+
+
+_TICK_TEMPLATE = _template(Tick)
+_UPSERTED_TEMPLATE = _template(ObjectUpserted)
+_DELETED_TEMPLATE = _template(ObjectDeleted)
+_PODS_READY_TEMPLATE = _template(PodsReady)
+_FINISHED_TEMPLATE = _template(WorkloadFinished)
+_TICK_SET = frozenset(("id", "at"))
+_UPSERTED_SET = frozenset(("id", "at", "object"))
+_DELETED_SET = frozenset(("id", "at", "kind", "name", "namespace"))
+_PODS_READY_SET = frozenset(("id", "at", "namespace", "name", "ready"))
+_FINISHED_SET = frozenset(("id", "at", "namespace", "name", "succeeded"))
+
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def _trusted(
+    model: type[_M], template: dict[str, Any], fields_set: frozenset[str], data: dict[str, Any]
+) -> _M:
+    fields = template.copy()
+    fields.update(data)
+    event: _M = _new_object(model)
+    _set_slot(event, "__dict__", fields)
+    _set_slot(event, "__pydantic_fields_set__", set(fields_set))
+    _set_slot(event, "__pydantic_extra__", None)
+    _set_slot(event, "__pydantic_private__", None)
+    return event
+
+
+def trusted_tick(id: str, at: float) -> Tick:
+    """``Tick.model_validate({"id": id, "at": at})`` without validating: only for a
+    ``str`` id and a ``float`` time kuota computed itself (the simulation engine)."""
+    return _trusted(Tick, _TICK_TEMPLATE, _TICK_SET, {"id": id, "at": at})
+
+
+def trusted_upserted(id: str, at: float, obj: dict[str, Any]) -> ObjectUpserted:
+    """``ObjectUpserted.model_validate({"id": id, "at": at, "object": obj})`` without
+    validating. Validation copies ``object`` (one level, as ``dict(obj)``); so does
+    this, so the event never shares its top-level map with the caller."""
+    return _trusted(
+        ObjectUpserted, _UPSERTED_TEMPLATE, _UPSERTED_SET, {"id": id, "at": at, "object": dict(obj)}
+    )
+
+
+def trusted_deleted(id: str, at: float, kind: str, name: str, namespace: str) -> ObjectDeleted:
+    """``ObjectDeleted.model_validate`` of these five fields (all strings but a
+    float ``at``), without validating."""
+    return _trusted(
+        ObjectDeleted,
+        _DELETED_TEMPLATE,
+        _DELETED_SET,
+        {"id": id, "at": at, "kind": kind, "name": name, "namespace": namespace},
+    )
+
+
+def trusted_pods_ready(id: str, at: float, namespace: str, name: str) -> PodsReady:
+    """``PodsReady.model_validate`` of id, at, namespace, name and ``ready=True``."""
+    return _trusted(
+        PodsReady,
+        _PODS_READY_TEMPLATE,
+        _PODS_READY_SET,
+        {"id": id, "at": at, "namespace": namespace, "name": name, "ready": True},
+    )
+
+
+def trusted_finished(id: str, at: float, namespace: str, name: str) -> WorkloadFinished:
+    """``WorkloadFinished.model_validate`` of id, at, namespace, name and ``succeeded=True``."""
+    return _trusted(
+        WorkloadFinished,
+        _FINISHED_TEMPLATE,
+        _FINISHED_SET,
+        {"id": id, "at": at, "namespace": namespace, "name": name, "succeeded": True},
+    )
 
 
 def decision_id(cause: str, index: int) -> str:

@@ -39,7 +39,7 @@ are not applied.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -49,8 +49,12 @@ from kuota.events.schema import (
     ObjectDeleted,
     ObjectUpserted,
     PodsReady,
-    Tick,
     WorkloadFinished,
+    trusted_deleted,
+    trusted_finished,
+    trusted_pods_ready,
+    trusted_tick,
+    trusted_upserted,
 )
 from kuota.sim.duration import (
     DurationError,
@@ -60,7 +64,7 @@ from kuota.sim.duration import (
     parse_duration,
     seconds_to_micros_ceil,
 )
-from kuota.sim.scenario import CREATED_AT, ScenarioError, Timing, timing_of
+from kuota.sim.scenario import CREATED_AT, ScenarioError, Timing, describe, timing_of
 
 #: Kinds the engine treats as workloads (timing of runs, ``created-at``).
 WORKLOAD_KINDS = frozenset({"Job"})
@@ -74,17 +78,9 @@ _FILE = 0
 _ENGINE = 1
 _NO_TIMING = Timing()  # the defaults, for a workload the engine did not submit
 
-# ``Model.model_validate`` without its Python wrapper: the same validated events
-# as ``Model(**fields)``, built for every step, so the cheaper call pays.
-_upserted: Callable[[dict[str, Any]], ObjectUpserted] = (
-    ObjectUpserted.__pydantic_validator__.validate_python
-)
-_pods_ready: Callable[[dict[str, Any]], PodsReady] = (
-    PodsReady.__pydantic_validator__.validate_python
-)
-_workload_finished: Callable[[dict[str, Any]], WorkloadFinished] = (
-    WorkloadFinished.__pydantic_validator__.validate_python
-)
+# The engine builds every event from values it computed itself (an id, a float
+# instant, a manifest copy), so it uses the schema's trusted constructors: the
+# same events as validation gives, without validating them at every step.
 _UPSERT = 0
 _DELETE = 1
 _PODS_READY = 0
@@ -132,6 +128,12 @@ class Simulator:
     def __init__(self, manifests: Sequence[Mapping[str, Any]], *, fold: FoldLike) -> None:
         self._fold = fold
         self._manifests = list(manifests)
+        for position, manifest in enumerate(self._manifests):
+            # what validating ObjectUpserted.object (a dict[str, Any]) would refuse
+            if not all(isinstance(key, str) for key in manifest):
+                raise ScenarioError(
+                    f"{describe(manifest, index=position)}: every top-level key must be a string"
+                )
         # Read every timing first: a bad annotation fails before anything runs.
         self._timings: list[Timing] = [
             timing_of(manifest, index=index) for index, manifest in enumerate(self._manifests)
@@ -212,6 +214,8 @@ class Simulator:
         files = self._files
         n_files = len(files)
         fold = self._fold
+        last_wakeup: float | None = None
+        last_micros = 0
         while True:
             # The next queued event: the earlier of the next file event and the
             # top of the engine heap (their origins differ, so keys never tie).
@@ -223,7 +227,9 @@ class Simulator:
             wakeup = fold.next_wakeup()
             tick_at: int | None = None
             if wakeup is not None:
-                wake = max(seconds_to_micros_ceil(wakeup), self._now)
+                if wakeup != last_wakeup:  # the same wakeup is asked for step after step
+                    last_wakeup, last_micros = wakeup, seconds_to_micros_ceil(wakeup)
+                wake = max(last_micros, self._now)
                 if nxt is None or wake < nxt[0]:
                     tick_at = wake
             if tick_at is not None:
@@ -247,7 +253,7 @@ class Simulator:
                         )
                 else:
                     tick_instant, ticks_here = tick_at, 1
-                event = Tick(id=f"sim-{self._applied}", at=micros_to_seconds(tick_at))
+                event = trusted_tick(f"sim-{self._applied}", micros_to_seconds(tick_at))
             else:
                 if from_heap:
                     _, origin, _, payload = heapq.heappop(queue)
@@ -288,34 +294,28 @@ class Simulator:
                 self._end_admission(key)
             metadata = manifest.get("metadata")
             metadata = metadata if isinstance(metadata, Mapping) else {}
-            return ObjectDeleted(
-                id=f"sim-{self._applied}",
-                at=seconds,
-                kind=str(manifest.get("kind") or ""),
-                name=str(metadata.get("name") or ""),
-                namespace=str(metadata.get("namespace") or ""),
+            return trusted_deleted(
+                f"sim-{self._applied}",
+                seconds,
+                str(manifest.get("kind") or ""),
+                str(metadata.get("name") or ""),
+                str(metadata.get("namespace") or ""),
             )
         obj: dict[str, Any] = dict(manifest)
         if key is not None:
             self._workload_timing[key] = self._timings[index]
             obj = _with_created_at(obj, at)
-        return _upserted({"id": f"sim-{self._applied}", "at": seconds, "object": obj})
+        return trusted_upserted(f"sim-{self._applied}", seconds, obj)
 
     def _engine_event(self, at: int, payload: tuple[Any, ...]) -> JournalEvent | None:
         action, key, generation, namespace, name = payload
         if self._generation.get(key) != generation:
             return None
-        fields = {
-            "id": f"sim-{self._applied}",
-            "at": micros_to_seconds(at),
-            "namespace": namespace,
-            "name": name,
-        }
         if action == _PODS_READY:
-            fields["ready"] = True
-            return _pods_ready(fields)
-        fields["succeeded"] = True
-        return _workload_finished(fields)
+            return trusted_pods_ready(
+                f"sim-{self._applied}", micros_to_seconds(at), namespace, name
+            )
+        return trusted_finished(f"sim-{self._applied}", micros_to_seconds(at), namespace, name)
 
     def _schedule(self, at: int, payload: tuple[Any, ...]) -> None:
         heapq.heappush(self._queue, (at, _ENGINE, self._engine_seq, payload))
