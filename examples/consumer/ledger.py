@@ -45,6 +45,23 @@ def gpus(decision: dict, resource: str) -> float:
     return sum(float(q[:-1]) / 1000 if q.endswith("m") else float(q) for q in qty)
 
 
+def decode(value: bytes | None, where: str) -> dict | None:
+    """A decision record as a dict, or None (with a warning) when it is not one."""
+    try:
+        d = json.loads(value or b"")
+    except (ValueError, UnicodeDecodeError) as e:
+        print(f"ledger: skipped {where}: not JSON ({e})", file=sys.stderr)
+        return None
+    if not isinstance(d, dict) or not isinstance(d.get("id"), str) or "type" not in d:
+        print(f"ledger: skipped {where}: not a decision (no id/type)", file=sys.stderr)
+        return None
+    counted = d["type"] == "Admitted" or d["type"] in ENDS
+    if counted and not isinstance(d.get("at"), (int, float)):
+        print(f"ledger: skipped {where}: {d['type']} without a numeric 'at'", file=sys.stderr)
+        return None
+    return d
+
+
 def apply(db: sqlite3.Connection, d: dict, resource: str = "nvidia.com/gpu") -> bool:
     """Fold one decision into the ledger; False if it was seen before (a redelivery)."""
     if db.execute("INSERT OR IGNORE INTO seen VALUES (?)", (d["id"],)).rowcount == 0:
@@ -111,7 +128,8 @@ async def main() -> None:
             if not records:
                 continue
             with db:  # one SQLite transaction per batch, committed before the offsets
-                new = sum(apply(db, json.loads(r.value), resource) for r in records)
+                decoded = [decode(r.value, f"{r.topic}[{r.partition}]@{r.offset}") for r in records]
+                new = sum(apply(db, d, resource) for d in decoded if d is not None)
             await consumer.commit()
             again = len(records) - new
             print(
