@@ -35,10 +35,8 @@ read (a ``FieldError``) is never memoised, so its error is raised afresh.
 
 from __future__ import annotations
 
-import dataclasses
 import marshal
 import math
-from collections.abc import Callable
 from typing import Any, cast
 
 from kuota.api.duration import DurationError, parse_rfc3339
@@ -288,86 +286,6 @@ def _active(annotations: Raw) -> bool:
     return value != "false"
 
 
-def _slow_workload_spec(
-    namespace: str,
-    name: str,
-    uid: str,
-    queue_name: str,
-    priority_class: str | None,
-    creation_seconds: float,
-    podsets: tuple[PodSet, ...],
-    active: bool,
-) -> WorkloadSpec:
-    return WorkloadSpec(
-        namespace=namespace,
-        name=name,
-        uid=uid,
-        queue_name=queue_name,
-        priority_class=priority_class,
-        creation_seconds=creation_seconds,
-        podsets=podsets,
-        active=active,
-    )
-
-
-_SPEC_FIELDS = (
-    "namespace",
-    "name",
-    "uid",
-    "queue_name",
-    "priority_class",
-    "creation_seconds",
-    "podsets",
-    "active",
-    "owner_kind",
-)
-
-
-def _fast_workload_spec_maker() -> Callable[..., WorkloadSpec] | None:
-    """``WorkloadSpec(...)`` with its slots set directly: the frozen dataclass's
-    ``__init__`` goes through ``object.__setattr__`` by name per field, which is
-    most of a Job's reading once its PodSet is memoised. Only while the class is
-    exactly the plain frozen dataclass this was written for (same fields, in this
-    order, ``owner_kind`` defaulting to ``"Job"``, no ``__post_init__``); else
-    None and the constructor is used (``tests/unit/sim/test_sim_fast_parse.py``)."""
-    fields = dataclasses.fields(WorkloadSpec)
-    if (
-        tuple(f.name for f in fields) != _SPEC_FIELDS
-        or fields[-1].default != "Job"
-        or hasattr(WorkloadSpec, "__post_init__")
-    ):
-        return None
-    s0, s1, s2, s3, s4, s5, s6, s7, s8 = (WorkloadSpec.__dict__[n].__set__ for n in _SPEC_FIELDS)
-    new = object.__new__
-
-    def make(
-        namespace: str,
-        name: str,
-        uid: str,
-        queue_name: str,
-        priority_class: str | None,
-        creation_seconds: float,
-        podsets: tuple[PodSet, ...],
-        active: bool,
-    ) -> WorkloadSpec:
-        spec: WorkloadSpec = new(WorkloadSpec)
-        s0(spec, namespace)
-        s1(spec, name)
-        s2(spec, uid)
-        s3(spec, queue_name)
-        s4(spec, priority_class)
-        s5(spec, creation_seconds)
-        s6(spec, podsets)
-        s7(spec, active)
-        s8(spec, "Job")
-        return spec
-
-    return make
-
-
-_workload_spec: Callable[..., WorkloadSpec] = _fast_workload_spec_maker() or _slow_workload_spec
-
-
 def read_job(raw: Raw, *, at: float) -> WorkloadSpec | None:
     kind = raw.get("kind")
     if kind is not None and kind != "Job":
@@ -393,13 +311,13 @@ def read_job(raw: Raw, *, at: float) -> WorkloadSpec | None:
     template = mapping(spec.get("template"), "spec.template", required=True)
     pod = mapping(template.get("spec"), _POD_PATH, required=True)
     podset = _podset(pod, count)
-    return _workload_spec(
-        namespace,
-        name,
-        string(meta.get("uid"), "metadata.uid") or f"{namespace}/{name}",
-        queue,
-        priority or None,
-        _creation_seconds(meta, annotations, at),
-        (podset,),
-        _active(annotations),
+    return WorkloadSpec(
+        namespace=namespace,
+        name=name,
+        uid=string(meta.get("uid"), "metadata.uid") or f"{namespace}/{name}",
+        queue_name=queue,
+        priority_class=priority or None,
+        creation_seconds=_creation_seconds(meta, annotations, at),
+        podsets=(podset,),
+        active=_active(annotations),
     )

@@ -1,68 +1,17 @@
 """The fast paths the simulation's hot loop takes through Job reading.
 
-``read_job`` builds its ``WorkloadSpec`` by setting the frozen dataclass's
-slots directly (``_fast_workload_spec_maker``), and ``integer`` and the
-``created-at`` reader have fast paths for the common values; these tests hold
-them to the plain constructor and the slow paths.
+``integer`` and the ``created-at`` reader have fast paths for the common
+values; these tests hold them to the slow paths.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from kuota.api import parse_job
 from kuota.api.fields import FieldError, integer
-from kuota.api.types import PodSet, WorkloadSpec
-
-_podsets = st.sampled_from(
-    [(), (PodSet(name="main", count=2, requests=(("cpu", 4000),)),)],
-)
-
-
-@settings(max_examples=100, deadline=None)
-@given(
-    st.text(max_size=8),
-    st.text(max_size=8),
-    st.text(max_size=8),
-    st.text(max_size=8),
-    st.none() | st.text(max_size=8),
-    st.floats(allow_nan=False),
-    _podsets,
-    st.booleans(),
-)
-def test_the_fast_workload_spec_is_the_constructed_one(
-    namespace: str,
-    name: str,
-    uid: str,
-    queue: str,
-    priority: str | None,
-    created: float,
-    podsets: tuple[PodSet, ...],
-    active: bool,
-) -> None:
-    values = (namespace, name, uid, queue, priority, created, podsets, active)
-    assert parse_job._fast_workload_spec_maker() is not None  # the fast path is in use
-    fast = parse_job._workload_spec(*values)
-    slow = parse_job._slow_workload_spec(*values)
-    assert type(fast) is WorkloadSpec
-    assert fast == slow
-    assert hash(fast) == hash(slow)
-    assert dataclasses.astuple(fast) == dataclasses.astuple(slow)
-    assert fast.owner_kind == "Job"
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        fast.name = "other"  # type: ignore[misc]
-
-
-def test_the_fast_path_steps_aside_when_the_class_changes(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(parse_job, "_SPEC_FIELDS", (*parse_job._SPEC_FIELDS, "extra"))
-    assert parse_job._fast_workload_spec_maker() is None
 
 
 @pytest.mark.parametrize(
