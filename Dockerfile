@@ -41,6 +41,14 @@ COPY services ./services
 # (pip writes the bytecode, so nothing is compiled at run time.)
 RUN /opt/kuota/bin/pip install --no-deps . \
     && /opt/kuota/bin/kuota --help >/dev/null
+# The core's hot path compiled with mypyc (docs/design/native-core.md), its
+# libraries kept under /opt/kuota/native so they travel with the venv; mypy is
+# needed only to compile.
+COPY scripts/native.py scripts/native_finder.py ./scripts/
+RUN /opt/kuota/bin/pip install "mypy==1.18.2" \
+    && KUOTA_CACHE=/opt/kuota /opt/kuota/bin/python scripts/native.py build --venv /opt/kuota \
+    && /opt/kuota/bin/pip uninstall -y mypy \
+    && /opt/kuota/bin/python scripts/native.py status
 
 # -------------------------------------------------------------- runtime stage
 FROM ${PYTHON_IMAGE}

@@ -7,7 +7,7 @@ STACK := scripts/stack
 # Load the stack's addresses (Kafka, Redis, kubeconfig) for commands that need them.
 WITH_STACK := set -a; . $${KUOTA_STACK_DIR:-.stack}/stack.env; set +a;
 
-.PHONY: help venv stack-up stack-down demo test test-unit check lint typecheck schemas \
+.PHONY: help venv native stack-up stack-down demo test test-unit check lint typecheck schemas \
 	bench-core bench-kueue-baseline bench-kueue-large bench-replay bench-e2e chaos
 
 help:
@@ -29,6 +29,11 @@ $(VENV_STAMP): pyproject.toml constraints.txt
 
 venv: $(VENV_STAMP)
 
+# The core's hot path compiled with mypyc, cached per machine and source version
+# (docs/design/native-core.md); an edited source falls back to pure Python until then.
+native: venv
+	$(PY) scripts/native.py build
+
 stack-up: venv
 	$(STACK) up
 
@@ -38,15 +43,18 @@ stack-down:
 # The main job: stack + the four services + a sample GPU cluster, the admission
 # stream printed live, a usage table at the end. `make demo DEMO_ARGS=--down` stops
 # everything afterwards.
-demo: venv stack-up
+demo: native stack-up
 	@$(STACK) versions
 	$(WITH_STACK) $(PY) scripts/demo $(DEMO_ARGS)
 
-test: venv stack-up
+# Two passes: everything on the compiled core, then tests/pure on the pure-Python one.
+test: native stack-up
 	$(WITH_STACK) .venv/bin/pytest -q -p no:cacheprovider
+	KUOTA_NATIVE=0 .venv/bin/pytest -q -p no:cacheprovider tests/pure
 
-test-unit: venv
+test-unit: native
 	.venv/bin/pytest -q tests/unit
+	KUOTA_NATIVE=0 .venv/bin/pytest -q tests/pure
 
 lint: venv
 	.venv/bin/ruff check shared services tests scripts examples
@@ -58,19 +66,19 @@ typecheck: venv
 
 check: lint typecheck test
 
-bench-core: venv
+bench-core: native
 	$(PY) scripts/bench_core.py
 
-bench-kueue-baseline: venv
+bench-kueue-baseline: native
 	$(PY) scripts/bench_kueue.py --shape baseline
 
-bench-kueue-large: venv
+bench-kueue-large: native
 	$(PY) scripts/bench_kueue.py --shape large
 
-bench-replay: venv
+bench-replay: native
 	$(PY) scripts/bench_replay.py
 
-bench-e2e: venv stack-up
+bench-e2e: native stack-up
 	$(WITH_STACK) $(PY) scripts/bench_e2e.py
 
 schemas: venv
@@ -79,5 +87,5 @@ schemas: venv
 # Seeded fault runs (issue #8) on a second stack of their own (.stack-chaos, its
 # own ports), so their restarts never touch the stack the tests use. `make test`
 # runs a short one (tests/chaos/test_chaos_short.py).
-chaos: venv
+chaos: native
 	$(PY) scripts/chaos.py $(CHAOS_ARGS)

@@ -46,6 +46,7 @@ from kuota.api.types import (
     Toleration,
 )
 from kuota.core.node_match import flavor_mismatch
+from kuota.core.pickling import register_frozen
 from kuota.core.quantity import format_quantity
 from kuota.core.quota import (
     FlavorResource,
@@ -502,3 +503,15 @@ def could_fit_now(node: QuotaNode, blocking: Sequence[tuple[FlavorResource, int]
         if available(node, fr) >= needed:
             return True
     return False
+
+
+register_frozen(
+    PodSetRequest,
+    QueueView,
+    Shortfall,
+    QuotaFact,
+    PodSetAssignment,
+    Assignment,
+    GroupPlan,
+    PodSetPlan,
+)

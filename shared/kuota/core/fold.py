@@ -62,6 +62,7 @@ from kuota.core.dra import DraInventory
 from kuota.core.flavors import (
     queue_view,
 )
+from kuota.core.pickling import register_frozen
 from kuota.core.preempting import Preempting
 from kuota.core.queues import ClusterQueueQueue
 from kuota.core.quota import (
@@ -625,3 +626,6 @@ def _meta_namespace(manifest: dict[str, Any], kind: str) -> str:
     meta = manifest.get("metadata")
     ns = meta.get("namespace") if isinstance(meta, dict) else None
     return ns if isinstance(ns, str) and ns else "default"
+
+
+register_frozen(ResourceSummary, ClusterQueueSummary)

@@ -39,6 +39,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kuota.api.types import ResourceGroup
+from kuota.core.pickling import register_frozen
 
 FlavorResource = tuple[str, str]  # (flavor, resource)
 
@@ -448,3 +449,6 @@ def _accumulate(cohort: QuotaNode) -> None:
                 usage[fr] = usage.get(fr, 0) + drawn
     cohort.usage = usage
     cohort.height = height
+
+
+register_frozen(Limits, _CohortSpec)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kuota.core.flavors import Assignment, Reason, render_reasons
+from kuota.core.pickling import register_frozen
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,3 +54,6 @@ def assignment_verdict(assignment: Assignment) -> Verdict:
         assignment.signature,
         podsets=tuple((p.name, p.reasons) for p in assignment.podsets if p.reasons),
     )
+
+
+register_frozen(Verdict)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from kuota.api.types import WorkloadSpec
 from kuota.core.flavors import Assignment, PodSetRequest
+from kuota.core.pickling import register_frozen
 from kuota.core.queues import OrderKey
 from kuota.core.quota import FlavorResource
 
@@ -84,3 +85,6 @@ class WorkloadRecord:
 
 def order_key(spec: WorkloadSpec, priority: int) -> OrderKey:
     return (-priority, spec.creation_seconds, spec.key)
+
+
+register_frozen(Admission, Fit)

@@ -27,6 +27,7 @@ import hashlib
 import hmac
 import os
 import pickle
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -39,7 +40,9 @@ FORMAT = b"kuota-snapshot-v1"
 
 def code_build(*packages: ModuleType) -> str:
     """A digest of the packages' ``.py`` sources (names and contents), e.g. of
-    ``kuota.core`` and ``kuota.api``, whose classes a pickled fold holds."""
+    ``kuota.core`` and ``kuota.api``, whose classes a pickled fold holds, and of
+    which of their loaded modules are compiled (``scripts/native.py``): a
+    compiled class and its pure-Python source do not share a pickle format."""
     digest = hashlib.sha256()
     for package in packages:
         root = Path(package.__file__ or "").parent
@@ -47,6 +50,10 @@ def code_build(*packages: ModuleType) -> str:
         for path in sorted(root.rglob("*.py")):
             digest.update(path.relative_to(root).as_posix().encode() + b"\x00")
             digest.update(path.read_bytes() + b"\x00")
+        prefix = package.__name__ + "."
+        for name in sorted(n for n in list(sys.modules) if n.startswith(prefix)):
+            if not (getattr(sys.modules[name], "__file__", None) or ".py").endswith(".py"):
+                digest.update(b"compiled:" + name.encode() + b"\x00")
     return digest.hexdigest()[:16]
 
 

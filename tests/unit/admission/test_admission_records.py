@@ -8,11 +8,9 @@ from typing import Any
 
 import pytest
 from admission_helpers import TOPICS, journal, oracle, rec, records
+from fold_doubles import RaisingFold
 
-from kuota.core.fold import Fold
 from kuota.events.schema import (
-    Decision,
-    JournalEvent,
     parse_decision,
 )
 from kuota_admission.records import JournalFolder, UndecodableRecord, decode
@@ -82,19 +80,6 @@ def test_garbage_is_dead_lettered_with_reason_and_later_events_are_decided() -> 
     )
     assert decided == want
     assert any(d.type == "Admitted" for d in decided), "events after the poison are decided"
-
-
-class RaisingFold(Fold):
-    """A Fold with a bug on one event id."""
-
-    def __init__(self, bad_id: str) -> None:
-        super().__init__()
-        self.bad_id = bad_id
-
-    def apply(self, event: JournalEvent, *, offset: int | None = None) -> list[Decision]:
-        if event.id == self.bad_id:
-            raise KeyError("boom\nsecond line")
-        return super().apply(event, offset=offset)
 
 
 def test_a_fold_exception_is_dead_lettered_logged_once_and_the_stream_goes_on(

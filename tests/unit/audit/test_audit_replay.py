@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 from audit_builders import as_recorded, busy_journal, fold_all, records
+from fold_doubles import RaisingFold
 
 from kuota.audit.replay import (
     Auditor,
@@ -208,14 +209,8 @@ def test_undecodable_records_are_skipped_like_admission_skips_them(
 def test_a_fold_that_raises_is_counted_and_the_stream_goes_on(
     recs: list[JournalRecord], decisions: list[Decision]
 ) -> None:
-    class Flaky(Fold):
-        def apply(self, event, *, offset=None):  # type: ignore[no-untyped-def]
-            if event.id == "boom":
-                raise KeyError("boom")
-            return super().apply(event, offset=offset)
-
     boom = JournalRecord(recs[-1].offset + 1, Tick(id="boom", at=recs[-1].event.at))  # type: ignore[union-attr]
-    result = audit([*recs, boom], as_recorded(decisions), fold=Flaky()).finish()
+    result = audit([*recs, boom], as_recorded(decisions), fold=RaisingFold("boom")).finish()
     assert result.identical and result.fold_errors == 1
 
 

@@ -1,0 +1,33 @@
+"""Pickling and deep-copying of the fold's frozen dataclasses, compiled or not.
+
+Theory of operation: the fold's state is pickled (snapshots) and deep-copied
+(tests, the preemption search). A frozen dataclass with slots restores its
+fields in ``__setstate__`` through ``object.__setattr__``; in a module compiled
+by mypyc (``docs/design/native-core.md``) the native attribute setter refuses
+that on a frozen class. Registering a reducer in ``copyreg`` (which ``pickle``
+and ``copy`` consult before ``__reduce_ex__``) rebuilds each instance through
+its constructor instead, from its fields in order: the same in pure Python and
+compiled, and nothing per class to keep in step with its fields.
+"""
+
+from __future__ import annotations
+
+import copyreg
+from dataclasses import fields
+from typing import Any
+
+__all__ = ["register_frozen"]
+
+
+def _rebuild(obj: Any) -> tuple[Any, tuple[Any, ...]]:
+    return type(obj), tuple(getattr(obj, f.name) for f in fields(obj))
+
+
+def register_frozen(*classes: type) -> None:
+    """Pickle and copy instances of these frozen dataclasses through their
+    constructor (every field must be an ``__init__`` argument, in order)."""
+    for cls in classes:
+        for f in fields(cls):
+            if not f.init or f.kw_only:
+                raise TypeError(f"{cls.__name__}.{f.name} is not a positional __init__ field")
+        copyreg.pickle(cls, _rebuild)
