@@ -24,6 +24,10 @@ LAST stdout line is::
 
     decisions_per_s=<N> workloads=<N> wall_s=<N> peak_rss_mb=<N>
 
+The fold runs compiled when ``make native`` has built the current sources
+(``make bench-core`` does; docs/design/native-core.md), else as pure Python
+(``KUOTA_NATIVE=0`` asks for that); a stderr line says which.
+
 ``--profile`` runs the loop under cProfile and prints the top functions to
 stderr (the figures are then inflated by the profiler). ``--digest`` prints,
 on stderr, a sha256 over every decision's JSON in order (plus the count): two
@@ -321,6 +325,20 @@ def jobs(
     return out
 
 
+def _core_kind() -> str:
+    """Which fold runs: compiled by ``make native`` (docs/design/native-core.md)
+    or pure Python (``KUOTA_NATIVE=0``, or a build older than the sources)."""
+    compiled = sorted(
+        name
+        for name, module in sys.modules.items()
+        if name.startswith("kuota.")
+        and not (getattr(module, "__file__", None) or ".py").endswith(".py")
+    )
+    if not compiled:
+        return "pure Python"
+    return f"compiled with mypyc ({len(compiled)} modules: {', '.join(compiled)})"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workloads", type=int, default=100_000)
@@ -365,6 +383,7 @@ def main(argv: list[str] | None = None) -> int:
         f"in {time.perf_counter() - t0:.1f}s",
         file=log,
     )
+    print(f"core: {_core_kind()}", file=log)
 
     decisions = 0
     by_type: dict[str, int] = {}
