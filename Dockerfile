@@ -28,12 +28,13 @@ ENV PIP_NO_CACHE_DIR=1 \
 RUN python -m venv /opt/kuota
 
 WORKDIR /src
-# The dependencies first (pinned in pyproject.toml), so a source change does
-# not reinstall them: install them from the metadata alone.
-COPY pyproject.toml ./
+# The dependencies first (pinned in pyproject.toml, transitive ones in
+# constraints.txt), so a source change does not reinstall them: install them
+# from the metadata alone.
+COPY pyproject.toml constraints.txt ./
 RUN python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
         > /tmp/requirements.txt \
-    && /opt/kuota/bin/pip install -r /tmp/requirements.txt
+    && /opt/kuota/bin/pip install -r /tmp/requirements.txt -c constraints.txt
 
 COPY shared ./shared
 COPY services ./services
@@ -45,7 +46,7 @@ RUN /opt/kuota/bin/pip install --no-deps . \
 # libraries kept under /opt/kuota/native so they travel with the venv; mypy is
 # needed only to compile.
 COPY scripts/native.py scripts/native_finder.py ./scripts/
-RUN /opt/kuota/bin/pip install "mypy==1.18.2" \
+RUN /opt/kuota/bin/pip install mypy -c constraints.txt \
     && KUOTA_CACHE=/opt/kuota /opt/kuota/bin/python scripts/native.py build --venv /opt/kuota \
     && /opt/kuota/bin/pip uninstall -y mypy \
     && /opt/kuota/bin/python scripts/native.py status
