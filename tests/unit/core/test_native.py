@@ -6,13 +6,15 @@ loaded cluster (20 ClusterQueues in 4 cohorts, whole GPUs and MIG memory,
 5,000 Jobs) twice, once compiled and once with ``KUOTA_NATIVE=0``, and the
 sha256 over every decision's JSON must be the same. Both runs first say which
 core they load, so a missing or stale build fails here instead of comparing
-pure Python with itself.
+pure Python with itself. An edited source must make the finder fall back to
+pure Python rather than load the build made before the edit.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,8 +23,8 @@ REPO = Path(__file__).resolve().parents[3]
 SHAPE = ["--queues", "20", "--cohorts", "4", "--nodes", "20", "--workloads", "5000"]
 
 
-def _run(*args: str, native: bool) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "KUOTA_NATIVE": "1" if native else "0"}
+def _run(*args: str, native: bool, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "KUOTA_NATIVE": "1" if native else "0", **extra}
     return subprocess.run(
         [sys.executable, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
     )
@@ -59,3 +61,27 @@ def test_snapshots_of_the_compiled_and_the_pure_core_carry_different_builds() ->
     assert all(b.returncode == 0 for b in builds), [b.stderr for b in builds]
     native, pure, again = (b.stdout.strip() for b in builds)
     assert native == again and native != pure
+
+
+def test_an_edited_source_runs_as_pure_python_never_as_the_stale_build(tmp_path: Path) -> None:
+    """The finder hashes the sources the package would load: a copy of them
+    loads the compiled modules; the same copy with one compiled module edited
+    loads every module from source, and says why on stderr."""
+    shutil.copytree(
+        REPO / "shared" / "kuota",
+        tmp_path / "kuota",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    where = "import kuota.core.fold as f, kuota.core.queues as q; print(f.__file__, q.__file__)"
+    before = _run("-c", where, native=True, PYTHONPATH=str(tmp_path))
+    assert before.returncode == 0, before.stderr
+    assert all(not f.endswith(".py") for f in before.stdout.split()), before.stdout
+    queues = tmp_path / "kuota" / "core" / "queues.py"
+    queues.write_text(queues.read_text() + "\n# edited after the build\n")
+    after = _run("-c", where, native=True, PYTHONPATH=str(tmp_path))
+    assert after.returncode == 0, after.stderr
+    assert after.stdout.split() == [
+        str(tmp_path / "kuota" / "core" / "fold.py"),
+        str(queues),
+    ]
+    assert "the sources changed since it was built" in after.stderr
