@@ -12,6 +12,7 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
 from kuota.core.fold import Fold
 from kuota.events.schema import DECISION_TYPES, Decision, trusted_decision
@@ -56,7 +57,9 @@ def decision_fields(draw: st.DrawFn) -> dict[str, Any]:
     return dict(sorted(fields.items(), key=lambda _: draw(st.integers())))  # any key order
 
 
-def assert_same(trusted: Decision, validated: Decision) -> None:
+def assert_same(trusted: BaseModel, validated: BaseModel) -> None:
+    """Equal as pydantic models, field for field: values, their types and order,
+    the fields set, JSON and repr (also used by test_events_trusted_events)."""
     assert trusted == validated
     assert list(trusted.__dict__.items()) == list(validated.__dict__.items())
     assert [type(v) for v in trusted.__dict__.values()] == [
