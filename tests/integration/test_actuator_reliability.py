@@ -37,6 +37,7 @@ from test_actuator_service import (
     RUN_LABEL,
     Producer,
     Stack,
+    admitted_decision,
     api,  # noqa: F401 - the fixture
     committed,
     end_offset,
@@ -159,21 +160,6 @@ class Actuator:
                 self.proc.wait(timeout=10)
 
 
-def admitted(run: str, stack: Stack, workload: str, uid: str, n: int) -> Decision:
-    return Decision(
-        id=f"adm-{run}-{n}",
-        cause=f"test/admit-{n}",
-        cause_offset=n,
-        at=time.time(),
-        type="Admitted",
-        workload=workload,
-        uid=uid,
-        cluster_queue=stack.cq,
-        flavors={"main": {"cpu": stack.flavor}},
-        usage={stack.flavor: {"cpu": "1"}},
-    )
-
-
 def actuator_env(
     prefix: str, kafka_bootstrap: str, redis_url: str, kubeconfig: Path | str, run: str
 ) -> dict[str, str]:
@@ -232,7 +218,9 @@ async def test_apiserver_unreachable_then_back(
 
         await proxy.cut()
         cut_at = time.monotonic()
-        decision = await producer.send(admitted(run, stack, workload, created.metadata.uid, 1))
+        decision = await producer.send(
+            admitted_decision(run, stack, workload, created.metadata.uid, 1)
+        )
         end = await end_offset(settings, topics.decisions)
         while time.monotonic() - cut_at < OUTAGE:
             svc.alive()
@@ -351,7 +339,7 @@ async def test_kill9_and_restart_never_actuates_twice(
         svc.start()
         await svc.live(1)
         victim = f"{namespace}/victim"
-        await producer.send(admitted(run, stack, victim, uids["victim"], 1))
+        await producer.send(admitted_decision(run, stack, victim, uids["victim"], 1))
 
         async def job_state(name: str, running: bool) -> Any:
             svc.alive()
@@ -383,7 +371,9 @@ async def test_kill9_and_restart_never_actuates_twice(
         # A burst of admissions, cut by kill -9 part way through.
         for i in range(n_burst):
             name = f"burst-{i:02d}"
-            await producer.send(admitted(run, stack, f"{namespace}/{name}", uids[name], 10 + i))
+            await producer.send(
+                admitted_decision(run, stack, f"{namespace}/{name}", uids[name], 10 + i)
+            )
 
         async def some_started() -> bool:
             return sum(1 for k in starts if k.startswith("burst-")) >= 3

@@ -178,6 +178,22 @@ class Stack:
                     raise
 
 
+def admitted_decision(run: str, stack: Stack, workload: str, uid: str, n: int) -> Decision:
+    """The n-th Admitted of a run, into the stack's ClusterQueue and flavor."""
+    return Decision(
+        id=f"adm-{run}-{n}",
+        cause=f"test/admit-{n}",
+        cause_offset=n,
+        at=time.time(),
+        type="Admitted",
+        workload=workload,
+        uid=uid,
+        cluster_queue=stack.cq,
+        flavors={"main": {"cpu": stack.flavor}},
+        usage={stack.flavor: {"cpu": "1"}},
+    )
+
+
 def job_manifest(name: str) -> dict[str, Any]:
     return {
         "apiVersion": "batch/v1",
@@ -323,19 +339,7 @@ async def test_actuator_applies_decisions(
         await eventually(live, "the actuator live")
 
         # ---------------------------------------------------------------- Admitted
-        admitted = Decision(
-            id=f"adm-{run}",
-            cause="test/admit",
-            cause_offset=1,
-            at=time.time(),
-            type="Admitted",
-            workload=workload,
-            uid=uid,
-            cluster_queue=stack.cq,
-            flavors={"main": {"cpu": stack.flavor}},
-            usage={stack.flavor: {"cpu": "1"}},
-        )
-        admitted = await producer.send(admitted)
+        admitted = await producer.send(admitted_decision(run, stack, workload, uid, 1))
 
         async def unsuspended() -> dict[str, Any] | None:
             alive()
