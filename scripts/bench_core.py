@@ -52,6 +52,8 @@ import sys
 import time
 from typing import Any
 
+from native_finder import compiled_modules
+
 from kuota.core.fold import Fold
 from kuota.events.schema import Decision, JournalEvent
 from kuota.sim.engine import Simulator
@@ -351,12 +353,7 @@ class _TimedFold:
 def _core_kind() -> str:
     """Which fold runs: compiled by ``make native`` (docs/design/native-core.md)
     or pure Python (``KUOTA_NATIVE=0``, or a build older than the sources)."""
-    compiled = sorted(
-        name
-        for name, module in sys.modules.items()
-        if name.startswith("kuota.")
-        and not (getattr(module, "__file__", None) or ".py").endswith(".py")
-    )
+    compiled = compiled_modules()
     if not compiled:
         return "pure Python"
     return f"compiled with mypyc ({len(compiled)} modules: {', '.join(compiled)})"

@@ -32,7 +32,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from native_finder import source_digest
+from native_finder import compiled_modules, source_digest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "shared" / "kuota"
@@ -155,8 +155,9 @@ def remove(venv: Path) -> None:
 def status() -> int:
     import importlib
 
-    loaded = {m: getattr(importlib.import_module(m), "__file__", "") or "" for m in MODULES}
-    compiled = [m for m, f in loaded.items() if not f.endswith(".py")]
+    for name in MODULES:
+        importlib.import_module(name)
+    compiled = [m for m in compiled_modules() if m in MODULES]
     print(f"native: {len(compiled)} of {len(MODULES)} core modules compiled")
     return 0 if len(compiled) == len(MODULES) else 1
 

@@ -42,6 +42,17 @@ def source_digest(package_dir: Path, modules: Sequence[str]) -> str:
     return digest.hexdigest()
 
 
+def compiled_modules(prefix: str = "kuota.") -> list[str]:
+    """The imported modules under ``prefix`` that were loaded from a compiled
+    library rather than from their ``.py`` source, sorted."""
+    return sorted(
+        name
+        for name, module in list(sys.modules.items())
+        if name.startswith(prefix)
+        and not (getattr(module, "__file__", None) or ".py").endswith(".py")
+    )
+
+
 class NativeFinder:
     """Compiled libraries for the modules they were built from; None otherwise."""
 
