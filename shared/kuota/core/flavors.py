@@ -38,6 +38,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Final
 
 from kuota.api.types import (
     ClusterQueue,
@@ -46,7 +47,7 @@ from kuota.api.types import (
     Toleration,
 )
 from kuota.core.node_match import flavor_mismatch
-from kuota.core.pickling import register_frozen
+from kuota.core.pickling import register_by_fields
 from kuota.core.quantity import format_quantity
 from kuota.core.quota import (
     FlavorResource,
@@ -126,35 +127,78 @@ def queue_view(cq: ClusterQueue, *, fair_sharing: bool = False) -> QueueView:
     )
 
 
-@dataclass(frozen=True, slots=True)
+# Value classes built on the scheduling path are dataclasses with hand-written
+# constructors (``init=False``) and ``Final`` fields instead of ``frozen=True``:
+# mypyc compiles a constructor written in the class but not the one the
+# ``dataclass`` decorator generates at run time, and a frozen one sets each field
+# through ``object.__setattr__`` (docs/design/native-core.md). mypy --strict
+# refuses any assignment to a ``Final`` field outside ``__init__``; equality and
+# hashing are the dataclass's, as before. A ``Final`` field's default is given in
+# ``__init__`` only (mypy counts a class-level value as its one assignment);
+# tests/unit/core/test_value_classes.py checks every constructor against the fields.
+
+
+@dataclass(slots=True, init=False, unsafe_hash=True)
 class Shortfall:
     """A flavor-resource where the request exceeds what is available now."""
 
-    flavor: str
-    resource: str
-    requested: int  # including earlier podsets of the same workload
-    available: int
-    potential: int  # the most the ClusterQueue could reach with nothing else in use
-    mode: Mode  # PREEMPT (preemption could make room) or NO_FIT
+    flavor: Final[str]
+    resource: Final[str]
+    requested: Final[int]  # including earlier podsets of the same workload
+    available: Final[int]
+    potential: Final[int]  # the most the ClusterQueue could reach with nothing else in use
+    mode: Final[Mode]  # PREEMPT (preemption could make room) or NO_FIT
+
+    def __init__(
+        self, flavor: str, resource: str, requested: int, available: int, potential: int, mode: Mode
+    ) -> None:
+        self.flavor = flavor
+        self.resource = resource
+        self.requested = requested
+        self.available = available
+        self.potential = potential
+        self.mode = mode
 
     @property
     def missing(self) -> int:
         return self.requested - max(0, self.available)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, init=False, unsafe_hash=True)
 class QuotaFact:
     """Why one flavor-resource could not take a request, with the figures then."""
 
-    resource: str
-    flavor: str
-    requested: int  # this podset's request
-    assumed: int  # what earlier podsets of the workload already put there
-    available: int
-    potential: int
-    limiter: str  # what caps ``available`` (see ``quota.limiting_factor``)
-    mode: Mode  # PREEMPT: within what preemption could make room for; NO_FIT otherwise
-    policies_allow: bool = False  # some preemption policy of the queue is not Never
+    resource: Final[str]
+    flavor: Final[str]
+    requested: Final[int]  # this podset's request
+    assumed: Final[int]  # what earlier podsets of the workload already put there
+    available: Final[int]
+    potential: Final[int]
+    limiter: Final[str]  # what caps ``available`` (see ``quota.limiting_factor``)
+    mode: Final[Mode]  # PREEMPT: within what preemption could make room for; NO_FIT otherwise
+    policies_allow: Final[bool]  # some preemption policy of the queue is not Never
+
+    def __init__(
+        self,
+        resource: str,
+        flavor: str,
+        requested: int,
+        assumed: int,
+        available: int,
+        potential: int,
+        limiter: str,
+        mode: Mode,
+        policies_allow: bool = False,
+    ) -> None:
+        self.resource = resource
+        self.flavor = flavor
+        self.requested = requested
+        self.assumed = assumed
+        self.available = available
+        self.potential = potential
+        self.limiter = limiter
+        self.mode = mode
+        self.policies_allow = policies_allow
 
     def render(self) -> str:
         value = self.requested + self.assumed
@@ -185,29 +229,63 @@ def render_reasons(podset: str, reasons: Sequence[Reason]) -> str:
     return f"couldn't assign flavors to podset {podset}: {'; '.join(parts)}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, init=False, unsafe_hash=True)
 class PodSetAssignment:
-    name: str
-    flavors: tuple[tuple[str, str], ...]  # (resource, flavor); empty when no flavor
-    mode: Mode
-    borrowing: int
-    reasons: tuple[Reason, ...]  # why flavors were not (fully) usable, in the order tried
-    shortfalls: tuple[Shortfall, ...]  # of the chosen flavors, when mode is PREEMPT
+    name: Final[str]
+    flavors: Final[tuple[tuple[str, str], ...]]  # (resource, flavor); empty when no flavor
+    mode: Final[Mode]
+    borrowing: Final[int]
+    reasons: Final[tuple[Reason, ...]]  # why flavors were not (fully) usable, in the order tried
+    shortfalls: Final[tuple[Shortfall, ...]]  # of the chosen flavors, when mode is PREEMPT
+
+    def __init__(
+        self,
+        name: str,
+        flavors: tuple[tuple[str, str], ...],
+        mode: Mode,
+        borrowing: int,
+        reasons: tuple[Reason, ...],
+        shortfalls: tuple[Shortfall, ...],
+    ) -> None:
+        self.name = name
+        self.flavors = flavors
+        self.mode = mode
+        self.borrowing = borrowing
+        self.reasons = reasons
+        self.shortfalls = shortfalls
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, init=False, unsafe_hash=True)
 class Assignment:
-    podsets: tuple[PodSetAssignment, ...]
-    mode: Mode  # the worst podset mode
-    borrowing: int  # the highest borrowing level
-    usage: tuple[tuple[FlavorResource, int], ...]  # what admission would charge
-    reason: str | None  # None when it fits
+    podsets: Final[tuple[PodSetAssignment, ...]]
+    mode: Final[Mode]  # the worst podset mode
+    borrowing: Final[int]  # the highest borrowing level
+    usage: Final[tuple[tuple[FlavorResource, int], ...]]  # what admission would charge
+    reason: Final[str | None]  # None when it fits
     # (flavor-resource, amount needed) where the request exceeded what is available
     # but not what could ever be: a release that makes that much available may help.
-    blocking: tuple[tuple[FlavorResource, int], ...]
+    blocking: Final[tuple[tuple[FlavorResource, int], ...]]
     # The reasons without the figures that move with usage ("N available", what
     # caps it): two attempts with the same signature failed for the same reasons.
-    signature: tuple[object, ...]
+    signature: Final[tuple[object, ...]]
+
+    def __init__(
+        self,
+        podsets: tuple[PodSetAssignment, ...],
+        mode: Mode,
+        borrowing: int,
+        usage: tuple[tuple[FlavorResource, int], ...],
+        reason: str | None,
+        blocking: tuple[tuple[FlavorResource, int], ...],
+        signature: tuple[object, ...],
+    ) -> None:
+        self.podsets = podsets
+        self.mode = mode
+        self.borrowing = borrowing
+        self.usage = usage
+        self.reason = reason
+        self.blocking = blocking
+        self.signature = signature
 
     @property
     def fits(self) -> bool:
@@ -505,7 +583,7 @@ def could_fit_now(node: QuotaNode, blocking: Sequence[tuple[FlavorResource, int]
     return False
 
 
-register_frozen(
+register_by_fields(
     PodSetRequest,
     QueueView,
     Shortfall,

@@ -62,7 +62,7 @@ from kuota.core.dra import DraInventory
 from kuota.core.flavors import (
     queue_view,
 )
-from kuota.core.pickling import register_frozen
+from kuota.core.pickling import register_by_fields
 from kuota.core.preempting import Preempting
 from kuota.core.queues import ClusterQueueQueue
 from kuota.core.quota import (
@@ -628,4 +628,4 @@ def _meta_namespace(manifest: dict[str, Any], kind: str) -> str:
     return ns if isinstance(ns, str) and ns else "default"
 
 
-register_frozen(ResourceSummary, ClusterQueueSummary)
+register_by_fields(ResourceSummary, ClusterQueueSummary)

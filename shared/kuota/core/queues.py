@@ -34,6 +34,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
+from kuota.core.pickling import register_by_fields
 from kuota.core.quota import FlavorResource
 from kuota.core.verdict import Verdict
 
@@ -45,7 +46,7 @@ STRICT_FIFO = "StrictFIFO"
 BLOCKED_HEAD = -1  # the "shape" a StrictFIFO block registers under
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)  # constructor written out: see flavors.Shortfall
 class ShapeGroup:
     shape: int
     members: dict[str, OrderKey] = field(default_factory=dict)
@@ -58,6 +59,26 @@ class ShapeGroup:
     needs: Needs = ()
     # Flavor-resources whose waiter entry (for ``epoch``) is still registered.
     live: dict[FlavorResource, None] = field(default_factory=dict)
+
+    def __init__(
+        self,
+        shape: int,
+        members: dict[str, OrderKey] | None = None,
+        heap: list[OrderKey] | None = None,
+        parked: bool = False,
+        epoch: int = 0,
+        verdict: Verdict | None = None,
+        needs: Needs = (),
+        live: dict[FlavorResource, None] | None = None,
+    ) -> None:
+        self.shape = shape
+        self.members = {} if members is None else members
+        self.heap = [] if heap is None else heap
+        self.parked = parked
+        self.epoch = epoch
+        self.verdict = verdict
+        self.needs = needs
+        self.live = {} if live is None else live
 
     def head(self) -> OrderKey | None:
         heap = self.heap
@@ -271,3 +292,6 @@ class ClusterQueueQueue:
         """Every queued workload key, in queue order."""
         orders = sorted(o for g in self.groups.values() for o in g.members.values())
         return [order[2] for order in orders]
+
+
+register_by_fields(ShapeGroup)

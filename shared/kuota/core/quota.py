@@ -39,7 +39,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kuota.api.types import ResourceGroup
-from kuota.core.pickling import register_frozen
+from kuota.core.pickling import register_by_fields
 
 FlavorResource = tuple[str, str]  # (flavor, resource)
 
@@ -451,4 +451,4 @@ def _accumulate(cohort: QuotaNode) -> None:
     cohort.height = height
 
 
-register_frozen(Limits, _CohortSpec)
+register_by_fields(Limits, _CohortSpec)

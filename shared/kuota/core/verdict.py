@@ -14,20 +14,35 @@ emitted: most failed attempts are never shown to anyone.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Final
 
 from kuota.core.flavors import Assignment, Reason, render_reasons
-from kuota.core.pickling import register_frozen
+from kuota.core.pickling import register_by_fields
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, init=False, unsafe_hash=True)  # a value: see flavors.Shortfall
 class Verdict:
-    reason: str
-    signature: tuple[object, ...]
-    text: str = ""  # the message, when it is fixed text
-    podsets: tuple[tuple[str, tuple[Reason, ...]], ...] = ()  # rendered on demand
+    reason: Final[str]
+    signature: Final[tuple[object, ...]]
+    text: Final[str]  # the message, when it is fixed text (default "")
+    podsets: Final[tuple[tuple[str, tuple[Reason, ...]], ...]]  # rendered on demand (default ())
     # The rendered message, once asked for: a parked group's verdict is announced
     # to each workload that joins the group. Not part of the value.
     rendered: list[str] = field(default_factory=list, compare=False, repr=False)
+
+    def __init__(
+        self,
+        reason: str,
+        signature: tuple[object, ...],
+        text: str = "",
+        podsets: tuple[tuple[str, tuple[Reason, ...]], ...] = (),
+        rendered: list[str] | None = None,
+    ) -> None:
+        self.reason = reason
+        self.signature = signature
+        self.text = text
+        self.podsets = podsets
+        self.rendered = [] if rendered is None else rendered
 
     @property
     def key(self) -> tuple[str, tuple[object, ...]]:
@@ -56,4 +71,4 @@ def assignment_verdict(assignment: Assignment) -> Verdict:
     )
 
 
-register_frozen(Verdict)
+register_by_fields(Verdict)

@@ -24,10 +24,11 @@ current spec, DRA inventory and configuration.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Final
 
 from kuota.api.types import WorkloadSpec
 from kuota.core.flavors import Assignment, PodSetRequest
-from kuota.core.pickling import register_frozen
+from kuota.core.pickling import register_by_fields
 from kuota.core.queues import OrderKey
 from kuota.core.quota import FlavorResource
 
@@ -41,12 +42,24 @@ STATES = (PENDING, INADMISSIBLE, ADMITTED, FINISHED, DEACTIVATED)
 HoldKey = tuple[str, ...]  # ("lq", ns, name) | ("cq", name) | ("wpc", name) | ("ns", ns) | ("dra",)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, init=False, unsafe_hash=True)  # a value: see flavors.Shortfall
 class Admission:
-    cluster_queue: str
-    usage: tuple[tuple[FlavorResource, int], ...]
-    flavors: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]  # podset -> (resource, flavor)
-    at: float
+    cluster_queue: Final[str]
+    usage: Final[tuple[tuple[FlavorResource, int], ...]]
+    flavors: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]]  # podset -> (res, flavor)
+    at: Final[float]
+
+    def __init__(
+        self,
+        cluster_queue: str,
+        usage: tuple[tuple[FlavorResource, int], ...],
+        flavors: tuple[tuple[str, tuple[tuple[str, str], ...]], ...],
+        at: float,
+    ) -> None:
+        self.cluster_queue = cluster_queue
+        self.usage = usage
+        self.flavors = flavors
+        self.at = at
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +74,7 @@ class Fit:
     decision_usage: dict[str, dict[str, str]]  # flavor -> resource -> quantity
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)  # constructor written out: see flavors.Shortfall
 class WorkloadRecord:
     spec: WorkloadSpec
     order: OrderKey
@@ -78,6 +91,38 @@ class WorkloadRecord:
     pods_ready: bool = False
     extra: dict[str, object] = field(default_factory=dict)  # seam for later issues
 
+    def __init__(
+        self,
+        spec: WorkloadSpec,
+        order: OrderKey,
+        priority: int = 0,
+        state: str = PENDING,
+        cluster_queue: str | None = None,
+        queued: bool = False,
+        shape: int = -1,
+        charge_id: int = -1,
+        holds: tuple[HoldKey, ...] = (),
+        requests: tuple[PodSetRequest, ...] = (),
+        admission: Admission | None = None,
+        last_verdict: tuple[str, tuple[object, ...]] | None = None,
+        pods_ready: bool = False,
+        extra: dict[str, object] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.order = order
+        self.priority = priority
+        self.state = state
+        self.cluster_queue = cluster_queue
+        self.queued = queued
+        self.shape = shape
+        self.charge_id = charge_id
+        self.holds = holds
+        self.requests = requests
+        self.admission = admission
+        self.last_verdict = last_verdict
+        self.pods_ready = pods_ready
+        self.extra = {} if extra is None else extra
+
     @property
     def key(self) -> str:
         return self.order[2]
@@ -87,4 +132,4 @@ def order_key(spec: WorkloadSpec, priority: int) -> OrderKey:
     return (-priority, spec.creation_seconds, spec.key)
 
 
-register_frozen(Admission, Fit)
+register_by_fields(Admission, Fit, WorkloadRecord)

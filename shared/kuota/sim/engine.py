@@ -41,7 +41,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from kuota.events.schema import (
     Decision,
@@ -99,12 +99,18 @@ class SimulationError(RuntimeError):
     """The run cannot finish: too many steps, or a fold that keeps waking up."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, init=False)
 class Step:
-    """One applied event and the decisions it caused."""
+    """One applied event and the decisions it caused. Read-only (``Final``, which
+    mypy enforces) rather than frozen: a frozen dataclass sets each field through
+    ``object.__setattr__``, which costs more than the rest of a step's bookkeeping."""
 
-    event: JournalEvent
-    decisions: list[Decision]
+    event: Final[JournalEvent]
+    decisions: Final[list[Decision]]
+
+    def __init__(self, event: JournalEvent, decisions: list[Decision]) -> None:
+        self.event = event
+        self.decisions = decisions
 
 
 def workload_key(manifest: Mapping[str, Any]) -> str | None:
