@@ -279,11 +279,14 @@ def trusted_finished(id: str, at: float, namespace: str, name: str) -> WorkloadF
 
 
 def decision_id(cause: str, index: int) -> str:
-    """A deterministic decision id: same cause event and position, same id."""
-    return _sha256(f"{cause}\x00{index}".encode()).hexdigest()[:24]
+    """A deterministic decision id: same cause event and position, same id (the
+    first 24 hex digits of sha256 over ``cause``, a NUL and ``index``)."""
+    digest = _SHA256_EMPTY.copy()  # a copy skips OpenSSL's per-call digest lookup
+    digest.update(f"{cause}\x00{index}".encode())
+    return digest.hexdigest()[:24]
 
 
-_sha256 = hashlib.sha256
+_SHA256_EMPTY = hashlib.sha256()
 
 
 _decision_adapter: TypeAdapter[Decision] = TypeAdapter(Decision)

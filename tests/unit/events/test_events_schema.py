@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
 import pytest
 
-from kuota.events import parse_decision, parse_event
+from kuota.events import decision_id, parse_decision, parse_event
 from kuota.events.jsonschema import render, schemas
 
 REPO = Path(__file__).resolve().parents[3]
@@ -48,3 +49,15 @@ def test_goldens_cover_every_type() -> None:
     decisions = {json.loads(p.read_text())["type"] for p in GOLDEN.glob("decision-*.json")}
     assert {"ObjectUpserted", "ObjectDeleted", "Tick", "WorkloadFinished", "PodsReady"} <= journal
     assert {"Admitted", "Preempted", "Inadmissible", "Finished"} <= decisions
+
+
+def test_decision_ids_are_sha256_of_the_cause_and_position() -> None:
+    # The id is part of the log's contract (consumers deduplicate on it): it must
+    # not change with how it is computed, and each call starts from a fresh hash.
+    expected = hashlib.sha256(b"sim-12\x003").hexdigest()[:24]
+    assert decision_id("sim-12", 3) == expected
+    assert decision_id("sim-12", 3) == expected  # no state carried between calls
+    assert decision_id("sim-12", 4) != expected
+    assert (
+        decision_id("evt-\u00e9", 0) == hashlib.sha256("evt-\u00e9\x000".encode()).hexdigest()[:24]
+    )
