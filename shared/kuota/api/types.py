@@ -8,7 +8,7 @@ Names follow Kueue's and Kubernetes' field names.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Final, Literal
 
 # --------------------------------------------------------------------------- common
 
@@ -241,19 +241,46 @@ class PodSet:
     tolerations: tuple[Toleration, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, init=False, unsafe_hash=True)
 class WorkloadSpec:
-    """What kuota admits: one Job (later JobSet etc.) as podsets, all or nothing."""
+    """What kuota admits: one Job (later JobSet etc.) as podsets, all or nothing.
 
-    namespace: str
-    name: str
-    uid: str
-    queue_name: str
-    priority_class: str | None
-    creation_seconds: float  # event time of creation, seconds since the journal's epoch
-    podsets: tuple[PodSet, ...]
-    active: bool = True  # False if the user deactivated it
-    owner_kind: str = "Job"
+    One is read per Job event, so its constructor is written out and its fields
+    are ``Final`` (read-only under mypy) rather than frozen: a frozen dataclass
+    sets each field through ``object.__setattr__``, which made construction a
+    third of reading a Job. Equality and hashing are the dataclass's."""
+
+    namespace: Final[str]
+    name: Final[str]
+    uid: Final[str]
+    queue_name: Final[str]
+    priority_class: Final[str | None]
+    creation_seconds: Final[float]  # event time of creation, seconds since the journal's epoch
+    podsets: Final[tuple[PodSet, ...]]
+    active: Final[bool]  # False if the user deactivated it (default True)
+    owner_kind: Final[str]  # default "Job"
+
+    def __init__(
+        self,
+        namespace: str,
+        name: str,
+        uid: str,
+        queue_name: str,
+        priority_class: str | None,
+        creation_seconds: float,
+        podsets: tuple[PodSet, ...],
+        active: bool = True,
+        owner_kind: str = "Job",
+    ) -> None:
+        self.namespace = namespace
+        self.name = name
+        self.uid = uid
+        self.queue_name = queue_name
+        self.priority_class = priority_class
+        self.creation_seconds = creation_seconds
+        self.podsets = podsets
+        self.active = active
+        self.owner_kind = owner_kind
 
     @property
     def key(self) -> str:
