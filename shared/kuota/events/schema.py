@@ -28,7 +28,7 @@ Decisions use Kueue's workload-condition vocabulary (``DECISION_TYPES``).
 from __future__ import annotations
 
 import hashlib
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -157,7 +157,12 @@ _DECISION_TEMPLATE: dict[str, Any] = {
     for name, info in Decision.model_fields.items()
 }
 _new_object = object.__new__
-_set_slot = object.__setattr__
+# The setters of BaseModel's four instance slots, called directly: what
+# ``object.__setattr__`` finds for these names, without the lookup each time.
+_set_dict = cast("Any", BaseModel.__dict__["__dict__"]).__set__
+_set_fields_set = cast("Any", BaseModel.__dict__["__pydantic_fields_set__"]).__set__
+_set_extra = cast("Any", BaseModel.__dict__["__pydantic_extra__"]).__set__
+_set_private = cast("Any", BaseModel.__dict__["__pydantic_private__"]).__set__
 
 
 def trusted_decision(data: dict[str, Any]) -> Decision:
@@ -185,10 +190,10 @@ def trusted_decision(data: dict[str, Any]) -> Decision:
     if requeue_at is not None and type(requeue_at) is not float:
         fields["requeue_at"] = float(requeue_at)
     decision: Decision = _new_object(Decision)
-    _set_slot(decision, "__dict__", fields)
-    _set_slot(decision, "__pydantic_fields_set__", set(data))
-    _set_slot(decision, "__pydantic_extra__", None)
-    _set_slot(decision, "__pydantic_private__", None)
+    _set_dict(decision, fields)
+    _set_fields_set(decision, set(data))
+    _set_extra(decision, None)
+    _set_private(decision, None)
     return decision
 
 
@@ -222,13 +227,11 @@ _M = TypeVar("_M", bound=BaseModel)
 def _trusted(
     model: type[_M], template: dict[str, Any], fields_set: frozenset[str], data: dict[str, Any]
 ) -> _M:
-    fields = template.copy()
-    fields.update(data)
     event: _M = _new_object(model)
-    _set_slot(event, "__dict__", fields)
-    _set_slot(event, "__pydantic_fields_set__", set(fields_set))
-    _set_slot(event, "__pydantic_extra__", None)
-    _set_slot(event, "__pydantic_private__", None)
+    _set_dict(event, {**template, **data})  # the template's field order, data's values
+    _set_fields_set(event, set(fields_set))
+    _set_extra(event, None)
+    _set_private(event, None)
     return event
 
 
