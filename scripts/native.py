@@ -12,7 +12,7 @@ machine compiles each version of the sources once (about a minute on one core).
 ``build`` then writes ``_kuota_native.{py,json,pth}`` into the venv's
 site-packages (``scripts/native_finder.py``), which loads a compiled module
 only while the sources still match it. The modules behave the same compiled or
-not (the test suite runs on the compiled build; ``tests/integration/test_native.py``
+not (the test suite runs on the compiled build; ``tests/unit/core/test_native.py``
 compares both on a benchmark's decisions). See docs/design/native-core.md.
 """
 
@@ -39,7 +39,9 @@ PACKAGE = ROOT / "shared" / "kuota"
 FINDER = Path(__file__).resolve().with_name("native_finder.py")
 
 # The fold's hot path: the scheduling cycle, queues, quota tree, flavor search,
-# placement and the state they share. Everything else stays pure Python.
+# placement and the state they share; and the simulation engine that drives it
+# (``kuota simulate``, the benches), whose input checks live in the interpreted
+# ``kuota.sim.scenario``. Everything else stays pure Python.
 MODULES = (
     "kuota.core.cycle",
     "kuota.core.fitting",
@@ -52,6 +54,7 @@ MODULES = (
     "kuota.core.state",
     "kuota.core.verdict",
     "kuota.core.workload",
+    "kuota.sim.engine",
 )
 
 

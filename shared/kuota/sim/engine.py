@@ -39,7 +39,7 @@ are not applied.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
@@ -64,7 +64,14 @@ from kuota.sim.duration import (
     parse_duration,
     seconds_to_micros_ceil,
 )
-from kuota.sim.scenario import CREATED_AT, ScenarioError, Timing, describe, timing_of
+from kuota.sim.scenario import (
+    CREATED_AT,
+    ScenarioError,
+    SimulationError,
+    Timing,
+    describe,
+    timing_of,
+)
 
 #: Kinds the engine treats as workloads (timing of runs, ``created-at``).
 WORKLOAD_KINDS = frozenset({"Job"})
@@ -93,10 +100,6 @@ class FoldLike(Protocol):
     def apply(self, event: JournalEvent, *, offset: int | None = None) -> list[Decision]: ...
 
     def next_wakeup(self) -> float | None: ...
-
-
-class SimulationError(RuntimeError):
-    """The run cannot finish: too many steps, or a fold that keeps waking up."""
 
 
 @dataclass(slots=True, init=False)
@@ -135,8 +138,11 @@ class Simulator:
         self._fold = fold
         self._manifests = list(manifests)
         for position, manifest in enumerate(self._manifests):
-            # what validating ObjectUpserted.object (a dict[str, Any]) would refuse
-            if not all(isinstance(key, str) for key in manifest):
+            # What validating ObjectUpserted.object (a dict[str, Any]) would refuse.
+            # The keys are read as objects: compiled (``make native``), a ``str``
+            # loop variable would be checked, and fail, before isinstance could say.
+            keys: Iterable[object] = manifest
+            if not all(isinstance(key, str) for key in keys):
                 raise ScenarioError(
                     f"{describe(manifest, index=position)}: every top-level key must be a string"
                 )
@@ -162,6 +168,15 @@ class Simulator:
         self._now = 0
         self._started = False
         self._settled = False
+        # set by _start: the run's bounds (an instant in micros, a count of events)
+        self._limit: int | None = None
+        self._max_steps: int | None = None
+        # Ticks asked for at one instant (a runaway fold's guard) and the last
+        # wakeup converted to micros (the same wakeup is asked step after step)
+        self._tick_instant = -1
+        self._ticks_here = 0
+        self._last_wakeup: float | None = None
+        self._last_micros = 0
         # workload key -> timing of the manifest last submitted for it
         self._workload_timing: dict[str, Timing] = {}
         # workload key -> admission generation
@@ -190,8 +205,9 @@ class Simulator:
         self, *, until: str | float | None = None, max_steps: int | None = None
     ) -> list[Decision]:
         """Apply events until settled (or ``until``); return every decision in order."""
+        self._start(until, max_steps)
         decisions: list[Decision] = []
-        for step in self.steps(until=until, max_steps=max_steps):
+        while (step := self._advance()) is not None:
             decisions.extend(step.decisions)
         return decisions
 
@@ -205,37 +221,47 @@ class Simulator:
         raises ``SimulationError`` (a scenario that never settles, e.g. a job
         that is never ready and is requeued forever, needs ``until``).
         """
+        self._start(until, max_steps)
+        return self._stepping()
+
+    def _stepping(self) -> Iterator[Step]:
+        # ``run`` calls _advance itself rather than iterating this generator: a
+        # compiled generator consumed by compiled code leaves a traceback entry
+        # without a line number, on which pytest's failure report crashes.
+        while (step := self._advance()) is not None:
+            yield step
+
+    def _start(self, until: str | float | None, max_steps: int | None) -> None:
         if self._started:
             raise SimulationError("a Simulator runs once; make a new one")
         self._started = True
-        limit: int | None = None
         if until is not None:
             try:
-                limit = parse_duration(until)
+                self._limit = parse_duration(until)
             except DurationError as err:
                 raise ScenarioError(f"until: {err}") from None
-        tick_instant = -1
-        ticks_here = 0
+        self._max_steps = max_steps
+
+    def _advance(self) -> Step | None:
+        """Apply the next event; None when the run is over (settled or ``until``)."""
         queue = self._queue
         files = self._files
-        n_files = len(files)
         fold = self._fold
-        last_wakeup: float | None = None
-        last_micros = 0
         while True:
             # The next queued event: the earlier of the next file event and the
             # top of the engine heap (their origins differ, so keys never tie).
             cursor = self._next_file
-            nxt = files[cursor] if cursor < n_files else None
+            nxt = files[cursor] if cursor < len(files) else None
             from_heap = bool(queue) and (nxt is None or queue[0] < nxt)
             if from_heap:
                 nxt = queue[0]
             wakeup = fold.next_wakeup()
             tick_at: int | None = None
             if wakeup is not None:
-                if wakeup != last_wakeup:  # the same wakeup is asked for step after step
-                    last_wakeup, last_micros = wakeup, seconds_to_micros_ceil(wakeup)
-                wake = max(last_micros, self._now)
+                if wakeup != self._last_wakeup:  # the same wakeup is asked step after step
+                    self._last_wakeup = wakeup
+                    self._last_micros = seconds_to_micros_ceil(wakeup)
+                wake = max(self._last_micros, self._now)
                 if nxt is None or wake < nxt[0]:
                     tick_at = wake
             if tick_at is not None:
@@ -244,21 +270,21 @@ class Simulator:
                 at = nxt[0]
             else:
                 self._settled = True
-                return
-            if limit is not None and at > limit:
-                return
+                return None
+            if self._limit is not None and at > self._limit:
+                return None
             event: JournalEvent | None
             if tick_at is not None:
-                if tick_at == tick_instant:
-                    ticks_here += 1
-                    if ticks_here > MAX_TICKS_PER_INSTANT:
+                if tick_at == self._tick_instant:
+                    self._ticks_here += 1
+                    if self._ticks_here > MAX_TICKS_PER_INSTANT:
                         raise SimulationError(
                             f"the fold keeps asking to wake up at "
                             f"{format_seconds(micros_to_seconds(tick_at))}s after Ticks at that "
                             f"instant ({wakeup!r}); its timers do not fire"
                         )
                 else:
-                    tick_instant, ticks_here = tick_at, 1
+                    self._tick_instant, self._ticks_here = tick_at, 1
                 event = trusted_tick(f"sim-{self._applied}", micros_to_seconds(tick_at))
             else:
                 if from_heap:
@@ -272,9 +298,9 @@ class Simulator:
                     event = self._engine_event(at, payload)
                 if event is None:
                     continue  # an engine event cancelled by a later preemption/eviction
-            if max_steps is not None and self._applied >= max_steps:
+            if self._max_steps is not None and self._applied >= self._max_steps:
                 raise SimulationError(
-                    f"the scenario did not settle within {max_steps} events "
+                    f"the scenario did not settle within {self._max_steps} events "
                     f"(simulated time {format_seconds(micros_to_seconds(at))}s); pass an `until`"
                 )
             try:
@@ -286,7 +312,7 @@ class Simulator:
             self._now = at
             if decisions:
                 self._observe(at, decisions)
-            yield Step(event=event, decisions=decisions)
+            return Step(event, decisions)
 
     # ------------------------------------------------------------------ events
 

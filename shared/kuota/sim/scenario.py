@@ -44,6 +44,12 @@ class ScenarioError(ValueError):
     """A scenario that cannot be simulated: bad YAML, a bad timing annotation."""
 
 
+class SimulationError(RuntimeError):
+    """The run cannot finish: too many steps, or a fold that keeps waking up.
+    (Raised by ``kuota.sim.engine``; defined here because the engine is compiled
+    by ``make native`` and a compiled class cannot derive from RuntimeError.)"""
+
+
 @dataclass(frozen=True, slots=True)
 class Timing:
     """When things happen to one object, in engine microseconds."""

@@ -85,3 +85,36 @@ def test_an_edited_source_runs_as_pure_python_never_as_the_stale_build(tmp_path:
         str(queues),
     ]
     assert "the sources changed since it was built" in after.stderr
+
+
+_FAILING_RUN = """
+import kuota.sim.engine
+from kuota.sim.engine import Simulator
+
+
+class Broken:  # a fold with a bug
+    def apply(self, event, *, offset=None):
+        raise KeyError("the bug")
+
+    def next_wakeup(self):
+        return None
+
+
+def test_a_run_through_the_compiled_engine_fails():
+    assert not kuota.sim.engine.__file__.endswith(".py"), kuota.sim.engine.__file__
+    manifest = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a"}}
+    Simulator([manifest], fold=Broken()).run()
+"""
+
+
+def test_a_test_failing_inside_the_compiled_engine_is_reported(tmp_path: Path) -> None:
+    """pytest reports the failure with the engine's note, rather than crashing
+    on the traceback (a compiled generator consumed by compiled code leaves an
+    entry without a line number, which pytest's report cannot format)."""
+    (tmp_path / "test_failing_run.py").write_text(_FAILING_RUN)
+    out = _run("-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path), native=True)
+    report = out.stdout + out.stderr
+    assert out.returncode == 1, report[-3000:]  # 1: a test failed; 3 would be INTERNALERROR
+    assert "INTERNALERROR" not in report
+    assert "KeyError: 'the bug'" in report
+    assert "while the fold applied sim-0 ObjectUpserted Namespace a at 0s" in report
