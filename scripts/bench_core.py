@@ -28,9 +28,9 @@ A stderr line also gives the fold's own share: the decisions over the time
 spent inside ``Fold.apply`` alone (the rest of the loop is
 the simulation engine turning decisions into the next events).
 
-The fold runs compiled when ``make native`` has built the current sources
-(``make bench-core`` does; docs/design/native-core.md), else as pure Python
-(``KUOTA_NATIVE=0`` asks for that); a stderr line says which.
+The fold and the engine run compiled when ``make native`` has built the
+current sources (``make bench-core`` does; docs/design/native-core.md), else as
+pure Python (``KUOTA_NATIVE=0`` asks for that); a stderr line says which.
 
 ``--profile`` runs the loop under cProfile and prints the top functions to
 stderr (the figures are then inflated by the profiler). ``--digest`` prints,
