@@ -24,8 +24,14 @@ from typing import Any
 __all__ = ["register_by_fields"]
 
 
+# class -> its field names in order, read once at registration (a snapshot
+# pickles tens of thousands of records; ``fields()`` per instance was repeat work)
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
 def _rebuild(obj: Any) -> tuple[Any, tuple[Any, ...]]:
-    return type(obj), tuple(getattr(obj, f.name) for f in fields(obj))
+    cls = type(obj)  # copyreg dispatches on the exact class, so it is registered
+    return cls, tuple([getattr(obj, name) for name in _FIELD_NAMES[cls]])
 
 
 def register_by_fields(*classes: type) -> None:
@@ -35,4 +41,5 @@ def register_by_fields(*classes: type) -> None:
         for f in fields(cls):
             if not f.init or f.kw_only:
                 raise TypeError(f"{cls.__name__}.{f.name} is not a positional __init__ field")
+        _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
         copyreg.pickle(cls, _rebuild)
