@@ -55,6 +55,7 @@ from kuota.bus.processor import Replayer, ReplayError, TransactionalProcessor
 from kuota.bus.settings import KafkaSettings, SettingsError
 from kuota.bus.topics import ensure_topics
 from kuota.core.fold import Fold
+from kuota.core.preempting import PLANS
 from kuota.store.settings import RedisSettings, redis_client
 from kuota.store.snapshots import Snapshot, SnapshotStore, code_build
 from kuota_admission.metrics import AdmissionMetrics
@@ -146,27 +147,35 @@ def load_config(env: Mapping[str, str] | None = None) -> Config:
 # ---------------------------------------------------------------------- recovery
 
 
+def new_fold() -> Fold:
+    """Admission's fold: the victim search is the preemption service's."""
+    return Fold(preemption=PLANS)
+
+
 def choose_start(
     snapshot: Snapshot | None, reason: str, committed: int | None
 ) -> tuple[Fold, int, str]:
     """The fold and offset to replay from, and a sentence saying why."""
     if snapshot is None:
-        return Fold(), 0, f"{reason}; replaying the journal from offset 0"
+        return new_fold(), 0, f"{reason}; replaying the journal from offset 0"
     if not isinstance(snapshot.state, Fold):
         kind = type(snapshot.state).__name__
-        return Fold(), 0, f"snapshot holds a {kind}, not a Fold; replaying from offset 0"
+        return new_fold(), 0, f"snapshot holds a {kind}, not a Fold; replaying from offset 0"
+    if snapshot.state.preemption_mode != PLANS:
+        mode = snapshot.state.preemption_mode
+        return new_fold(), 0, f"snapshot of a {mode!r}-mode fold; replaying from offset 0"
     if committed is None:
         if snapshot.offset == 0:
             return snapshot.state, 0, "empty snapshot, no committed offset yet"
         return (
-            Fold(),
+            new_fold(),
             0,
             f"snapshot at offset {snapshot.offset} but the group has no committed "
             f"offset (a new journal?); replaying from offset 0",
         )
     if snapshot.offset > committed:
         return (
-            Fold(),
+            new_fold(),
             0,
             f"snapshot at offset {snapshot.offset} is ahead of the committed offset "
             f"{committed}; replaying from offset 0",

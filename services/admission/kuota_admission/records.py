@@ -85,7 +85,7 @@ class JournalFolder:
     ) -> None:
         self.topics = topics
         self.consumer = consumer  # the kuota-consumer header of its dead letters
-        self.fold = fold if fold is not None else Fold()
+        self.fold = fold if fold is not None else Fold(preemption="plans")
         self.next_offset = next_offset  # journal offset of the next record to fold
         self.observer = observer
         self.since_snapshot = 0  # records folded live since the last snapshot

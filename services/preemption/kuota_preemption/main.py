@@ -8,8 +8,8 @@ search state is the fold, and the fold is rebuilt by replay), then joins the
 group. After each live batch it asks the core for plans
 (``kuota_preemption.planning``) and produces them to the journal in the
 transaction that commits the batch's offsets. The victim search itself lives
-in ``kuota.core.preemption``; while the core has none, the service folds,
-logs once that the search is not available, and produces nothing.
+in ``kuota.core.preemption``, run by ``kuota.core.planner`` on this
+service's own ``Fold(preemption="plans")``.
 
 Configuration (environment): the Kafka settings (``kuota.bus.settings``),
 ``KUOTA_METRICS_PORT`` (9103), ``KUOTA_LOG_LEVEL`` (INFO), ``KUOTA_MAX_BATCH``
@@ -37,7 +37,7 @@ from kuota.bus.processor import ReplayError, TransactionalProcessor
 from kuota.bus.settings import KafkaSettings, SettingsError
 from kuota.bus.topics import ensure_topics
 from kuota.events.schema import JournalEvent
-from kuota_preemption.planning import PlanningFolder, find_planner
+from kuota_preemption.planning import PlanningFolder
 
 log = logging.getLogger("kuota.preemption")
 
@@ -118,11 +118,6 @@ class PreemptionMetrics:
             "Journal records that do not decode or fold (dead-lettered, then skipped)",
             registry=r,
         )
-        self.available = Gauge(
-            "kuota_preemption_search_available",
-            "1 if kuota.core.preemption.plan_preemptions exists in this build",
-            registry=r,
-        )
         self.searches = Counter(
             "kuota_preemption_searches", "Preemption searches run", ["result"], registry=r
         )
@@ -157,13 +152,7 @@ async def run(
     cfg: Config, metrics: PreemptionMetrics, stop: asyncio.Event, state: dict[str, str]
 ) -> None:
     topics = await ensure_topics(cfg.kafka)
-    planner, how = find_planner()
-    metrics.available.set(1 if planner is not None else 0)
-    if planner is None:
-        log.warning("%s; folding the journal without planning", how)
-    else:
-        log.info("preemption search: %s", how)
-    folder = PlanningFolder(topics=topics, planner=planner, observer=metrics, consumer=cfg.group_id)
+    folder = PlanningFolder(topics=topics, observer=metrics, consumer=cfg.group_id)
     proc = TransactionalProcessor(
         cfg.kafka,
         group_id=cfg.group_id,

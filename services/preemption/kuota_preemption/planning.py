@@ -1,32 +1,31 @@
 """Journal records in, PreemptionPlan journal records out.
 
-Theory of operation: :class:`PlanningFolder` keeps its own :class:`Fold` of
-the journal (the same events admission folds, so the same state). After each
-live batch it asks the core for preemption plans —
-``kuota.core.preemption.plan_preemptions(fold)``, when the core has it — and
-turns each into a ``PreemptionPlan`` journal event with the deterministic id
-``plan/<preemptor>/<based_on>``, ``based_on`` being the id of the last event
-folded. The processor produces them to the journal in the transaction that
-commits the batch's offsets. Admission, the single writer of decisions,
-folds the plans and validates them against its own state.
+Theory of operation: :class:`PlanningFolder` keeps its own
+``Fold(preemption="plans")`` of the journal: the same events admission folds
+in the same mode, so the same state and the same heads awaiting a plan. After
+each live batch that changed something (an event other than a plan, or a
+plan whose head still waits: a stale one) it runs the core's victim search
+for every awaiting head (:class:`kuota.core.planner.Planner`) and turns the
+results into ``PreemptionPlan`` journal events, ``plan/<preemptor>/<based_on>``
+with ``based_on`` the id of the last event folded. The processor produces
+them to the journal in the transaction that commits the batch's offsets.
+Admission, the single writer of decisions, folds the plans and validates
+them against its own state.
 
-The victim search is the core's; this module only calls it and encodes what
-it returns. A record that does not decode (``kuota.events.decode``), or whose
-fold raised, is dead-lettered live with its original bytes and the reason
+A record that does not decode (``kuota.events.decode``), or whose fold
+raised, is dead-lettered live with its original bytes and the reason
 (``kuota.bus.deadletter``, header ``kuota-consumer`` = this service's group,
 so it is told apart from admission's dead letter of the same record) and the
 stream goes on; during the start-up replay it is skipped (dead-lettered by
-the incarnation that committed it). A batch made only of plans (this service's own output
-coming back) does not trigger a search: nothing about the cluster changed.
+the incarnation that committed it).
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Protocol
 
 from aiokafka import ConsumerRecord
 
@@ -34,15 +33,13 @@ from kuota.bus.deadletter import dead_letter_record
 from kuota.bus.processor import OutRecord
 from kuota.bus.topics import Topics, shard_key
 from kuota.core.fold import Fold
+from kuota.core.planner import Planner
 from kuota.events.decode import DecodeError, decode_event
 from kuota.events.schema import JournalEvent, PreemptionPlan
 
 log = logging.getLogger("kuota.preemption")
 
 TYPE_HEADER = "kuota-type"
-NOT_AVAILABLE = "preemption search not available in core yet"
-
-Planner = Callable[[Fold], Sequence[Any]]
 
 
 class Observer(Protocol):
@@ -53,48 +50,12 @@ class Observer(Protocol):
     def searched(self, seconds: float, plans: int, *, failed: bool) -> None: ...
 
 
-def find_planner() -> tuple[Planner | None, str]:
-    """``kuota.core.preemption.plan_preemptions`` if the core has it, else why not."""
-    try:
-        module = importlib.import_module("kuota.core.preemption")
-    except ModuleNotFoundError as err:
-        if err.name not in ("kuota.core.preemption", "kuota.core"):
-            raise  # the module exists but one of its imports is missing: a bug
-        return None, f"{NOT_AVAILABLE} (no module kuota.core.preemption)"
-    planner = getattr(module, "plan_preemptions", None)
-    if not callable(planner):
-        return None, f"{NOT_AVAILABLE} (kuota.core.preemption has no plan_preemptions)"
-    return planner, "kuota.core.preemption.plan_preemptions"
-
-
 def decode(value: bytes | None) -> JournalEvent | str:
     """The event, or the reason the record is not one."""
     try:
         return decode_event(value)
     except DecodeError as err:
         return err.reason
-
-
-def _field(item: Any, name: str, default: Any) -> Any:
-    if isinstance(item, Mapping):
-        return item.get(name, default)
-    return getattr(item, name, default)
-
-
-def to_plan_event(item: Any, *, based_on: str, at: float) -> PreemptionPlan:
-    """A core plan (a PreemptionPlan, a mapping or an object with ``preemptor``,
-    ``victims``, ``reasons``) as the journal event this service writes."""
-    preemptor = str(_field(item, "preemptor", ""))
-    if not preemptor:
-        raise ValueError(f"plan without a preemptor: {item!r}")
-    return PreemptionPlan(
-        id=f"plan/{preemptor}/{based_on}",
-        at=at,
-        preemptor=preemptor,
-        victims=[str(v) for v in _field(item, "victims", ())],
-        reasons={str(k): str(v) for k, v in dict(_field(item, "reasons", {}) or {}).items()},
-        based_on=based_on,
-    )
 
 
 def plan_record(topic: str, plan: PreemptionPlan) -> OutRecord:
@@ -111,28 +72,26 @@ class PlanningFolder:
         self,
         *,
         topics: Topics,
-        planner: Planner | None,
         fold: Fold | None = None,
         observer: Observer | None = None,
         consumer: str = "kuota-preemption",
     ) -> None:
         self.topics = topics
         self.consumer = consumer  # the kuota-consumer header of its dead letters
-        self.planner = planner
-        self.fold = fold if fold is not None else Fold()
+        self.fold = fold if fold is not None else Fold(preemption="plans")
+        self.planner = Planner()
         self.observer = observer
         self.next_offset = 0
         self.last_event_id = ""
 
     def handle(self, records: Sequence[ConsumerRecord[bytes, bytes]]) -> list[OutRecord]:
         dead: list[OutRecord] = []
-        news = self._fold_batch(records, live=True, dead=dead)
-        if self.planner is None or not news or not self.last_event_id:
+        search = self._fold_batch(records, live=True, dead=dead)
+        if not search or not self.last_event_id:
             return dead
         t0 = time.perf_counter()
         try:
-            found = list(self.planner(self.fold))
-            plans = [to_plan_event(p, based_on=self.last_event_id, at=self.fold.now) for p in found]
+            plans = self.planner.plans(self.fold, based_on=self.last_event_id, at=self.fold.now)
         except Exception as err:  # a bug in the search must not stop the service
             log.error(
                 "preemption search failed after offset %d: %s: %s",
@@ -158,10 +117,11 @@ class PlanningFolder:
         *,
         live: bool,
         dead: list[OutRecord] | None = None,
-    ) -> int:
-        """Fold the records; how many were events other than plans. Live, the
-        dead letters of records that do not decode or fold go to ``dead``."""
-        news = 0
+    ) -> bool:
+        """Fold the records; whether a search is due: an event other than a plan,
+        or a plan whose head still waits (stale). Live, the dead letters of
+        records that do not decode or fold go to ``dead``."""
+        search = False
         for record in records:
             if record.offset < self.next_offset:
                 raise RuntimeError(
@@ -195,8 +155,10 @@ class PlanningFolder:
                 self.observer.folded(event, time.perf_counter() - t0, live=live)
             self.last_event_id = event.id
             if not isinstance(event, PreemptionPlan):
-                news += 1
-        return news
+                search = True
+            elif self.planner.folded(event, self.fold):
+                search = True  # stale: its head still waits
+        return search
 
     def _dead_letter(
         self, record: ConsumerRecord[bytes, bytes], reason: str, dead: list[OutRecord] | None

@@ -75,6 +75,7 @@ from kuota.core.workload import (
     WorkloadRecord,
 )
 from kuota.events.schema import (
+    ActuationFailed,
     Decision,
     JournalEvent,
     decision_id,
@@ -84,6 +85,9 @@ from kuota.events.schema import (
 __all__ = ["ClusterQueueSummary", "Fold", "ResourceSummary"]
 
 _CONFIG_KINDS = ("Configuration", "Kueue", "ConfigMap")
+# The one ActuationFailed reason of an Admitted decision that keeps the quota for
+# now: the Job is gone, and its deletion (which releases it) is on its way.
+JOB_NOT_FOUND = "JobNotFound"
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,8 +147,9 @@ class Fold(Preempting):
             self._delete(event.kind, event.name, event.namespace)
         elif event.type == "PreemptionPlan":
             self._apply_plan(event, at)
-        # else: Tick: time only. Other events (ActuationFailed) are not the
-        # admission core's yet.
+        elif event.type == "ActuationFailed":
+            self._actuation_failed(event)
+        # else: Tick: time only.
         if self._timers:
             self._fire_timers(at, inclusive=True)  # due at this instant: after the event
         if self._ready:
@@ -350,6 +355,30 @@ class Fold(Preempting):
                 "reason": reason,
                 "message": message or f"the Job {reason.lower()}",
             }
+        )
+
+    def _actuation_failed(self, event: ActuationFailed) -> None:
+        """The actuator could not start an admitted Job (a permanent failure:
+        transient ones it retries without telling the journal). The quota goes
+        back at once and the workload waits, held, until its Job changes: the
+        same Job would fail the same way (Kueue finishes such a workload with
+        FailedToStart; docs/kueue-differences.md)."""
+        if event.decision_type != "Admitted" or event.reason == JOB_NOT_FOUND:
+            return  # a stop that could not be written, or a Job whose delete is coming
+        key = event.workload
+        rec = self._workloads.get(key)
+        adm = rec.admission if rec is not None else None
+        if rec is None or adm is None or rec.state != ADMITTED or adm.at != event.at:
+            return  # not the admission that failed (a later one, or none any more)
+        message = (
+            f"the Job could not be started with its admission: {event.message or event.reason}"
+        )
+        self._evict(rec, event.reason, message + "; its quota is released", requeue=False)
+        self._forget(key)
+        self._hold(
+            rec,
+            (("failed", key),),
+            (event.reason, message + "; it waits until the Job is changed"),
         )
 
     def _update_activity(self, cq_name: str) -> None:

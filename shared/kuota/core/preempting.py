@@ -21,15 +21,20 @@ does not preempt during the same event: every preemption then admits a
 workload that has not yet been a victim, which bounds the work of one event
 and rules out ping-pong.
 
-With ``Fold(preemption="plans")`` the search is left to the preemption
-service: a Preempt head is set aside as if nothing could be preempted and
-remembered; :meth:`Preempting.preemption_plans` plans all remembered heads
-(what the service's own fold answers to ``plan_preemptions``); a
-``PreemptionPlan`` event is acted on only if
+With ``Fold(preemption="plans")`` (what the services run) the search is left
+to the preemption service: a Preempt head is set aside, its group parked as
+after a failed search, and remembered as *awaiting a plan*; its Inadmissible
+reason says so (``WaitingForPreemptionPlan``, re-announced with the wait so
+far after 5 s, 30 s, 2 min and 10 min of event time).
+:meth:`Preempting.preemption_plans` searches for every awaiting head (what the
+service's own fold of the same journal answers), an empty plan meaning "no
+victims would make room". A ``PreemptionPlan`` event is acted on only if
 :func:`~kuota.core.preemption.validate_plan` accepts it on this fold's state
 (the search, restricted to the plan's victims, picks exactly them); a stale
-or invalid plan changes nothing and emits nothing. In the default
-``"inline"`` mode plans are validated the same way (and are normally stale).
+plan changes nothing and the head keeps awaiting (the service searches again).
+An empty plan ends the wait with the ordinary quota reason, exactly where a
+failed inline search leaves the head. In the default ``"inline"`` mode plans
+are validated the same way (and are normally stale).
 
 **Fair sharing** orders a cycle's heads by the tournament of
 :func:`~kuota.core.fairshare.tournament_winner`, one winner at a time, each
@@ -86,6 +91,7 @@ from kuota.core.preemption import (
     validate_plan,
 )
 from kuota.core.quota import QuotaTree
+from kuota.core.verdict import Verdict, assignment_verdict
 from kuota.core.workload import ADMITTED, DEACTIVATED, PENDING, Fit, WorkloadRecord
 from kuota.events.schema import PreemptionPlan
 
@@ -93,6 +99,10 @@ INLINE = "inline"
 PLANS = "plans"
 _TIMEOUT = 0
 _BACKOFF = 1
+_PLAN_WAIT = 2
+WAITING_FOR_PLAN = "WaitingForPreemptionPlan"
+# Event-time seconds after which a head still awaiting a plan is announced again.
+PLAN_WAIT_NOTICES = (5.0, 30.0, 120.0, 600.0)
 
 HUMAN_REASONS = {
     "InClusterQueue": "prioritization in the ClusterQueue",
@@ -136,7 +146,7 @@ class Preempting(Cycles):
         self._admissions = 0  # admissions so far: orders those at the same instant
         self._admission_number: dict[str, int] = {}  # admitted workload -> its number
         self._preempted_now: dict[str, None] = {}  # victims of the current event
-        self._awaiting_plan: dict[str, None] = {}  # plans mode: Preempt heads set aside
+        self._awaiting_plan: dict[str, float] = {}  # plans mode: Preempt head -> since
         self._pods: dict[str, ReadyState] = {}  # WaitForPodsReady state per workload
         self._not_ready: dict[str, None] = {}  # admitted workloads whose pods are not ready
         self._backoff: dict[str, float] = {}  # workload -> requeue instant
@@ -144,6 +154,11 @@ class Preempting(Cycles):
         self._timers: list[tuple[float, int, str]] = []
 
     # ================================================================== preemption
+
+    @property
+    def preemption_mode(self) -> str:
+        """``"inline"`` (the victim search runs in the cycle) or ``"plans"``."""
+        return self._preemption_mode
 
     def _admitted_workload(self, key: str) -> AdmittedWorkload:
         rec = self._workloads[key]
@@ -192,7 +207,10 @@ class Preempting(Cycles):
         if assignment.mode is not Mode.PREEMPT or not self._views[cq_name].may_preempt:
             return False
         if self._preemption_mode == PLANS:
-            self._awaiting_plan[rec.key] = None
+            if rec.key not in self._awaiting_plan:
+                self._awaiting_plan[rec.key] = at
+                for after in PLAN_WAIT_NOTICES:
+                    heapq.heappush(self._timers, (at + after, _PLAN_WAIT, rec.key))
             return False
         if rec.key in self._preempted_now:
             return False
@@ -253,11 +271,50 @@ class Preempting(Cycles):
     def _begin_event(self) -> None:
         self._preempted_now.clear()
 
+    def _not_admitted(self, rec: WorkloadRecord, cq_name: str, assignment: Assignment) -> None:
+        since = self._awaiting_plan.get(rec.key) if self._awaiting_plan else None
+        if since is None or assignment.mode is not Mode.PREEMPT:
+            if since is not None:
+                del self._awaiting_plan[rec.key]  # no longer a preemptor
+            super()._not_admitted(rec, cq_name, assignment)
+            return
+        self._set_aside(rec, cq_name, self._wait_verdict(assignment, since), assignment.blocking)
+
+    def _wait_verdict(self, assignment: Assignment, since: float) -> Verdict:
+        waited = self._now - since
+        notice = 0.0
+        for after in PLAN_WAIT_NOTICES:
+            if waited >= after:
+                notice = after
+        lag = f" (preemption service lag {notice:g} s)" if notice else ""
+        quota = assignment_verdict(assignment)
+        return Verdict(
+            WAITING_FOR_PLAN,
+            (notice, quota.signature),
+            f"waiting for a preemption plan from the preemption service{lag}: {quota.message()}",
+        )
+
+    def awaits_plan(self, key: str) -> bool:
+        """Whether a pending workload waits for a preemption plan (plans mode)."""
+        return key in self._awaiting_plan
+
+    def _plan_wait_notice(self, key: str, when: float) -> None:
+        """A timer: announce again, with the wait so far, a head still awaiting."""
+        rec = self._workloads.get(key)
+        if rec is None or not rec.queued or rec.cluster_queue is None:
+            return
+        found = self._fresh_preemptor(key)
+        if found is None:
+            del self._awaiting_plan[key]
+            return
+        self._inadmissible(rec, self._wait_verdict(found[0], self._awaiting_plan[key]))
+
     # ------------------------------------------------------------------ plans
 
     def preemption_plans(self) -> list[Plan]:
         """Plans for the Preempt heads this fold set aside (``preemption="plans"``),
-        in the order a cycle would consider them, without shared victims."""
+        in the order a cycle would consider them, without shared victims; an
+        empty plan for a head no victims would make room for."""
         heads: list[tuple[int, tuple[int, float, str], Preemptor]] = []
         for key in list(self._awaiting_plan):
             found = self._fresh_preemptor(key)
@@ -272,7 +329,6 @@ class Preempting(Cycles):
         return [
             Plan(p.key, tuple(v.key for v in r.victims), {v.key: v.reason for v in r.victims})
             for p, r in zip(preemptors, results, strict=True)
-            if r
         ]
 
     def _fresh_preemptor(self, key: str) -> tuple[Assignment, Preemptor] | None:
@@ -295,8 +351,16 @@ class Preempting(Cycles):
         """Act on a plan only if this fold's state still justifies it exactly."""
         found = self._fresh_preemptor(plan.preemptor)
         if found is None:
+            self._awaiting_plan.pop(plan.preemptor, None)
             return
         assignment, p = found
+        if not plan.victims:
+            # The search found no victims: the head stays parked with the
+            # reason a failed inline search gives, until quota frees up.
+            if self._awaiting_plan.pop(plan.preemptor, None) is not None:
+                rec = self._workloads[plan.preemptor]
+                self._inadmissible(rec, assignment_verdict(assignment))
+            return
         for key in plan.victims:
             victim = self._workloads.get(key)
             if victim is None or victim.state != ADMITTED:
@@ -348,6 +412,8 @@ class Preempting(Cycles):
 
     def _admit(self, rec: WorkloadRecord, cq_name: str, fit: Fit, at: float) -> None:
         super()._admit(rec, cq_name, fit, at)
+        if self._awaiting_plan:
+            self._awaiting_plan.pop(rec.key, None)
         self._admissions += 1
         self._admission_number[rec.key] = self._admissions
         cfg = self._config.wait_for_pods_ready
@@ -436,6 +502,9 @@ class Preempting(Cycles):
     def _timer_live(self, when: float, kind: int, key: str) -> bool:
         if kind == _BACKOFF:
             return self._backoff.get(key) == when and key in self._workloads
+        if kind == _PLAN_WAIT:
+            since = self._awaiting_plan.get(key)
+            return since is not None and any(since + a == when for a in PLAN_WAIT_NOTICES)
         rec = self._workloads.get(key)
         state = self._pods.get(key)
         return (
@@ -457,6 +526,8 @@ class Preempting(Cycles):
                 continue
             if kind == _BACKOFF:
                 self._end_backoff(key)
+            elif kind == _PLAN_WAIT:
+                self._plan_wait_notice(key, when)
             else:
                 self._timed_out(key, when)
 

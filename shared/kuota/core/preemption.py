@@ -50,10 +50,9 @@ callers hand in their cycle's tree or a copy (:func:`copy_tree`).
 on the state the previous ones leave (their victims gone, their usage
 reserved), so no two preemptors ever claim the same victim.
 
-:func:`plan_preemptions` is what the preemption service calls with its own
-fold: the fold finds its waiting preemptors and plans them with
-:func:`plan_victims`; each :class:`Plan` becomes a ``PreemptionPlan`` journal
-event that admission validates against its own state before acting.
+:class:`Plan` is one preemptor's result as the preemption service writes it
+(``kuota.core.planner``): a ``PreemptionPlan`` journal event that admission
+validates with :func:`validate_plan` against its own state before acting.
 """
 
 from __future__ import annotations
@@ -82,7 +81,6 @@ __all__ = [
     "AdmittedWorkload",
     "ClusterView",
     "Plan",
-    "PlanSource",
     "PreemptionResult",
     "Preemptor",
     "Search",
@@ -94,7 +92,6 @@ __all__ = [
     "classical_targets",
     "copy_tree",
     "fits",
-    "plan_preemptions",
     "plan_victims",
     "remove_workload",
     "removed",
@@ -596,14 +593,3 @@ class Plan:
     preemptor: str
     victims: tuple[str, ...]
     reasons: Mapping[str, str]  # victim -> Kueue preemption reason
-
-
-class PlanSource(Protocol):
-    """A fold that can say which of its waiting workloads need victims, and whom."""
-
-    def preemption_plans(self) -> list[Plan]: ...
-
-
-def plan_preemptions(fold: PlanSource) -> list[Plan]:
-    """The preemption service's search: plans for the fold's waiting preemptors."""
-    return fold.preemption_plans()

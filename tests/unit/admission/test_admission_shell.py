@@ -60,7 +60,7 @@ def test_bad_settings_name_the_variable(env: dict[str, str], message: str) -> No
 
 
 def test_choose_start() -> None:
-    fold = Fold()
+    fold = Fold(preemption="plans")
     assert choose_start(None, "no snapshot", None)[1:] == (
         0,
         "no snapshot; replaying the journal from offset 0",
@@ -74,6 +74,9 @@ def test_choose_start() -> None:
     assert orphan[0] is not fold and orphan[1] == 0 and "no committed offset" in orphan[2]
     alien = choose_start(Snapshot(5, {"not": "a fold"}), "ok", 9)
     assert alien[1] == 0 and "not a Fold" in alien[2]
+    inline = choose_start(Snapshot(5, Fold()), "ok", 9)  # a fold that preempts by itself
+    assert inline[0].preemption_mode == "plans" and inline[1] == 0
+    assert "'inline'-mode fold" in inline[2]
 
 
 # ---------------------------------------------------------------------- the service loop
@@ -204,7 +207,7 @@ async def test_restart_replays_silently_to_the_committed_offset_then_goes_live(
 ) -> None:
     evs = journal()
     recs = records(evs)
-    before = Fold()
+    before = Fold(preemption="plans")
     for i, e in enumerate(evs[:snap_at]):
         before.apply(e, offset=i)
     store = FakeStore(Snapshot(snap_at, before))
@@ -219,7 +222,7 @@ async def test_restart_replays_silently_to_the_committed_offset_then_goes_live(
 
 async def test_a_snapshot_ahead_of_the_committed_offset_is_not_trusted() -> None:
     evs = journal()
-    ahead = Fold()
+    ahead = Fold(preemption="plans")
     for i, e in enumerate(evs):
         ahead.apply(e, offset=i)
     proc, _ = await _serve(records(evs), committed=4, store=FakeStore(Snapshot(len(evs), ahead)))

@@ -163,7 +163,7 @@ def test_admission_dead_letters_each_bad_record_and_decides_the_rest(
 def test_preemption_dead_letters_each_bad_record_and_keeps_folding(
     journal: list[tuple[bytes | None, bytes | None, bool]],
 ) -> None:
-    folder = PlanningFolder(topics=TOPICS, planner=None, consumer="t-preemption")
+    folder = PlanningFolder(topics=TOPICS, consumer="t-preemption")
     recs = [_rec(i, value, key) for i, (key, value, _) in enumerate(journal)]
     out = folder.handle(recs)
     assert all(o.topic == TOPICS.deadletter for o in out)
@@ -177,7 +177,7 @@ def test_preemption_dead_letters_each_bad_record_and_keeps_folding(
 
 
 def test_preemption_replay_skips_bad_records_silently() -> None:
-    folder = PlanningFolder(topics=TOPICS, planner=None)
+    folder = PlanningFolder(topics=TOPICS)
     folder.replay([_rec(0, b"\x00", b"k"), _rec(1, GOOD[0].model_dump_json().encode(), b"k")])
     assert folder.next_offset == 2 and folder.last_event_id == GOOD[0].id
 

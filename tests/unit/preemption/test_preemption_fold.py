@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kuota.core.fold import Fold
-from kuota.core.preemption import plan_preemptions
+from kuota.core.planner import Planner
 from kuota.core.quota import available
-from kuota.events.schema import Decision, JournalEvent
+from kuota.events.schema import ActuationFailed, Decision, JournalEvent
 
 
 def within_setup(d: Driver) -> None:
@@ -76,7 +76,10 @@ def test_plans_mode_waits_for_a_plan_and_validates_it() -> None:
     d = plans_setup()
     out = d.apply(job("ns", "high", gpu=4, priority="high", at=5), at=5)
     assert kinds(out) == [("Inadmissible", "ns/high")]
-    (plan,) = plan_preemptions(d.fold)
+    assert out[0].reason == "WaitingForPreemptionPlan"
+    assert (out[0].message or "").startswith("waiting for a preemption plan")
+    assert d.fold.awaits_plan("ns/high")
+    (plan,) = d.fold.preemption_plans()
     assert plan.preemptor == "ns/high" and plan.victims == ("ns/low-2",)
     assert dict(plan.reasons) == {"ns/low-2": "InClusterQueue"}
     out = d.plan("ns/high", ["ns/low-2"], at=6)
@@ -85,7 +88,9 @@ def test_plans_mode_waits_for_a_plan_and_validates_it() -> None:
         ("Requeued", "ns/low-2"),
         ("Admitted", "ns/high"),
     ]
-    assert plan_preemptions(d.fold) == []
+    assert not d.fold.awaits_plan("ns/high")
+    # The requeued victim now waits too, and nothing is below it: an empty plan.
+    assert [(p.preemptor, p.victims) for p in d.fold.preemption_plans()] == [("ns/low-2", ())]
 
 
 @pytest.mark.parametrize(
@@ -93,7 +98,6 @@ def test_plans_mode_waits_for_a_plan_and_validates_it() -> None:
     [
         ["ns/low-1", "ns/low-2"],  # one more than needed
         ["ns/missing"],  # unknown
-        [],  # nothing
     ],
 )
 def test_invalid_plans_are_ignored(victims: list[str]) -> None:
@@ -101,6 +105,116 @@ def test_invalid_plans_are_ignored(victims: list[str]) -> None:
     d.apply(job("ns", "high", gpu=4, priority="high", at=5), at=5)
     assert d.plan("ns/high", victims, at=6) == []
     assert d.fold.workload_state("ns/high") == "Inadmissible"
+    assert d.fold.awaits_plan("ns/high")  # a stale or invalid plan: the wait goes on
+
+
+def test_an_empty_plan_ends_the_wait_with_the_quota_reason() -> None:
+    d = plans_setup()
+    out = d.apply(job("ns", "same", gpu=4, priority="low", at=5), at=5)
+    assert [o.reason for o in out] == ["WaitingForPreemptionPlan"]
+    (plan,) = d.fold.preemption_plans()
+    assert plan.victims == ()  # nothing of lower priority to preempt
+    out = d.plan("ns/same", [], at=6)
+    assert kinds(out) == [("Inadmissible", "ns/same")]
+    assert "preemption possible" in (out[0].message or "")  # what inline mode says
+    assert not d.fold.awaits_plan("ns/same")
+    assert d.fold.preemption_plans() == []
+
+
+def test_a_head_waiting_for_a_plan_is_announced_again_with_the_lag() -> None:
+    d = plans_setup()
+    d.apply(job("ns", "high", gpu=4, priority="high", at=5), at=5)
+    assert d.fold.next_wakeup() == 10
+    assert d.tick(9) == []
+    out = d.tick(10)
+    assert kinds(out) == [("Inadmissible", "ns/high")]
+    assert "(preemption service lag 5 s)" in (out[0].message or "")
+    assert d.tick(20) == []
+    (out,) = d.tick(40)  # 35 s after it was set aside
+    assert "(preemption service lag 30 s)" in (out.message or "")
+    d.plan("ns/high", ["ns/low-2"], at=41)
+    assert d.fold.workload_state("ns/high") == "Admitted"
+    assert d.fold.next_wakeup() == 46  # the requeued victim waits for its (empty) plan
+    d.plan("ns/low-2", [], at=42)
+    assert d.fold.next_wakeup() is None  # the later notices died with the waits
+
+
+def test_the_planner_writes_a_plan_once_and_again_after_a_stale_one() -> None:
+    d = plans_setup()
+    planner = Planner()
+    d.apply(job("ns", "high", gpu=4, priority="high", at=5), at=5)
+    (event,) = planner.plans(d.fold, based_on="e1", at=5)
+    assert event.id == "plan/ns/high/e1" and event.victims == ["ns/low-2"]
+    assert planner.plans(d.fold, based_on="e2", at=5) == []  # in flight: not repeated
+    # Before it is folded, low-2 finishes and low-1 changes nothing: the plan is stale.
+    d.finish("ns/low-2", at=6)  # room: high is admitted without preemption
+    out = d.feed(event)
+    assert out == []
+    assert planner.folded(event, d.fold) is False  # its head no longer waits
+    assert planner.in_flight() == 0
+
+
+def test_a_stale_plan_leaves_the_head_waiting_and_the_planner_searches_again() -> None:
+    d = plans_setup()
+    planner = Planner()
+    d.apply(job("ns", "high", gpu=8, priority="high", at=5), at=5)
+    (stale,) = planner.plans(d.fold, based_on="e1", at=5)
+    assert sorted(stale.victims) == ["ns/low-1", "ns/low-2"]
+    d.finish("ns/low-2", at=6)  # before the plan is folded: one victim is gone
+    assert d.feed(stale) == []
+    assert d.fold.awaits_plan("ns/high")
+    assert planner.folded(stale, d.fold) is True  # search again
+    (fresh,) = planner.plans(d.fold, based_on="e3", at=7)
+    assert fresh.victims == ["ns/low-1"]
+    out = d.feed(fresh)
+    assert kinds(out)[0] == ("Preempted", "ns/low-1")
+    assert ("Admitted", "ns/high") in kinds(out)
+    assert planner.folded(fresh, d.fold) is False
+
+
+def test_a_failed_start_releases_the_quota_and_holds_until_the_job_changes() -> None:
+    d = plans_setup()
+    d.apply(job("ns", "big", gpu=8, at=10), at=10)  # waits: low-1 and low-2 hold the 8
+    admitted = next(x for x in d.decisions if x.type == "Admitted" and x.workload == "ns/low-1")
+    failed = ActuationFailed(
+        id=f"actuationfailed/{admitted.id}",
+        at=admitted.at,
+        decision_id=admitted.id,
+        workload="ns/low-1",
+        reason="FailedToStart",
+        message="nodeSelector gpu=a conflicts with the Job's gpu=b",
+        decision_type="Admitted",
+    )
+    out = d.feed(failed)
+    assert kinds(out)[0] == ("Evicted", "ns/low-1")
+    assert out[0].reason == "FailedToStart" and "conflicts" in (out[0].message or "")
+    assert ("Inadmissible", "ns/low-1") in kinds(out)
+    assert d.fold.workload_state("ns/low-1") == "Inadmissible"
+    (summary,) = d.fold.summary()
+    assert summary.resources[0].usage == 4000  # low-2 only
+    assert d.feed(failed) == []  # the same report again changes nothing
+    d.finish("ns/low-2", at=20)
+    assert d.fold.workload_state("ns/big") == "Admitted"  # low-1 does not come back
+    assert d.fold.workload_state("ns/low-1") == "Inadmissible"
+    d.finish("ns/big", at=30)
+    d.apply(job("ns", "low-1", gpu=2, priority="low"), at=31)  # the user fixes the Job
+    assert d.fold.workload_state("ns/low-1") == "Admitted"
+
+
+def test_a_failed_stop_or_a_missing_job_keeps_the_quota() -> None:
+    d = plans_setup()
+    admitted = next(x for x in d.decisions if x.type == "Admitted" and x.workload == "ns/low-1")
+    for reason, kind in (("JobNotFound", "Admitted"), ("FailedToStart", "Preempted")):
+        event = ActuationFailed(
+            id=f"actuationfailed/{admitted.id}/{reason}",
+            at=admitted.at,
+            decision_id=admitted.id,
+            workload="ns/low-1",
+            reason=reason,
+            decision_type=kind,
+        )
+        assert d.feed(event) == []
+    assert d.fold.workload_state("ns/low-1") == "Admitted"
 
 
 def test_a_stale_plan_is_ignored() -> None:

@@ -1,0 +1,66 @@
+"""The preemption service's side of plans mode: which plans to write, and when.
+
+Theory of operation: the preemption service folds the same journal as
+admission, in ``preemption="plans"`` mode, so its fold knows the same heads
+awaiting a plan. After a batch of journal records it asks :meth:`Planner.plans`
+for the plans to write: one per awaiting head (an empty one when no victims
+would make room), skipping a head whose identical plan is already written
+and not yet folded back (*in flight*), so a burst of ticks does not repeat
+it. When a plan comes back through the journal, :meth:`Planner.folded` forgets
+it and says whether its head still waits: a stale plan that admission (and
+this fold) rejected, which calls for a fresh search on the state as it is now.
+
+Plan ids are ``plan/<preemptor>/<based_on>``, ``based_on`` being the id of
+the last journal event the search had folded. The in-flight memory is not
+state of the fold: after a restart a plan may be written twice, and the
+second is stale by the time it is folded (its preemptor admitted).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from kuota.core.preemption import Plan
+from kuota.events.schema import PreemptionPlan
+
+
+class PlanningFold(Protocol):
+    def preemption_plans(self) -> list[Plan]: ...
+
+    def awaits_plan(self, key: str) -> bool: ...
+
+
+class Planner:
+    __slots__ = ("_in_flight",)
+
+    def __init__(self) -> None:
+        self._in_flight: dict[str, tuple[str, ...]] = {}  # preemptor -> victims written
+
+    def plans(self, fold: PlanningFold, *, based_on: str, at: float) -> list[PreemptionPlan]:
+        """The plans to write now, as journal events."""
+        out: list[PreemptionPlan] = []
+        for plan in fold.preemption_plans():
+            if self._in_flight.get(plan.preemptor) == plan.victims:
+                continue
+            self._in_flight[plan.preemptor] = plan.victims
+            out.append(
+                PreemptionPlan(
+                    id=f"plan/{plan.preemptor}/{based_on}",
+                    at=at,
+                    preemptor=plan.preemptor,
+                    victims=list(plan.victims),
+                    reasons=dict(plan.reasons),
+                    based_on=based_on,
+                )
+            )
+        return out
+
+    def folded(self, event: PreemptionPlan, fold: PlanningFold) -> bool:
+        """A plan came back through the journal (and was folded): True if its
+        head still awaits a plan, so the search must run again."""
+        if self._in_flight.get(event.preemptor) == tuple(event.victims):
+            del self._in_flight[event.preemptor]
+        return fold.awaits_plan(event.preemptor)
+
+    def in_flight(self) -> int:
+        return len(self._in_flight)
