@@ -10,7 +10,7 @@ service, a Kafka restart, a kube-apiserver restart, Redis losing its data,
 the actuator cut off from the apiserver for 30 s); checks quota, lost Jobs,
 double actuation and ``kuota audit replay``. The last line is
 
-    faults=<n> jobs=<n> over_admissions=0 lost=0 double_actuations=0 replay=identical
+    faults=<n> jobs=<n> over_admissions=0 lost=0 double_actuations=0 replay=identical preempted=<n>
 
 and the exit status is non-zero unless every count is zero and the replay is
 identical. The code is in ``tests/chaos/`` (``chaos_run.py`` is the driver);

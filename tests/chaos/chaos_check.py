@@ -83,6 +83,8 @@ class Observer:
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     peak: Usage = field(default_factory=dict)
     early_pods: dict[str, str] = field(default_factory=dict)  # job -> a pod seen before
+    # name -> event set at each such moment of preemption (the Injector's triggers)
+    moments: Mapping[str, asyncio.Event] = field(default_factory=dict)
     _usage: Usage = field(default_factory=dict)
     _charged: set[str] = field(default_factory=set)  # Jobs in _usage
 
@@ -91,6 +93,7 @@ class Observer:
             asyncio.create_task(self._watch_jobs(), name="jobs"),
             asyncio.create_task(self._watch_pods(), name="pods"),
             asyncio.create_task(self._read_decisions(), name="decisions"),
+            asyncio.create_task(self._read_plans(), name="plans"),
             asyncio.create_task(self._sample(), name="sampler"),
         ]
 
@@ -226,9 +229,42 @@ class Observer:
                 batch = await consumer.getmany(tp, timeout_ms=200)
                 for record in batch.get(tp, []):
                     with contextlib.suppress(ValueError):
-                        self.decisions.append(parse_decision(record.value or b""))
+                        d = parse_decision(record.value or b"")
+                        self.decisions.append(d)
+                        if d.reason == "WaitingForPreemptionPlan" and "waiting" in self.moments:
+                            self.moments["waiting"].set()
         finally:
             await consumer.stop()
+
+    async def _read_plans(self) -> None:
+        """Sets the ``plan`` moment when a plan with victims is on the journal."""
+        consumer = AIOKafkaConsumer(
+            isolation_level="read_committed",
+            enable_auto_commit=False,
+            **self.kafka.client_kwargs(),
+        )
+        await consumer.start()
+        try:
+            tp = TopicPartition(f"{self.kafka.topic_prefix}journal", 0)
+            consumer.assign([tp])
+            await consumer.seek_to_end(tp)
+            while True:
+                batch = await consumer.getmany(tp, timeout_ms=200)
+                for record in batch.get(tp, []):
+                    headers = dict(record.headers or ())
+                    if headers.get("kuota-type") != b"PreemptionPlan":
+                        continue
+                    with contextlib.suppress(ValueError):
+                        if json.loads(record.value or b"{}").get("victims"):
+                            moment = self.moments.get("plan")
+                            if moment is not None:
+                                moment.set()
+        finally:
+            await consumer.stop()
+
+    def preempted(self) -> int:
+        """Preempted decisions seen (each a victim stopped for a preemptor)."""
+        return sum(1 for d in self.decisions if d.type == "Preempted")
 
     async def _sample(self) -> None:
         next_at = time.monotonic()

@@ -10,7 +10,11 @@ fault that takes long, a Kafka restart, delays the next, never overlaps it):
 - ``kill:<service>``: ``kill -9`` of the service's process, then, after the
   planned delay, ``kuota-services``' ``up`` restarts it (and waits until it
   says it is live). ``after_burst`` kills fire 50-400 ms after a burst of
-  Job creations, while the pipeline is inside a Kafka transaction.
+  Job creations, while the pipeline is inside a Kafka transaction. Two kills
+  wait for a moment of preemption instead (``trigger``): preemption as soon as
+  a head starts waiting for a plan (``waiting``: mid-plan), admission as soon
+  as a plan with victims is on the journal (``plan``: between the plan and
+  its decision). The run's observer sets the events they wait for.
 - ``kafka``: ``scripts/stack down kafka`` + ``up kafka`` on the run's stack.
 - ``apiserver``: SIGTERM (SIGKILL 3 s later) of kube-apiserver only (etcd keeps its data), then
   ``scripts/stack up kube`` starts it again; watches resume from a position
@@ -40,6 +44,12 @@ from typing import Any
 
 SERVICES = ("ingest", "admission", "preemption", "actuator")
 PARTITION_SECONDS = 30.0
+TRIGGERS = {
+    "waiting": "as soon as a head waits for a preemption plan (mid-plan)",
+    "plan": "as soon as a plan with victims is journaled (before its decision)",
+}
+# (service killed, trigger): one of each in every schedule
+TRIGGERED_KILLS = (("preemption", "waiting"), ("admission", "plan"))
 
 
 @dataclass(frozen=True)
@@ -48,6 +58,7 @@ class Fault:
     kind: str  # kill:<service> | kafka | apiserver | redis | partition
     down_for: float = 0.0  # killed service: delay before the restart
     after_burst: bool = False  # kill: right after the next burst of creations
+    trigger: str = ""  # kill: right after a moment of preemption (TRIGGERS)
 
     def describe(self) -> str:
         extra = ""
@@ -55,6 +66,8 @@ class Fault:
             extra = f" restart after {self.down_for:.1f}s"
             if self.after_burst:
                 extra += ", right after a burst (mid-transaction)"
+            if self.trigger:
+                extra += f", {TRIGGERS[self.trigger]}"
         elif self.kind == "partition":
             extra = f" for {PARTITION_SECONDS:.0f}s"
         return f"t+{self.at:6.1f}s {self.kind}{extra}"
@@ -63,7 +76,8 @@ class Fault:
 def plan_faults(
     rng: random.Random, window: float, kills: int, kinds: tuple[str, ...]
 ) -> list[Fault]:
-    """``kills`` kill -9 of each service and one of each infrastructure fault in ``kinds``."""
+    """``kills`` kill -9 of each service, the two kills at moments of preemption
+    (``TRIGGERED_KILLS``) and one of each infrastructure fault in ``kinds``."""
     lo, hi = 0.08 * window, 0.85 * window
     faults: list[Fault] = []
     for service in SERVICES:
@@ -76,6 +90,15 @@ def plan_faults(
                     after_burst=n == 0 or rng.random() < 0.3,
                 )
             )
+    for service, trigger in TRIGGERED_KILLS:
+        faults.append(
+            Fault(
+                at=round(rng.uniform(lo, hi), 1),
+                kind=f"kill:{service}",
+                down_for=round(rng.uniform(0.5, 3.0), 1),
+                trigger=trigger,
+            )
+        )
     for kind in kinds:
         at = round(rng.uniform(lo, hi), 1)
         faults.append(Fault(at=at, kind=kind))
@@ -202,6 +225,8 @@ class Injector:
         self.say = say
         self.done: list[Injected] = []
         self.burst = asyncio.Event()  # set by the workload after each burst
+        # set by the observer at moments of preemption (TRIGGERS)
+        self.moments = {name: asyncio.Event() for name in TRIGGERS}
         self.bursts_over = False  # set by the workload after its last burst
         self.t0 = 0.0
         self.lock = asyncio.Lock()  # one start/stop of services at a time
@@ -240,8 +265,17 @@ class Injector:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.burst.wait(), 30)
                 await asyncio.sleep(random.Random(fault.at).uniform(0.05, 0.4))
+            seen = ""
+            if fault.trigger:
+                moment = self.moments[fault.trigger]
+                moment.clear()
+                try:
+                    await asyncio.wait_for(moment.wait(), 60)
+                    seen = f" ({fault.trigger} seen)"
+                except TimeoutError:
+                    seen = f" (no {fault.trigger} moment within 60 s)"
             started = time.monotonic()
-            detail = await self._inject(fault)
+            detail = await self._inject(fault) + seen
             took = time.monotonic() - started
             self.done.append(Injected(fault, started - t0, took, detail))
             self.say(f"fault t+{started - t0:6.1f}s {fault.kind}: {detail} ({took:.1f}s)")

@@ -15,8 +15,11 @@ pipeline is stopped, ``kuota audit replay`` re-folds the whole journal, and
 the last line printed is::
 
     faults=<n> jobs=<n> over_admissions=<n> lost=<n> double_actuations=<n> replay=<...>
+    preempted=<n>  (on the same line)
 
-(``replay=identical`` or ``replay=differs``).
+(``replay=identical`` or ``replay=differs``; ``preempted`` counts the
+Preempted decisions, each planned by the preemption service, and must be
+above 0: a run that never preempts did not test it).
 """
 
 from __future__ import annotations
@@ -276,7 +279,6 @@ async def run(args: argparse.Namespace) -> int:
     )
     quota = QuotaModel.of(quota_docs())
     charges = {j.key: (j.cluster_queue, j.charge) for j in jobs}
-    observer = Observer(api=api, kafka=kafka, run=RUN, quota=quota, charges=charges)
     injector = Injector(
         launcher=launcher,
         pipeline=pipeline,
@@ -285,6 +287,9 @@ async def run(args: argparse.Namespace) -> int:
         repo=REPO,
         proxy=proxy,
         say=say,
+    )
+    observer = Observer(
+        api=api, kafka=kafka, run=RUN, quota=quota, charges=charges, moments=injector.moments
     )
     tries: list[int] = []
     started = time.monotonic()
@@ -362,12 +367,17 @@ async def run(args: argparse.Namespace) -> int:
     sampled_ok = p95 <= 0.2
     if not sampled_ok:
         say(f"sampling too sparse: 95th percentile gap {p95 * 1000:.0f}ms > 200ms")
+    preempted = observer.preempted()
+    if not preempted:
+        say("no preemption happened: the run did not exercise the preemption service")
     print(
         f"faults={len(injector.done)} jobs={len(jobs)} over_admissions={len(violations)} "
-        f"lost={len(lost)} double_actuations={len(doubles)} replay={replay}",
+        f"lost={len(lost)} double_actuations={len(doubles)} replay={replay} "
+        f"preempted={preempted}",
         flush=True,
     )
     ok = not violations and not lost and not doubles and replay == "identical" and sampled_ok
+    ok = ok and preempted > 0
     return 0 if ok else 1
 
 

@@ -33,6 +33,8 @@ def test_schedule_has_every_kind_and_each_service_several_times() -> None:
     for k in ("kafka", "apiserver", "redis", "partition"):
         assert kinds.count(k) == 1, kinds
     assert any(f.after_burst for f in faults), "some kills land right after a burst"  # type: ignore[attr-defined]
+    triggered = sorted((f.kind, f.trigger) for f in faults if f.trigger)  # type: ignore[attr-defined]
+    assert triggered == [("kill:admission", "plan"), ("kill:preemption", "waiting")]
     window = bursts[-1][0]
     assert all(0 < f.at <= 0.85 * window + 6 for f in faults), faults  # type: ignore[attr-defined]
 

@@ -2,11 +2,13 @@
 
 It runs ``scripts/chaos.py`` as a process (its own stack in ``.stack-chaos`` on
 its own ports, so the restarts it causes never touch the stack the other tests
-use), with one ``kill -9`` of each service, a Kafka broker restart, a
+use), with one ``kill -9`` of each service, one of preemption mid-plan and one
+of admission between a plan and its decision, a Kafka broker restart, a
 kube-apiserver restart, Redis losing its data (and admission killed after it)
 and the actuator cut off from the apiserver for 30 s, and asserts the last
 line: no over-admission, no lost Job, no double actuation, an identical
-replay. The whole output is printed when it fails.
+replay, and at least one preemption (planned by the preemption service).
+The whole output is printed when it fails.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(480)]
 REPO = Path(__file__).resolve().parents[2]
 LAST = re.compile(
     r"^faults=(\d+) jobs=(\d+) over_admissions=(\d+) lost=(\d+) "
-    r"double_actuations=(\d+) replay=(\w+)$"
+    r"double_actuations=(\d+) replay=(\w+) preempted=(\d+)$"
 )
 
 
@@ -38,14 +40,18 @@ def test_short_fault_run_keeps_every_promise() -> None:
     assert lines, f"chaos printed nothing:\n{out[-4000:]}"
     m = LAST.match(lines[-1])
     assert m, f"last line is not the verdict: {lines[-1]!r}\n{out[-4000:]}"
-    faults, jobs, over, lost, doubles, replay = m.groups()
-    # one kill per service, kafka, apiserver, redis (+ the kill after it), partition
-    assert int(faults) == 9, f"{faults} faults injected, 9 planned\n{out[-4000:]}"
+    faults, jobs, over, lost, doubles, replay, preempted = m.groups()
+    # one kill per service, the two kills at moments of preemption, kafka,
+    # apiserver, redis (+ the kill after it), partition
+    assert int(faults) == 11, f"{faults} faults injected, 11 planned\n{out[-4000:]}"
+    assert int(preempted) > 0, f"no preemption in the run\n{out[-4000:]}"
     assert int(jobs) == 170
     assert (over, lost, doubles, replay) == ("0", "0", "0", "identical"), out[-6000:]
     assert done.returncode == 0, out[-4000:]
     print(out[-1500:])  # the run's summary, shown with -s
-    schedule = out[out.index("fault schedule") :].splitlines()[1:10]
+    schedule = out[out.index("fault schedule") :].splitlines()[1:12]
+    assert sum("waits for a preemption plan" in ln for ln in schedule) == 1, schedule
+    assert sum("plan with victims is journaled" in ln for ln in schedule) == 1, schedule
     assert {ln.split()[2] for ln in schedule} >= {
         "kill:ingest",
         "kill:admission",
