@@ -180,6 +180,7 @@ class Stream:
     flavors: dict[str, str] = field(default_factory=dict)  # key -> flavor while admitted
     counts: dict[str, int] = field(default_factory=dict)
     priorities: dict[str, int] = field(default_factory=dict)
+    planned: list[str] = field(default_factory=list)  # "victim for preemptor", from plans
 
     def show(self, d: Any) -> None:
         from kuota.core.quantity import QuantityError, parse_quantity
@@ -253,6 +254,10 @@ class Stream:
             if q is not None and amount:
                 q.usage -= amount
             reason = f"{d.reason or ''} {d.message or ''}".strip()
+            if d.type == "Preempted" and (d.cause or "").startswith("plan/"):
+                # caused by a PreemptionPlan journal event: admission validated it
+                reason += f"; planned by the preemption service ({d.cause})"
+                self.planned.append(f"{key} for {d.preemptor}")
         stream_line(
             elapsed(d.at - self.t0),
             key or "-",
