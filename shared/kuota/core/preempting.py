@@ -90,6 +90,7 @@ from kuota.core.preemption import (
     plan_victims,
     validate_plan,
 )
+from kuota.core.queues import STRICT_FIFO
 from kuota.core.quota import QuotaTree
 from kuota.core.verdict import Verdict, assignment_verdict
 from kuota.core.workload import ADMITTED, DEACTIVATED, PENDING, Fit, WorkloadRecord
@@ -355,11 +356,18 @@ class Preempting(Cycles):
             return
         assignment, p = found
         if not plan.victims:
-            # The search found no victims: the head stays parked with the
-            # reason a failed inline search gives, until quota frees up.
+            # The search found no victims: the head is set aside as a failed inline
+            # search leaves it, until quota frees up. Its group (or blocked queue)
+            # takes the quota reason too: a workload placed in the parked group
+            # later inherits the group's reason, and must not be told it waits
+            # for a plan that nobody will write.
             if self._awaiting_plan.pop(plan.preemptor, None) is not None:
                 rec = self._workloads[plan.preemptor]
-                self._inadmissible(rec, assignment_verdict(assignment))
+                queue = self._queues[p.cluster_queue]
+                if queue.strategy != STRICT_FIFO or queue.blocked_head == rec.key:
+                    self._not_admitted(rec, p.cluster_queue, assignment)
+                else:  # StrictFIFO, blocked at another head since: its own reason only
+                    self._inadmissible(rec, assignment_verdict(assignment))
             return
         for key in plan.victims:
             victim = self._workloads.get(key)
