@@ -62,15 +62,29 @@ def simulate(
     max_events: Annotated[
         int, typer.Option(help="Without --until, give up after this many events.")
     ] = DEFAULT_MAX_EVENTS,
+    preemption: Annotated[
+        str,
+        typer.Option(
+            help="inline: the victim search runs in the admission cycle; plans: as the "
+            "services run, a head that needs preemption waits for a plan from the "
+            "preemption service (simulated in-process, with no lag)."
+        ),
+    ] = "inline",
 ) -> None:
     """Fold a scenario through the admission core; print one JSON decision per line."""
     # Imported here: `kuota --help` and the other subcommands need not load the core.
     from kuota.core.fold import Fold
+    from kuota.core.preempting import INLINE, PLANS
+    from kuota.events.schema import PreemptionPlan
     from kuota.sim.duration import DurationError, parse_duration
     from kuota.sim.engine import SimulationError, Simulator
     from kuota.sim.output import decision_json
-    from kuota.sim.report import PeakUsage, render_summary
+    from kuota.sim.planning import PreemptionService
+    from kuota.sim.report import PeakUsage, plans_line, render_summary
     from kuota.sim.scenario import ScenarioError, load_scenario
+
+    if preemption not in (INLINE, PLANS):
+        raise _fail(f"--preemption: {preemption!r} is neither {INLINE!r} nor {PLANS!r}", 2)
 
     if until is not None:
         try:
@@ -82,18 +96,23 @@ def simulate(
         text = sys.stdin.read() if source == "<stdin>" else file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise _fail(f"{source}: cannot read: {err}", 2) from None
-    fold = Fold()
+    fold = Fold(preemption=preemption)
+    service = PreemptionService() if preemption == PLANS else None
     counts: dict[str, int] = {}
     peaks = PeakUsage()
+    planned = 0  # preemptions decided through a plan
     out = sys.stdout
     try:
-        simulator = Simulator(load_scenario(text, source=source), fold=fold)
+        simulator = Simulator(load_scenario(text, source=source), fold=fold, planning=service)
         for step in simulator.steps(
             until=until, max_steps=None if until is not None else max_events
         ):
+            plan = step.event.id if isinstance(step.event, PreemptionPlan) else None
             for decision in step.decisions:
-                out.write(decision_json(decision))
+                out.write(decision_json(decision, plan=plan))
                 out.write("\n")
+                if plan is not None and decision.type == "Preempted":
+                    planned += 1
                 counts[decision.type] = counts.get(decision.type, 0) + 1
                 peaks.observe(decision)
     except ScenarioError as err:
@@ -111,6 +130,7 @@ def simulate(
             events=simulator.applied,
             settled=simulator.settled,
             peaks=peaks.peak,
+            notes=[plans_line(service.counts, preempted=planned)] if service else [],
         )
 
 

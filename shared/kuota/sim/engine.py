@@ -34,6 +34,15 @@ the order they are applied; skipped (stale) engine events use no number.
 Without ``until`` the run ends when no event is queued and the fold wants no
 wakeup: nothing can change any more. With ``until`` events after that instant
 are not applied.
+
+With a ``planning`` side (``kuota simulate --preemption plans``: the fold in
+plans mode and ``kuota.sim.planning.PreemptionService``, the preemption
+service in-process), every applied event is handed to it too, right after the
+fold applied it, and the ``PreemptionPlan`` events it answers with are
+appended to the journal *right after*: they are the next events applied, at
+the same instant, before any file, engine or tick event, each handed back to
+the planning side in turn, until it answers with none. Plans keep the
+planner's ids (``plan/<preemptor>/<based_on>``) and take the next offsets.
 """
 
 from __future__ import annotations
@@ -49,6 +58,7 @@ from kuota.events.schema import (
     ObjectDeleted,
     ObjectUpserted,
     PodsReady,
+    PreemptionPlan,
     WorkloadFinished,
     trusted_deleted,
     trusted_finished,
@@ -102,6 +112,12 @@ class FoldLike(Protocol):
     def next_wakeup(self) -> float | None: ...
 
 
+class PlanningLike(Protocol):
+    """The preemption service's side of plans mode (``kuota.sim.planning``)."""
+
+    def after(self, event: JournalEvent, *, offset: int) -> list[JournalEvent]: ...
+
+
 @dataclass(slots=True, init=False)
 class Step:
     """One applied event and the decisions it caused. Read-only (``Final``, which
@@ -134,8 +150,16 @@ def workload_key(manifest: Mapping[str, Any]) -> str | None:
 class Simulator:
     """Runs one scenario through a fold. Single use: ``run`` or ``steps`` once."""
 
-    def __init__(self, manifests: Sequence[Mapping[str, Any]], *, fold: FoldLike) -> None:
+    def __init__(
+        self,
+        manifests: Sequence[Mapping[str, Any]],
+        *,
+        fold: FoldLike,
+        planning: PlanningLike | None = None,
+    ) -> None:
         self._fold = fold
+        self._planning = planning
+        self._plans: list[JournalEvent] = []  # written by the planning side, not yet applied
         self._manifests = list(manifests)
         for position, manifest in enumerate(self._manifests):
             # What validating ObjectUpserted.object (a dict[str, Any]) would refuse.
@@ -247,6 +271,8 @@ class Simulator:
         queue = self._queue
         files = self._files
         fold = self._fold
+        if self._plans:  # plans written after the last event: next, at its instant
+            return self._apply(self._plans.pop(0), self._now)
         while True:
             # The next queued event: the earlier of the next file event and the
             # top of the engine heap (their origins differ, so keys never tie).
@@ -298,21 +324,33 @@ class Simulator:
                     event = self._engine_event(at, payload)
                 if event is None:
                     continue  # an engine event cancelled by a later preemption/eviction
-            if self._max_steps is not None and self._applied >= self._max_steps:
-                raise SimulationError(
-                    f"the scenario did not settle within {self._max_steps} events "
-                    f"(simulated time {format_seconds(micros_to_seconds(at))}s); pass an `until`"
-                )
+            return self._apply(event, at)
+
+    def _apply(self, event: JournalEvent, at: int) -> Step:
+        """Apply one event at ``at`` (micros) to the fold (and the planning side)."""
+        if self._max_steps is not None and self._applied >= self._max_steps:
+            raise SimulationError(
+                f"the scenario did not settle within {self._max_steps} events "
+                f"(simulated time {format_seconds(micros_to_seconds(at))}s); pass an `until`"
+            )
+        offset = self._applied
+        try:
+            decisions = self._fold.apply(event, offset=offset)
+        except Exception as err:  # a fold bug: say which event, keep the traceback
+            err.add_note(f"while the fold applied {describe_event(event)}")
+            raise
+        self._applied = offset + 1
+        self._now = at
+        if decisions:
+            self._observe(at, decisions)
+        planning = self._planning
+        if planning is not None:
             try:
-                decisions = fold.apply(event, offset=self._applied)
-            except Exception as err:  # a fold bug: say which event, keep the traceback
-                err.add_note(f"while the fold applied {describe_event(event)}")
+                self._plans.extend(planning.after(event, offset=offset))
+            except Exception as err:  # a planning bug: say which event, keep the traceback
+                err.add_note(f"while the preemption service folded {describe_event(event)}")
                 raise
-            self._applied += 1
-            self._now = at
-            if decisions:
-                self._observe(at, decisions)
-            return Step(event, decisions)
+        return Step(event, decisions)
 
     # ------------------------------------------------------------------ events
 
@@ -395,6 +433,8 @@ def describe_event(event: JournalEvent) -> str:
         what = f" {event.kind} {event.namespace + '/' if event.namespace else ''}{event.name}"
     elif isinstance(event, WorkloadFinished | PodsReady):
         what = f" {event.namespace}/{event.name}"
+    elif isinstance(event, PreemptionPlan):
+        what = f" {event.preemptor} preempting {', '.join(event.victims) or 'nothing'}"
     return f"{event.id} {event.type}{what} at {format_seconds(event.at)}s"
 
 
@@ -418,17 +458,19 @@ def simulate(
     manifests: Sequence[Mapping[str, Any]],
     *,
     fold: FoldLike,
+    planning: PlanningLike | None = None,
     until: str | float | None = None,
     max_steps: int | None = None,
 ) -> list[Decision]:
     """Convenience: every decision of one scenario run."""
-    return Simulator(manifests, fold=fold).run(until=until, max_steps=max_steps)
+    return Simulator(manifests, fold=fold, planning=planning).run(until=until, max_steps=max_steps)
 
 
 __all__ = [
     "ENDS_ADMISSION",
     "WORKLOAD_KINDS",
     "FoldLike",
+    "PlanningLike",
     "ScenarioError",
     "SimulationError",
     "Simulator",

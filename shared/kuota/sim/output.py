@@ -6,6 +6,12 @@ instants printed by ``json_seconds`` (ints as ints, otherwise at most three
 decimals). The same decisions therefore always print the same bytes, which is
 what makes ``kuota simulate`` output diffable and golden-testable. Ids and
 causes are left out on purpose: they are journal plumbing, not outcomes.
+
+With ``--preemption plans`` a decision caused by a preemption plan (the
+victims' ``Preempted`` and ``Requeued``, the preemptor's ``Admitted``, or the
+quota reason after an empty plan) ends with ``"plannedBy"``: "the preemption
+service" and the plan's id, so the output says which preemptions came through
+a plan.
 """
 
 from __future__ import annotations
@@ -15,6 +21,9 @@ from typing import Any
 
 from kuota.events.schema import Decision
 from kuota.sim.duration import json_seconds
+
+#: ``plannedBy`` of a decision caused by a preemption plan (followed by the plan's id).
+PLANNED_BY_SERVICE = "the preemption service"
 
 #: (JSON key, Decision attribute), in print order.
 FIELDS: tuple[tuple[str, str], ...] = (
@@ -33,8 +42,9 @@ FIELDS: tuple[tuple[str, str], ...] = (
 )
 
 
-def decision_record(decision: Decision) -> dict[str, Any]:
-    """The decision as an ordered dict of the fields that apply."""
+def decision_record(decision: Decision, *, plan: str | None = None) -> dict[str, Any]:
+    """The decision as an ordered dict of the fields that apply; ``plan``: the id
+    of the preemption plan that caused it, if one did."""
     record: dict[str, Any] = {"at": json_seconds(decision.at)}
     for key, attribute in FIELDS:
         value = getattr(decision, attribute)
@@ -45,12 +55,16 @@ def decision_record(decision: Decision) -> dict[str, Any]:
         elif isinstance(value, dict):
             value = _sorted(value)
         record[key] = value
+    if plan is not None:
+        record["plannedBy"] = f"{PLANNED_BY_SERVICE} ({plan})"
     return record
 
 
-def decision_json(decision: Decision) -> str:
+def decision_json(decision: Decision, *, plan: str | None = None) -> str:
     """One compact JSON line (no trailing newline)."""
-    return json.dumps(decision_record(decision), separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(
+        decision_record(decision, plan=plan), separators=(",", ":"), ensure_ascii=False
+    )
 
 
 def _sorted(value: Any) -> Any:

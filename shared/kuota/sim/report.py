@@ -6,7 +6,9 @@ nominal quota and borrowing limit, admitted and pending workloads on the
 ClusterQueue's first row), then the decision totals by type and how the run
 ended. A run that settles ends with every job finished and every usage at 0,
 so the table also shows the *peak* usage, tracked from the decisions
-(``PeakUsage``: an admission adds its usage, its end takes it away). It is for
+(``PeakUsage``: an admission adds its usage, its end takes it away). With
+``--preemption plans`` a last line counts the plans the simulated preemption
+service wrote and the preemptions they decided (``plans_line``). It is for
 people only: the machine-readable output is stdout's JSON.
 """
 
@@ -23,6 +25,7 @@ from kuota.core.fold import ClusterQueueSummary
 from kuota.core.quantity import QuantityError, format_quantity, parse_quantity
 from kuota.events.schema import DECISION_TYPES, Decision
 from kuota.sim.duration import format_seconds
+from kuota.sim.planning import PlanCounts
 
 #: (ClusterQueue, flavor, resource)
 UsageKey = tuple[str, str, str]
@@ -110,6 +113,7 @@ def render_summary(
     events: int,
     settled: bool,
     peaks: Mapping[UsageKey, int] | None = None,
+    notes: Sequence[str] = (),
     console: Console | None = None,
 ) -> None:
     """Print the table and totals (to stderr unless a console is given)."""
@@ -126,3 +130,15 @@ def render_summary(
     console.print(f"decisions: {totals}")
     ending = "settled" if settled else "stopped"
     console.print(f"{ending} at {format_seconds(end)}s after {events} events")
+    for note in notes:
+        console.print(note)
+
+
+def plans_line(counts: PlanCounts, *, preempted: int) -> str:
+    """``preemption plans: 3 written (1 empty, 0 stale); 2 preemptions planned by the
+    preemption service``."""
+    return (
+        f"preemption plans: {counts.written} written ({counts.empty} empty, "
+        f"{counts.stale} stale); {preempted} preemption{'' if preempted == 1 else 's'} "
+        f"planned by the preemption service"
+    )
