@@ -178,7 +178,7 @@ async def main(jobs: int) -> None:
     events = journal(jobs)
 
     t = time.perf_counter()
-    fold = Fold()
+    fold = Fold(preemption="plans")  # the service's mode
     n_dec = sum(len(fold.apply(e, offset=i)) for i, e in enumerate(events))
     fold_s = time.perf_counter() - t
     print(f"journal: {len(events)} events -> {n_dec} decisions")

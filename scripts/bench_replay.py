@@ -20,7 +20,8 @@
    defaults; ``--job-every`` moves the mix, and the mix moves the rate).
 2. **Replay** (timed, in this process): exactly what ``kuota audit replay
    --file`` runs — ``kuota.audit.files.read_journal`` / ``read_decisions``
-   into ``kuota.audit.replay.run`` with a fresh ``Fold`` — and check it is
+   into ``kuota.audit.replay.run`` with a fresh ``Fold`` in the admission
+   service's mode (``preemption="plans"``, the replay's default) — and check it is
    identical. Progress goes to stderr. The LAST stdout line is::
 
        events_per_s=<N> peak_rss_mb=<N>
@@ -162,7 +163,7 @@ class Generator:
         self.queues = queues
         self.job_every = job_every
         self.rng = random.Random(7)
-        self.fold = Fold()
+        self.fold = Fold(preemption="plans")  # as admission folds (and the replay, by default)
         self.offset = 0
         self.written = 0
         self.decisions = 0

@@ -118,6 +118,21 @@ def progress_bar(label: str, total: int | None) -> Progress:
     )
 
 
+PREEMPTION_HELP = (
+    "The mode the admission service folded in: plans (the services since plans mode; "
+    "the journal's PreemptionPlan events are folded like any other) or inline "
+    "(journals written before)."
+)
+
+
+def check_mode(preemption: str) -> str:
+    from kuota.core.preempting import INLINE, PLANS
+
+    if preemption not in (INLINE, PLANS):
+        raise fail(f"--preemption: {preemption!r} is neither {PLANS!r} nor {INLINE!r}")
+    return preemption
+
+
 def check_workload(key: str) -> str:
     ns, sep, name = key.partition("/")
     if not sep or not ns or not name or "/" in name:
@@ -150,12 +165,14 @@ def replay(
         typer.Option("--file", help="Replay an export (FILE + FILE.decisions) with no Kafka."),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
+    preemption: Annotated[str, typer.Option("--preemption", help=PREEMPTION_HELP)] = "plans",
 ) -> None:
     """Re-fold the journal, recompute every decision, and diff with the decision topic."""
     from kuota.audit.files import ExportError, decisions_path, read_decisions, read_header
     from kuota.audit.files import read_journal as file_journal
-    from kuota.audit.replay import Auditor, run
+    from kuota.audit.replay import Auditor, run, service_fold
 
+    mode = check_mode(preemption)
     if snapshot and from_offset is not None:
         raise fail("--snapshot and --from-offset exclude each other")
     if snapshot and file is not None:
@@ -175,7 +192,7 @@ def replay(
         source = str(file)
         if end is not None:
             source += f" (to offset {end}: {header.end_reason})" if header else ""
-        auditor = Auditor(compare_from=compare_from, compare_to=end)
+        auditor = Auditor(fold=service_fold(mode), compare_from=compare_from, compare_to=end)
         total = end if end is not None else None
         with progress_bar("replaying", total) as bar:
             task = bar.add_task("replay", total=total)
@@ -196,7 +213,11 @@ def replay(
             raise fail("--snapshot needs KUOTA_REDIS_URL (where the admission snapshot is)")
         result, source, elapsed = run_async(
             lambda: _replay_kafka(
-                settings, compare_from=compare_from, snapshot=snapshot, redis_url=redis_url
+                settings,
+                compare_from=compare_from,
+                snapshot=snapshot,
+                redis_url=redis_url,
+                preemption=mode,
             )
         )
     _report(result, source=source, elapsed=elapsed, json_out=json_out)
@@ -218,18 +239,27 @@ async def _journal_and_decisions(
 
 
 async def _replay_kafka(
-    settings: KafkaSettings, *, compare_from: int, snapshot: bool, redis_url: str
+    settings: KafkaSettings,
+    *,
+    compare_from: int,
+    snapshot: bool,
+    redis_url: str,
+    preemption: str,
 ) -> tuple[AuditResult, str, float]:
     from kuota.audit.kafka import AuditSourceError, load_snapshot, run_audit, snapshot_name
-    from kuota.audit.replay import Auditor
-    from kuota.core.fold import Fold
+    from kuota.audit.replay import Auditor, service_fold
 
     journal, decisions, rng = await _journal_and_decisions(settings)
-    fold, start = Fold(), 0
+    fold, start = service_fold(preemption), 0
     source = f"{journal.topic} to offset {rng.end} ({rng.reason})"
     if snapshot:
         name = snapshot_name(settings)
         fold, start = await load_snapshot(redis_url, name)
+        if fold.preemption_mode != preemption:
+            raise AuditSourceError(
+                f"snapshot {name} folds in {fold.preemption_mode!r} mode, "
+                f"not --preemption {preemption!r}"
+            )
         if start > rng.end:
             raise AuditSourceError(
                 f"snapshot {name} is at offset {start}, past the audited end {rng.end}"
@@ -342,14 +372,17 @@ def explain(
         Path | None, typer.Option("--file", help="Read an export (FILE + FILE.decisions).")
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
+    preemption: Annotated[str, typer.Option("--preemption", help=PREEMPTION_HELP)] = "plans",
 ) -> None:
     """A workload's history: every decision, the quota state at each, and why it waits."""
     from kuota.audit.explain import Explainer, relevant
     from kuota.audit.files import ExportError, decisions_path, read_decisions, read_header
     from kuota.audit.files import read_journal as file_journal
     from kuota.audit.render import explanation
+    from kuota.audit.replay import service_fold
 
     key = check_workload(workload)
+    mode = check_mode(preemption)
     ex: Explanation
     if file is not None:
         dfile = decisions_path(file)
@@ -364,7 +397,7 @@ def explain(
                 for r in read_decisions(dfile)
                 if r.decision is not None and _before(r.decision.cause_offset, end)
             )
-            explainer = Explainer(key, relevant(key, recorded))
+            explainer = Explainer(key, relevant(key, recorded), service_fold(mode))
             until = explainer.needed_until
             for record in file_journal(file):
                 if (until is not None and record.offset > until) or (
@@ -377,7 +410,7 @@ def explain(
         ex = explainer.explain()
     else:
         settings = kafka_settings()
-        ex = run_async(lambda: _explain_kafka(settings, key))
+        ex = run_async(lambda: _explain_kafka(settings, key, mode))
     if json_out:
         sys.stdout.write(json.dumps(ex.to_dict()) + "\n")
     else:
@@ -388,9 +421,10 @@ def _before(offset: int | None, end: int | None) -> bool:
     return end is None or offset is None or offset < end
 
 
-async def _explain_kafka(settings: KafkaSettings, key: str) -> Explanation:
+async def _explain_kafka(settings: KafkaSettings, key: str, preemption: str) -> Explanation:
     from kuota.audit.explain import Explainer, relevant
     from kuota.audit.kafka import journal_records, recorded_decisions
+    from kuota.audit.replay import service_fold
     from kuota.events.schema import Decision
 
     journal, decisions, rng = await _journal_and_decisions(settings)
@@ -402,7 +436,7 @@ async def _explain_kafka(settings: KafkaSettings, key: str) -> Explanation:
                 continue
             if d.workload == key or d.preemptor == key:
                 mine.append(d)
-    explainer = Explainer(key, relevant(key, mine))
+    explainer = Explainer(key, relevant(key, mine), service_fold(preemption))
     until = explainer.needed_until
     end = rng.end if until is None else min(rng.end, until + 1)
     with progress_bar("re-folding", end) as bar:

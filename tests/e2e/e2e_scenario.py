@@ -5,8 +5,9 @@ creates each Job at its ``kuota.dev/submit-at`` time without ``spec.suspend``
 (the webhook must suspend it), samples the run's Jobs every ``SAMPLE_PERIOD``
 for usage over quota, waits until every Job reached its expected end, replays
 the Job watch for the exact check, and returns an ``Outcome`` with what
-``kuota.sim`` decides for the same manifests. The scenario annotations are
-described in ``e2e_harness.py`` (which re-exports every name).
+``kuota.sim`` decides for the same manifests (in the services' plans mode).
+The scenario annotations are described in ``e2e_harness.py`` (which
+re-exports every name).
 """
 
 from __future__ import annotations
@@ -40,10 +41,12 @@ from e2e_pipeline import Run, kubectl_apply, wait_journaled
 from kubernetes_asyncio import client
 
 from kuota.core.fold import Fold
+from kuota.core.preempting import PLANS
 from kuota.core.quantity import format_quantity
 from kuota.events.schema import Decision
 from kuota.sim.duration import micros_to_seconds, parse_duration
 from kuota.sim.engine import Simulator
+from kuota.sim.planning import PreemptionService
 
 SCENARIOS = Path(__file__).resolve().parent / "scenarios"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -243,7 +246,10 @@ async def run_scenario(run: Run, name: str) -> Outcome:
             change_violations.append(f"after {key}@{rv}: {v}")
 
     final_jobs, pods, claims, events = await _collect(run, jobs, namespaces)
-    sim = Simulator(run.infra + docs, fold=Fold()).run()
+    # As the services fold: plans mode, the preemption service in-process (no lag).
+    sim = Simulator(
+        run.infra + docs, fold=Fold(preemption=PLANS), planning=PreemptionService()
+    ).run()
     sim_decisions = [d for d in sim if d.workload and d.workload.split("/", 1)[0] in namespaces]
     outcome = Outcome(
         name=name,

@@ -206,7 +206,9 @@ async def test_audit_explain_export_and_tail_on_decisions_made_by_admission(
     doc = as_json(await kuota(rig, "explain", "team-a/big2", "--json"))
     waiting = doc["waiting"]
     assert doc["state"] == "Inadmissible" and waiting is not None
-    fold = Fold()  # the oracle for the queue: the in-process fold of the same journal
+    # The oracle for the queue: the in-process fold of the same journal, in the
+    # admission service's mode (as explain folds it).
+    fold = Fold(preemption="plans")
     for offset, event in rig.bus.written:
         fold.apply(event, offset=offset)
     queue = [k for k, _ in fold.pending_workloads("cq-gpu")]

@@ -9,10 +9,10 @@ export file) and the journal.
    (``workload`` is it), those where it is the ``preemptor`` (a victim's
    ``Preempted``) and the ``Rejected`` of its Job manifest, in topic order.
 2. An :class:`Explainer` re-folds the journal with the same ``Fold`` the
-   admission service runs. Right after the journal event that caused each of
-   those decisions (``cause_offset``), it keeps ``Fold.summary()`` for the
-   decision's ClusterQueue and the other ClusterQueues of its cohort: the quota
-   state the decision left.
+   admission service runs, in its mode (``preemption="plans"``). Right after
+   the journal event that caused each of those decisions (``cause_offset``),
+   it keeps ``Fold.summary()`` for the decision's ClusterQueue and the other
+   ClusterQueues of its cohort: the quota state the decision left.
 3. At the end of the journal range it asks the fold where the workload is:
    ``workload_state``, and for a workload that still waits, its position in
    its ClusterQueue and LocalQueue (``Fold.pending_workloads``, Kueue's
@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kuota.audit.replay import JournalRecord
+from kuota.audit.replay import JournalRecord, service_fold
 from kuota.core.fold import ClusterQueueSummary, Fold
 from kuota.core.quantity import format_quantity
 from kuota.events.schema import Decision
@@ -151,7 +151,7 @@ class Explainer:
 
     key: str
     decisions: list[Decision]  # from :func:`relevant`, in topic order
-    fold: Fold = field(default_factory=Fold)
+    fold: Fold = field(default_factory=service_fold)  # the admission service's mode
     _wanted: dict[int, list[int]] = field(init=False)  # cause offset -> indexes
     _quota: dict[int, tuple[ClusterQueueSummary, ...]] = field(init=False)
     _last_offset: int | None = None

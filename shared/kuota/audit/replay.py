@@ -7,7 +7,10 @@ An :class:`Auditor` is fed two streams, in any interleaving:
 - journal records, in offset order (:meth:`Auditor.feed` takes a batch and a
   ``pull`` for recorded decisions, :meth:`Auditor.event` one record). Each is
   folded with ``Fold.apply(event, offset=offset)`` exactly as the admission
-  service folds it: a record that does not decode (not JSON, not a journal
+  service folds it, by default in the same mode, ``Fold(preemption="plans")``
+  (:func:`service_fold`; the journal's ``PreemptionPlan`` events are folded
+  like any other, and admission's decisions about them come out again;
+  docs/design/plans-mode.md): a record that does not decode (not JSON, not a journal
   event, a schema version this build does not read) is skipped, and an
   exception inside the fold is counted and the stream goes on — admission
   dead-letters both and decides nothing for them. The decisions the fold
@@ -51,6 +54,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from kuota.core.fold import Fold
+from kuota.core.preempting import PLANS
 from kuota.events.decode import DecodeError
 from kuota.events.decode import decode_event as _decode_event
 from kuota.events.schema import (
@@ -69,6 +73,7 @@ __all__ = [
     "decode_decision",
     "decode_event",
     "run",
+    "service_fold",
 ]
 
 CHANGED = "changed"
@@ -197,11 +202,17 @@ def differing_fields(a: Decision, b: Decision) -> tuple[str, ...]:
     return tuple(name for name in Decision.model_fields if getattr(a, name) != getattr(b, name))
 
 
+def service_fold(preemption: str = PLANS) -> Fold:
+    """A new fold in the admission service's mode (``"plans"``), or in ``"inline"``
+    mode for a journal written before the services folded in plans mode."""
+    return Fold(preemption=preemption)
+
+
 @dataclass(slots=True)
 class Auditor:
     """Fold journal records and compare decisions (see the module docstring)."""
 
-    fold: Fold = field(default_factory=Fold)
+    fold: Fold = field(default_factory=service_fold)
     compare_from: int = 0
     compare_to: int | None = None
     keep_events: int = 4096

@@ -5,8 +5,10 @@ one ResourceFlavor ``gpu-a``, a ClusterQueue ``cq-gpu`` of 4 GPUs (optionally
 in a cohort) and a LocalQueue ``lq`` in ``team-a``; ``.records()`` gives them
 as :class:`JournalRecord` with Kafka-like offsets (gaps of 1 every 3 records,
 as transaction markers leave), and :func:`recorded` folds them the way the
-admission service does and returns the decisions as they would be on the
-decision topic.
+admission service does (``Fold(preemption="plans")``) and returns the
+decisions as they would be on the decision topic. :func:`preempting_journal`
+is a journal in which a high-priority Job preempts, with the preemption
+service's plans written into it as the service writes them.
 """
 
 from __future__ import annotations
@@ -18,12 +20,14 @@ from journal_builders import gpu_job, upserted
 
 from kuota.audit.replay import JournalRecord, RecordedDecision
 from kuota.core.fold import Fold
+from kuota.core.preempting import PLANS
 from kuota.events.schema import (
     Decision,
     JournalEvent,
     Tick,
     WorkloadFinished,
 )
+from kuota.sim.planning import PreemptionService
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 GPU = "nvidia.com/gpu"
@@ -39,7 +43,9 @@ def flavor(name: str) -> dict[str, Any]:
     }
 
 
-def cluster_queue(name: str, gpus: int, cohort: str | None = None) -> dict[str, Any]:
+def cluster_queue(
+    name: str, gpus: int, cohort: str | None = None, *, within: str | None = None
+) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "namespaceSelector": {},
         "resourceGroups": [
@@ -51,6 +57,8 @@ def cluster_queue(name: str, gpus: int, cohort: str | None = None) -> dict[str, 
     }
     if cohort:
         spec["cohortName"] = cohort
+    if within:
+        spec["preemption"] = {"withinClusterQueue": within}
     return {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "ClusterQueue",
@@ -68,8 +76,28 @@ def local_queue(name: str, cq: str, ns: str = NS) -> dict[str, Any]:
     }
 
 
-def job(name: str, *, gpus: int, created: float, queue: str = "lq", ns: str = NS) -> dict[str, Any]:
-    return gpu_job(ns, name, queue, gpus=gpus, created=created)
+def job(
+    name: str,
+    *,
+    gpus: int,
+    created: float,
+    queue: str = "lq",
+    ns: str = NS,
+    priority: str | None = None,
+) -> dict[str, Any]:
+    manifest = gpu_job(ns, name, queue, gpus=gpus, created=created)
+    if priority is not None:
+        manifest["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = priority
+    return manifest
+
+
+def priority_class(name: str, value: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "WorkloadPriorityClass",
+        "metadata": {"name": name, "resourceVersion": "1"},
+        "value": value,
+    }
 
 
 @dataclass
@@ -86,17 +114,41 @@ class Journal:
         self.events.append(event)
         return self
 
-    def queues(self, *, gpus: int = 4, cohort: str | None = None) -> Journal:
+    def queues(
+        self, *, gpus: int = 4, cohort: str | None = None, within: str | None = None
+    ) -> Journal:
         self.add(upserted(flavor("gpu-a"), self._at()))
-        self.add(upserted(cluster_queue("cq-gpu", gpus, cohort), self._at()))
+        self.add(upserted(cluster_queue("cq-gpu", gpus, cohort, within=within), self._at()))
         if cohort:
             self.add(upserted(cluster_queue("cq-other", 2, cohort), self._at()))
         return self.add(upserted(local_queue("lq", "cq-gpu"), self._at()))
 
-    def job(self, name: str, gpus: int = 1, *, queue: str = "lq") -> Journal:
+    def job(
+        self, name: str, gpus: int = 1, *, queue: str = "lq", priority: str | None = None
+    ) -> Journal:
         at = self._at()
         self.n_jobs += 1
-        return self.add(upserted(job(name, gpus=gpus, created=at, queue=queue), at))
+        manifest = job(name, gpus=gpus, created=at, queue=queue, priority=priority)
+        return self.add(upserted(manifest, at))
+
+    def priorities(self) -> Journal:
+        self.add(upserted(priority_class("low", 10), self._at()))
+        return self.add(upserted(priority_class("high", 100), self._at()))
+
+    def with_plans(self) -> Journal:
+        """The journal as it is once the preemption service has run: after each
+        event, the plans it writes (``kuota.sim.planning``, the service's fold
+        and planner), at the event's instant."""
+        service = PreemptionService()
+        out: list[JournalEvent] = []
+        pending = list(self.events)
+        while pending:
+            event = pending.pop(0)
+            out.append(event)
+            plans = service.after(event, offset=len(out) - 1)
+            pending[:0] = plans
+        self.events = out
+        return self
 
     def jobs(self, n: int, gpus: int = 1) -> Journal:
         for _ in range(n):
@@ -128,8 +180,9 @@ def records(events: list[JournalEvent]) -> list[JournalRecord]:
     return out
 
 
-def fold_all(recs: list[JournalRecord]) -> list[Decision]:
-    fold = Fold()
+def fold_all(recs: list[JournalRecord], *, preemption: str = PLANS) -> list[Decision]:
+    """The decisions the admission service writes for these records (its mode)."""
+    fold = Fold(preemption=preemption)
     out: list[Decision] = []
     for r in recs:
         if r.event is not None:
@@ -150,3 +203,12 @@ def busy_journal() -> Journal:
     decisions (a finish that admits a waiting job)."""
     j = Journal().queues().jobs(6, gpus=1).jobs(2, gpus=2)
     return j.tick().finish("j0").finish("j1").tick().finish("j2").jobs(2, gpus=1).tick()
+
+
+def preempting_journal() -> Journal:
+    """Two low Jobs fill the 4 GPUs; a high one preempts the later (a plan), the
+    victim waits (an empty plan); a finish lets it back in."""
+    j = Journal().priorities().queues(gpus=4, within="LowerPriority")
+    j.job("low-1", 2, priority="low").job("low-2", 2, priority="low").tick()
+    j.job("high-1", 2, priority="high").tick().finish("low-1").tick()
+    return j.with_plans()
