@@ -90,10 +90,10 @@ def plan_faults(
                     after_burst=n == 0 or rng.random() < 0.3,
                 )
             )
-    for service, trigger in TRIGGERED_KILLS:
+    for service, trigger in TRIGGERED_KILLS:  # in the busy first half
         faults.append(
             Fault(
-                at=round(rng.uniform(lo, hi), 1),
+                at=round(rng.uniform(lo, max(lo, 0.5 * window)), 1),
                 kind=f"kill:{service}",
                 down_for=round(rng.uniform(0.5, 3.0), 1),
                 trigger=trigger,
@@ -255,30 +255,42 @@ class Injector:
                     self.say(f"restart failed ({err}); trying again")
 
     async def run(self, faults: list[Fault], t0: float) -> None:
+        """The schedule in order; the kills that wait for a moment of preemption
+        run beside it (each from its planned time), so a slow fault before them
+        does not push them past the moments the run has."""
         self.t0 = t0
-        for fault in faults:
-            delay = t0 + fault.at - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            if fault.after_burst and not self.bursts_over:
-                self.burst.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.burst.wait(), 30)
-                await asyncio.sleep(random.Random(fault.at).uniform(0.05, 0.4))
-            seen = ""
-            if fault.trigger:
-                moment = self.moments[fault.trigger]
-                moment.clear()
-                try:
-                    await asyncio.wait_for(moment.wait(), 60)
-                    seen = f" ({fault.trigger} seen)"
-                except TimeoutError:
-                    seen = f" (no {fault.trigger} moment within 60 s)"
-            started = time.monotonic()
-            detail = await self._inject(fault) + seen
-            took = time.monotonic() - started
-            self.done.append(Injected(fault, started - t0, took, detail))
-            self.say(f"fault t+{started - t0:6.1f}s {fault.kind}: {detail} ({took:.1f}s)")
+        beside = [asyncio.create_task(self._one(f)) for f in faults if f.trigger]
+        try:
+            for fault in faults:
+                if not fault.trigger:
+                    await self._one(fault)
+        finally:
+            await asyncio.gather(*beside)
+
+    async def _one(self, fault: Fault) -> None:
+        t0 = self.t0
+        delay = t0 + fault.at - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        if fault.after_burst and not self.bursts_over:
+            self.burst.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.burst.wait(), 30)
+            await asyncio.sleep(random.Random(fault.at).uniform(0.05, 0.4))
+        seen = ""
+        if fault.trigger:
+            moment = self.moments[fault.trigger]
+            moment.clear()
+            try:
+                await asyncio.wait_for(moment.wait(), 60)
+                seen = f" ({fault.trigger} seen)"
+            except TimeoutError:
+                seen = f" (no {fault.trigger} moment within 60 s)"
+        started = time.monotonic()
+        detail = await self._inject(fault) + seen
+        took = time.monotonic() - started
+        self.done.append(Injected(fault, started - t0, took, detail))
+        self.say(f"fault t+{started - t0:6.1f}s {fault.kind}: {detail} ({took:.1f}s)")
 
     async def _inject(self, fault: Fault) -> str:
         if fault.kind.startswith("kill:"):
