@@ -41,14 +41,24 @@ create (and the webhook's share) and PATCH, and the actuator's counters, so a
 slow run says where its time went. The machine is shared: read figures with
 the load average printed next to them.
 
+Then, unless ``--preempt 0``, a preemption phase (``bench_e2e_preempt``):
+``--preempt`` low-priority Jobs fill a ClusterQueue of their own and as many
+high-priority Jobs, created at ``--preempt-rate`` per second, each preempt one
+through the real pipeline (admission -> a plan from kuota-preemption on the
+journal -> Preempted + Admitted). Its plan latency runs from the journal
+record that made the head wait for a plan to the Preempted decision's record
+(Kafka timestamps).
+
 The last line printed is
 
-    jobs=<N> admitted_per_s=<N> p50_ms=<N> p99_ms=<N> rss_mb_total=<N>
+    jobs=N admitted_per_s=N p50_ms=N p99_ms=N rss_mb_total=N plan_p50_ms=N plan_p99_ms=N
 
 ``admitted_per_s`` is the Jobs unsuspended divided by the time from the first
 creation (``--held``: the release) to the last unsuspension (without
 ``--held`` it cannot exceed ``--rate`` by much); ``rss_mb_total`` is the
-resident memory of the four services at the end.
+resident memory of the four services at the end of the main phase;
+``plan_p50_ms``/``plan_p99_ms`` are the preemption phase's (``-`` when it did
+not run or measured nothing).
 """
 
 from __future__ import annotations
@@ -72,6 +82,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
 
+from bench_e2e_preempt import pct, preemption_phase  # noqa: E402 - after the path is set
 from bench_e2e_report import (  # noqa: E402 - after the path is set
     apiserver_figures,
     apiserver_summary,
@@ -391,8 +402,8 @@ async def bench(args: argparse.Namespace) -> int:
         last = max(unsuspended.values())
         admitted_per_s = len(unsuspended) / max(1e-9, last - first)
 
-        def pct(p: float) -> float:
-            return lat[min(len(lat) - 1, int(p * len(lat)))]
+        def pct_lat(p: float) -> float:
+            return pct(lat, p)
 
         stages = await stage_breakdown(kafka, run, created, unsuspended)
         if stages:
@@ -417,7 +428,7 @@ async def bench(args: argparse.Namespace) -> int:
             f"create request p50 {create_ms[len(create_ms) // 2] if create_ms else 0:.0f} ms, "
             f"p99 {create_ms[int(0.99 * len(create_ms))] if create_ms else 0:.0f} ms), "
             f"{len(unsuspended)} unsuspended; latency ms: min {lat[0]:.0f} "
-            f"mean {statistics.fmean(lat):.0f} p90 {pct(0.90):.0f} max {lat[-1]:.0f}; "
+            f"mean {statistics.fmean(lat):.0f} p90 {pct_lat(0.90):.0f} max {lat[-1]:.0f}; "
             f"services' peak RSS {peak:.0f} MB"
         )
         ticks = os.sysconf("SC_CLK_TCK")
@@ -430,12 +441,30 @@ async def bench(args: argparse.Namespace) -> int:
                 f"bench_e2e:   kuota-{service}: rss {launcher.rss_mb([pid]):.0f} MB, "
                 f"cpu {cpu:.1f}s since start"
             )
+        plan = "plan_p50_ms=- plan_p99_ms=-"
+        planned: list[float] = []
+        if args.preempt > 0:
+            planned = await preemption_phase(
+                api=api,
+                kafka=kafka,
+                run=run,
+                pairs=args.preempt,
+                rate=args.preempt_rate,
+                timeout=args.timeout,
+                admission_port=pipeline.ports["admission"],
+                apply=lambda objs: kubectl_apply(env, objs),
+                say=say,
+            )
+            if planned:
+                plan = f"plan_p50_ms={pct(planned, 0.50):.0f} plan_p99_ms={pct(planned, 0.99):.0f}"
         print(
             f"jobs={len(unsuspended)} admitted_per_s={admitted_per_s:.0f} "
-            f"p50_ms={pct(0.50):.0f} p99_ms={pct(0.99):.0f} rss_mb_total={rss:.0f}",
+            f"p50_ms={pct_lat(0.50):.0f} p99_ms={pct_lat(0.99):.0f} rss_mb_total={rss:.0f} "
+            f"{plan}",
             flush=True,
         )
-        return 0 if len(unsuspended) == args.jobs else 1
+        complete = len(unsuspended) == args.jobs
+        return 0 if complete and (args.preempt == 0 or len(planned) == args.preempt) else 1
     finally:
         if not args.keep:
             await asyncio.to_thread(launcher.down, pipeline, quiet=True)
@@ -485,7 +514,7 @@ async def cleanup(api: Any, run: str, kafka: Any, env: dict[str, str]) -> None:
         await asyncio.sleep(2)
     say(f"bench_e2e: cleanup took {time.monotonic() - t:.0f}s")
     objects = client.CustomObjectsApi(api)
-    for plural in ("clusterqueues", "resourceflavors"):
+    for plural in ("clusterqueues", "resourceflavors", "workloadpriorityclasses"):
         with contextlib.suppress(ApiException):
             await objects.delete_collection_cluster_custom_object(
                 *KUEUE, plural, label_selector=selector
@@ -531,6 +560,16 @@ def main() -> int:
         "then release it; latency and admitted_per_s count from the release, not creation",
     )
     parser.add_argument(
+        "--preempt",
+        type=int,
+        default=40,
+        help="preemption phase: low-priority Jobs to fill a ClusterQueue and high-priority "
+        "Jobs that each preempt one (40; 0: no phase)",
+    )
+    parser.add_argument(
+        "--preempt-rate", type=float, default=5.0, help="high-priority Jobs created per second (5)"
+    )
+    parser.add_argument(
         "--create-concurrency",
         type=int,
         default=256,
@@ -546,6 +585,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.jobs <= 0 or args.rate <= 0:
         parser.error("--jobs and --rate must be positive")
+    if args.preempt < 0 or args.preempt_rate <= 0:
+        parser.error("--preempt must be 0 or more and --preempt-rate positive")
     sys.path.insert(0, str(REPO / "shared"))
     try:
         return asyncio.run(bench(args))

@@ -1,287 +1,340 @@
-"""kuota-preemption (the shell) as a process on the real Kafka.
+"""Preemption through the real services: kuota-admission and kuota-preemption
+as processes on the local Kafka and Redis, fed synthetic journal events.
 
-It folds the journal, serves /metrics, says whether the core's preemption
-search is available, and — with a stand-in ``plan_preemptions`` injected
-through ``sitecustomize`` — writes the plans it returns to the journal as
-``PreemptionPlan`` events with the deterministic id ``plan/<preemptor>/<based_on>``.
+Every test has a pipeline of its own (``pipeline_helpers``: own topic prefix,
+consumer groups, transactional ids, snapshot key, metrics ports) and reads
+the decisions admission commits. Nothing of the core is replaced: the victim
+search that runs is ``kuota.core.planner`` in kuota-preemption, validated by
+admission's fold. The cases (docs/design/preemption.md, "How it is tested"):
+
+- the preemption shell alone: it folds, serves /metrics, dead-letters an
+  undecodable record, and writes one plan per awaiting head to the journal;
+- priority preemption within a ClusterQueue, a cohort reclaim (reference
+  article 004's team-alpha / team-beta) and a fair-sharing preemption: each
+  asserts the victims, the reasons, that every ``Preempted`` comes before the
+  ``Admitted`` decision listing the victims, and that the cause of both is
+  the plan's id ``plan/<preemptor>/<based_on>``;
+- liveness: without kuota-preemption, admission admits what needs no
+  preemption and announces ``WaitingForPreemptionPlan`` (with the lag) for
+  the head that does; started later, kuota-preemption plans and the
+  preemption happens;
+- kill -9 of kuota-preemption during a cohort reclaim (frozen after the
+  head started waiting and killed before any plan; then a loop of kills
+  while a second reclaim is planned): every reclaim happens exactly once.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import os
-import re
 import signal
-import socket
-import subprocess
-import time
-import urllib.request
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from stack_helpers import delete_pipeline_topics
+from pipeline_helpers import Pipeline, pipeline
+from preemption_journal import (
+    WAIT_MESSAGE,
+    WAITING,
+    Journal,
+    cluster_queue,
+    cohort_reclaim,
+    fair_sharing,
+    flavor,
+    local_queue,
+    priority_class,
+    within_cluster_queue,
+)
 
-from kuota.bus.settings import KafkaSettings
-from kuota.bus.topics import Topics, ensure_topics, shard_key
-from kuota.events.schema import JournalEvent, ObjectUpserted, PreemptionPlan, Tick, parse_event
+from kuota.events.schema import Decision, PreemptionPlan
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
-BIN = REPO / ".venv" / "bin" / "kuota-preemption"
-GPU = "nvidia.com/gpu"
-
-STAND_IN = """
-
-def plan_preemptions(fold):
-    # Stand-in for the core's search: one plan while team-a/big waits.
-    if fold.workload_state("team-a/big") in ("Pending", "Inadmissible"):
-        return [{"preemptor": "team-a/big", "victims": ["team-a/small"],
-                 "reasons": {"team-a/small": "InClusterQueue"}}]
-    return []
-
-# Replace only the search function: the fold itself imports the real module.
-import kuota.core.preemption as mod
-mod.plan_preemptions = plan_preemptions
-"""
-
-
-def _core_has_search() -> bool:
-    if importlib.util.find_spec("kuota.core.preemption") is None:
-        return False
-    module = importlib.import_module("kuota.core.preemption")
-    return callable(getattr(module, "plan_preemptions", None))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _obj(kind: str, name: str, ns: str = "", **rest: Any) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "resourceVersion": "1"}
-    if ns:
-        meta["namespace"] = ns
-    api = "batch/v1" if kind == "Job" else "kueue.x-k8s.io/v1beta2"
-    return {"apiVersion": api, "kind": kind, "metadata": meta, **rest}
-
-
-def _job(name: str, gpus: int, created: float) -> dict[str, Any]:
-    job = _obj(
-        "Job",
-        name,
-        "team-a",
-        spec={
-            "suspend": True,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {"name": "c", "image": "x", "resources": {"requests": {GPU: str(gpus)}}}
-                    ],
-                }
-            },
-        },
-    )
-    job["metadata"].update(
-        uid=f"uid-{name}",
-        labels={"kueue.x-k8s.io/queue-name": "lq"},
-        annotations={"kuota.dev/created-at": str(created)},
-    )
-    return job
-
-
-def journal() -> list[JournalEvent]:
-    objs = [
-        _obj("ResourceFlavor", "gpu-a", spec={}),
-        _obj(
-            "ClusterQueue",
-            "cq",
-            spec={
-                "namespaceSelector": {},
-                "resourceGroups": [
-                    {
-                        "coveredResources": [GPU],
-                        "flavors": [
-                            {"name": "gpu-a", "resources": [{"name": GPU, "nominalQuota": 4}]}
-                        ],
-                    }
-                ],
-            },
-        ),
-        _obj("LocalQueue", "lq", "team-a", spec={"clusterQueue": "cq"}),
-        _job("small", 3, 10.0),
-        _job("big", 4, 11.0),  # does not fit while small runs
-    ]
-    out: list[JournalEvent] = []
-    for i, o in enumerate(objs):
-        m = o["metadata"]
-        rid = f"{o['kind']}/{m.get('namespace', '')}/{m['name']}@1"
-        out.append(ObjectUpserted(id=rid, at=100.0 + i, object=o))
-    out.append(Tick(id="tick@110.0", at=110.0))
-    return out
-
-
-class Shell:
-    def __init__(self, env: dict[str, str], log: Path) -> None:
-        self.env, self.log = env, log
-        self.port = int(env["KUOTA_METRICS_PORT"])
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        assert BIN.exists(), f"{BIN} is missing: run .venv/bin/pip install -e '.[dev]'"
-        with self.log.open("ab") as f:
-            self.proc = subprocess.Popen([str(BIN)], env=self.env, stdout=f, stderr=f)
-
-    def text(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
-
-    def metrics(self) -> str:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
-            return str(r.read().decode())
-
-    async def wait_metric(self, name: str, at_least: float, timeout: float = 30.0) -> float:
-        deadline = time.monotonic() + timeout
-        value = None
-        while time.monotonic() < deadline:
-            assert self.proc is not None and self.proc.poll() is None, (
-                f"kuota-preemption exited ({self.proc and self.proc.returncode}):\n{self.text()}"
-            )
-            try:
-                m = re.search(rf"^{name} (\S+)$", self.metrics(), re.M)
-                value = float(m.group(1)) if m else None
-            except OSError:
-                value = None
-            if value is not None and value >= at_least:
-                return value
-            await asyncio.sleep(0.1)
-        raise AssertionError(f"{name} = {value}, not >= {at_least} in {timeout}s:\n{self.text()}")
-
-    def terminate(self) -> int:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            raise AssertionError(f"no exit 30 s after SIGTERM:\n{self.text()}") from None
-
-
-async def _produce(settings: KafkaSettings, topics: Topics, events: list[JournalEvent]) -> None:
-    producer = AIOKafkaProducer(**settings.client_kwargs())
-    await producer.start()
-    try:
-        for ev in events:
-            await producer.send_and_wait(
-                topics.journal, ev.model_dump_json().encode(), key=shard_key(ev.id)
-            )
-        await producer.send_and_wait(topics.journal, b"not json", key=b"kuota")
-    finally:
-        await producer.stop()
-
-
-async def _journal(settings: KafkaSettings, topics: Topics, expect: int) -> list[Any]:
-    consumer = AIOKafkaConsumer(
-        topics.journal,
-        isolation_level="read_committed",
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        **settings.client_kwargs(),
-    )
-    await consumer.start()
-    out: list[Any] = []
-    try:
-        deadline = time.monotonic() + 30
-        while len(out) < expect and time.monotonic() < deadline:
-            for recs in (await consumer.getmany(timeout_ms=300)).values():
-                out.extend(recs)
-        for recs in (await consumer.getmany(timeout_ms=1500)).values():
-            out.extend(recs)
-    finally:
-        await consumer.stop()
-    return out
+LATENCY = "kuota_preemption_plan_latency_seconds"
 
 
 @pytest.fixture
-async def setup(
-    kafka_bootstrap: str, tmp_path: Path
-) -> AsyncIterator[tuple[dict[str, str], KafkaSettings, Topics]]:
-    prefix = f"test-{uuid.uuid4().hex[:10]}."
-    env = dict(os.environ)
-    env.update(
-        KUOTA_KAFKA_BOOTSTRAP=kafka_bootstrap,
-        KUOTA_TOPIC_PREFIX=prefix,
-        KUOTA_METRICS_PORT=str(_free_port()),
-    )
-    settings = KafkaSettings.from_env(env)
-    topics = await ensure_topics(settings)
-    try:
-        yield env, settings, topics
-    finally:
-        await delete_pipeline_topics(settings, topics)
+async def pipe(kafka_bootstrap: str, redis_url: str, tmp_path: Path) -> AsyncIterator[Pipeline]:
+    async with pipeline(kafka_bootstrap, redis_url, tmp_path) as p:
+        yield p
 
 
-async def test_shell_folds_serves_metrics_and_reports_the_search(
-    setup: tuple[dict[str, str], KafkaSettings, Topics], tmp_path: Path
-) -> None:
-    env, settings, topics = setup
-    events = journal()
-    await _produce(settings, topics, events)
-    shell = Shell(env, tmp_path / "preemption.log")
-    shell.start()
-    try:
-        await shell.wait_metric("kuota_journal_position", len(events) + 1)
-        metrics = shell.metrics()
-        assert "kuota_consumer_lag 0.0" in metrics
-        assert "kuota_skipped_records_total 1.0" in metrics, "the garbage record is skipped"
-        assert 'kuota_journal_events_total{type="ObjectUpserted"} 5.0' in metrics
-        if _core_has_search():
-            assert "kuota_preemption_search_available 1.0" in metrics
-            assert "preemption search: kuota.core.preemption.plan_preemptions" in shell.text()
-        else:
-            assert "kuota_preemption_search_available 0.0" in metrics
-            assert "preemption search not available in core yet" in shell.text()
-            assert "kuota_preemption_plans_total 0.0" in metrics
-    finally:
-        rc = shell.terminate()
-    assert rc == 0, shell.text()
-    assert "Traceback" not in shell.text()
-
-
-async def test_plans_from_the_core_are_written_to_the_journal(
-    setup: tuple[dict[str, str], KafkaSettings, Topics], tmp_path: Path
-) -> None:
-    env, settings, topics = setup
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(STAND_IN)
-    env = {**env, "PYTHONPATH": f"{site}{os.pathsep}{env.get('PYTHONPATH', '')}"}
-    events = journal()
-    await _produce(settings, topics, events)
-    shell = Shell(env, tmp_path / "preemption.log")
-    shell.start()
-    try:
-        await shell.wait_metric("kuota_preemption_plans_total", 1)
-    finally:
-        assert shell.terminate() == 0, shell.text()
-
-    records = await _journal(settings, topics, expect=len(events) + 2)
-    plans = [
-        parse_event(r.value) for r in records[len(events) + 1 :] if r.value and b"Plan" in r.value
+def check_preemption(ds: list[Decision], preemptor: str, victims: dict[str, str]) -> Decision:
+    """The preemption of ``victims`` (victim -> reason) for ``preemptor``, as
+    admission decided it: each victim Preempted (and Requeued) exactly once,
+    all before the one Admitted decision of the preemptor, which lists them;
+    the cause of all of them is one plan's id; the head had been waiting for
+    a plan. Returns the Admitted decision."""
+    admitted = [i for i, d in enumerate(ds) if d.type == "Admitted" and d.workload == preemptor]
+    assert len(admitted) == 1, f"{preemptor} admitted {len(admitted)} times"
+    adm = ds[admitted[0]]
+    assert adm.victims == list(victims), f"victims of {preemptor}: {adm.victims}"
+    assert adm.cause.startswith(f"plan/{preemptor}/"), f"caused by {adm.cause}, not a plan"
+    preempted = [(i, d) for i, d in enumerate(ds) if d.type == "Preempted"]
+    mine = [(i, d) for i, d in preempted if d.preemptor == preemptor]
+    assert {d.workload: d.reason for _, d in mine} == victims
+    assert len(mine) == len(victims), "a victim preempted twice for the same preemptor"
+    assert all(i < admitted[0] for i, _ in mine), "Preempted before Admitted(victims)"
+    assert all(d.cause == adm.cause for _, d in mine), "the same plan caused them"
+    for i, d in mine:
+        after = ds[i + 1]
+        assert (after.type, after.workload, after.reason) == ("Requeued", d.workload, "Preempted")
+        assert preemptor in (d.message or "")
+    waits = [
+        i
+        for i, d in enumerate(ds)
+        if d.type == "Inadmissible" and d.workload == preemptor and d.reason == WAITING
     ]
-    assert plans, f"no PreemptionPlan on the journal:\n{shell.text()}"
-    ids = {e.id for e in events}
-    for plan in plans:
-        assert isinstance(plan, PreemptionPlan)
-        assert plan.preemptor == "team-a/big" and plan.victims == ["team-a/small"]
-        assert plan.based_on in ids, "based on a journal event it folded"
-        assert plan.id == f"plan/team-a/big/{plan.based_on}"
-    # Its own plans coming back are not a reason to search again: one batch,
-    # one plan, then quiet.
-    assert len(plans) == len({p.based_on for p in plans}), "one plan per folded state"
+    assert waits and waits[0] < min(i for i, _ in mine), "it waited for the plan first"
+    assert (ds[waits[0]].message or "").startswith(WAIT_MESSAGE)
+    return adm
+
+
+async def check_plan(pipe: Pipeline, adm: Decision) -> PreemptionPlan:
+    """The plan that caused ``adm`` is on the journal, written by kuota-preemption."""
+    plans = [p for p in await pipe.plans() if p.id == adm.cause]
+    assert plans, f"no PreemptionPlan {adm.cause} on the journal"
+    plan = plans[0]
+    assert plan.preemptor == adm.workload and plan.victims == adm.victims
+    assert plan.id == f"plan/{plan.preemptor}/{plan.based_on}"
+    return plan
+
+
+async def start_both(pipe: Pipeline) -> None:
+    pipe.admission.start()
+    pipe.preemption.start()
+    await pipe.admission.wait_log(r"recovered: ")
+    await pipe.preemption.wait_log(r"recovered: ")
+
+
+# ---------------------------------------------------------------------- the shell alone
+
+
+async def test_shell_folds_dead_letters_serves_metrics_and_writes_plans(pipe: Pipeline) -> None:
+    j = Journal()
+    events = within_cluster_queue(j)  # two Jobs running, nobody waiting
+    await pipe.produce(events)
+    bad = await pipe.produce_raw(b"not json")
+    pipe.preemption.start()
+    await pipe.preemption.wait_metric("kuota_journal_position", bad + 1)
+    metrics = pipe.preemption.metrics()
+    assert "kuota_consumer_lag 0.0" in metrics
+    assert "kuota_skipped_records_total 1.0" in metrics, "the garbage record is skipped"
+    assert f'kuota_journal_events_total{{type="ObjectUpserted"}} {float(len(events))}' in metrics
+    assert "kuota_preemption_plans_total 0.0" in metrics, "no head awaits a plan"
+
+    dead = await pipe.read(pipe.topics.deadletter)
+    assert [r.value for r in dead] == [b"not json"], "dead-lettered with its original bytes"
+    headers = dict(dead[0].headers)
+    assert headers["kuota-consumer"].endswith(b"-preemption")
+    assert headers["kuota-source"].endswith(f"/0/{bad}".encode())
+
+    # A head that needs preemption. Admission is not running, so nothing acts
+    # on the plan, and kuota-preemption writes it once (its own plan coming
+    # back is no reason to search again).
+    high = j.job("team-a", "high", gpus=2, priority="high")
+    await pipe.produce(high)
+    await pipe.preemption.wait_metric("kuota_preemption_plans_total", 1)
+    await asyncio.sleep(2)
+    plans = await pipe.plans()
+    assert len(plans) == 1, plans
+    (plan,) = plans
+    assert plan.preemptor == "team-a/high"
+    assert plan.victims == ["team-a/low"] and plan.reasons == {"team-a/low": "InClusterQueue"}
+    assert plan.based_on == high[0].id, "based on the last journal event it folded"
+    assert plan.id == f"plan/team-a/high/{plan.based_on}"
+    assert pipe.preemption.metric("kuota_preemption_plans_total") == 1.0
+    assert 'kuota_preemption_searches_total{result="ok"}' in pipe.preemption.metrics()
+    assert pipe.preemption.terminate() == 0, pipe.preemption.text()
+    assert "Traceback" not in pipe.preemption.text()
+
+
+# ---------------------------------------------------------------------- the three searches
+
+
+async def test_priority_preemption_within_a_cluster_queue(pipe: Pipeline) -> None:
+    await start_both(pipe)
+    j = Journal()
+    await pipe.produce(within_cluster_queue(j))
+    await pipe.decisions.admitted("team-a/mid")
+    await pipe.produce(j.job("team-a", "high", gpus=2, priority="high"))
+    await pipe.decisions.admitted("team-a/high")
+    await pipe.decisions.settle()
+    ds = pipe.decisions.all
+    adm = check_preemption(ds, "team-a/high", {"team-a/low": "InClusterQueue"})
+    assert not any(d.type == "Preempted" and d.workload == "team-a/mid" for d in ds), (
+        "the lowest priority goes first: mid (50) stays, low (10) is preempted"
+    )
+    (pre,) = [d for d in ds if d.type == "Preempted"]
+    assert pre.policy == "withinClusterQueue=LowerPriority"
+    assert "prioritization in the ClusterQueue" in (pre.message or "")
+    await check_plan(pipe, adm)
+    # The shell's histogram saw it (the requeued victim's empty plan does not count).
+    assert pipe.admission.metric(f"{LATENCY}_count") == 1.0
+    assert pipe.admission.terminate() == 0 and pipe.preemption.terminate() == 0
+
+
+async def test_cohort_reclaim_of_article_004(pipe: Pipeline) -> None:
+    """team-beta borrows 4 of team-alpha's GPUs (beta-1 8, beta-2 2, beta-3 2);
+    team-alpha's 6-GPU Job reclaims: the most recently admitted borrower goes."""
+    await start_both(pipe)
+    j = Journal()
+    await pipe.produce(cohort_reclaim(j))
+    await pipe.decisions.admitted("team-beta/beta-3")
+    await pipe.produce(j.job("team-alpha", "alpha-1", gpus=6, queue="training-queue"))
+    await pipe.decisions.admitted("team-alpha/alpha-1")
+    await pipe.decisions.settle()
+    ds = pipe.decisions.all
+    adm = check_preemption(ds, "team-alpha/alpha-1", {"team-beta/beta-3": "InCohortReclamation"})
+    assert adm.cluster_queue == "team-alpha-cq"
+    assert adm.usage == {"nvidia-h100": {"nvidia.com/gpu": "6"}}
+    (pre,) = [d for d in ds if d.type == "Preempted"]
+    assert pre.cluster_queue == "team-beta-cq" and pre.policy == "reclaimWithinCohort=Any"
+    assert "reclamation within the cohort" in (pre.message or "")
+    await check_plan(pipe, adm)
+    assert pipe.admission.terminate() == 0 and pipe.preemption.terminate() == 0
+
+
+async def test_fair_sharing_preemption(pipe: Pipeline) -> None:
+    """Fair sharing on (Configuration ``fairSharing.enable: true``): team-a
+    holds all 8 GPUs of the cohort; team-b's 2-GPU Job takes one of its Jobs
+    back by fair sharing (``InCohortFairSharing``, not a classical reclaim)."""
+    await start_both(pipe)
+    j = Journal()
+    await pipe.produce(fair_sharing(j))
+    await pipe.decisions.admitted("team-a/a-4")
+    await pipe.produce(j.job("team-b", "b-1", gpus=2))
+    await pipe.decisions.admitted("team-b/b-1")
+    await pipe.decisions.settle()
+    ds = pipe.decisions.all
+    adm = check_preemption(ds, "team-b/b-1", {"team-a/a-4": "InCohortFairSharing"})
+    (pre,) = [d for d in ds if d.type == "Preempted"]
+    assert pre.policy == "fairSharing=LessThanOrEqualToFinalShare"
+    assert "fair sharing within the cohort" in (pre.message or "")
+    plan = await check_plan(pipe, adm)
+    assert plan.reasons == {"team-a/a-4": "InCohortFairSharing"}
+    assert pipe.admission.terminate() == 0 and pipe.preemption.terminate() == 0
+
+
+# ---------------------------------------------------------------------- liveness
+
+
+async def test_admission_goes_on_without_the_preemption_service(pipe: Pipeline) -> None:
+    pipe.admission.start()
+    j = Journal()
+    await pipe.produce(
+        j.objects(
+            flavor(),
+            priority_class("low", 10),
+            priority_class("high", 100),
+            cluster_queue("cq", gpus=4, within="LowerPriority"),
+            local_queue("team-a", "cq"),
+        )
+        + j.job("team-a", "low", gpus=3, priority="low")
+        + j.job("team-a", "high", gpus=2, priority="high")  # needs low's GPUs
+        + j.job("team-a", "small", gpus=1, priority="low")  # fits in the one left
+    )
+    await pipe.decisions.admitted("team-a/small")
+
+    def waiting(ds: list[Decision], lag: str = "") -> Decision | None:
+        return next(
+            (
+                d
+                for d in ds
+                if d.type == "Inadmissible"
+                and d.workload == "team-a/high"
+                and d.reason == WAITING
+                and (d.message or "").startswith(WAIT_MESSAGE + lag)
+            ),
+            None,
+        )
+
+    first = await pipe.decisions.until(waiting, "the WaitingForPreemptionPlan reason")
+    assert ": couldn't assign flavors" in first.message
+    # Event time goes on (ingest's Ticks): the wait is announced again with the lag.
+    await pipe.produce(j.tick(6.0))
+    await pipe.decisions.until(
+        lambda ds: waiting(ds, " (preemption service lag 5 s)"), "the re-announcement"
+    )
+    ds = pipe.decisions.all
+    assert not any(d.type == "Preempted" for d in ds)
+    assert not any(d.type == "Admitted" and d.workload == "team-a/high" for d in ds)
+    assert await pipe.plans() == []
+
+    pipe.preemption.start()
+    await pipe.decisions.admitted("team-a/high")
+    await pipe.decisions.settle()
+    ds = pipe.decisions.all
+    # low (3 GPUs) is enough; small, admitted later, is added back by the search.
+    adm = check_preemption(ds, "team-a/high", {"team-a/low": "InClusterQueue"})
+    assert not any(d.type == "Preempted" and d.workload == "team-a/small" for d in ds)
+    await check_plan(pipe, adm)
+    assert pipe.admission.metric(f"{LATENCY}_count") == 1.0
+    assert pipe.admission.metric(f'{LATENCY}_bucket{{le="1.0"}}') == 0.0, (
+        "the wait lasted at least the Tick's round trip and the service's start"
+    )
+    assert pipe.admission.terminate() == 0 and pipe.preemption.terminate() == 0
+
+
+# ---------------------------------------------------------------------- kill -9
+
+
+async def test_kill9_of_preemption_mid_reclaim_is_exactly_once(pipe: Pipeline) -> None:
+    await start_both(pipe)
+    j = Journal()
+    await pipe.produce(cohort_reclaim(j))
+    await pipe.decisions.admitted("team-beta/beta-3")
+
+    # 1. Frozen before alpha-1 is journaled, killed once admission says it
+    #    waits: no plan can have been written; the restart must write it.
+    pipe.preemption.signal(signal.SIGSTOP)
+    await pipe.produce(j.job("team-alpha", "alpha-1", gpus=6, queue="training-queue"))
+    await pipe.decisions.until(
+        lambda ds: any(d.workload == "team-alpha/alpha-1" and d.reason == WAITING for d in ds),
+        "alpha-1 waiting for a plan",
+    )
+    assert pipe.preemption.kill9() == -signal.SIGKILL
+    assert not [p for p in await pipe.plans() if p.preemptor == "team-alpha/alpha-1"]
+    pipe.preemption.start()
+    await pipe.decisions.admitted("team-alpha/alpha-1")
+
+    # 2. A second reclaim (alpha-2, within alpha's nominal quota; the cohort
+    #    is full) journaled while kuota-preemption is down, then the service
+    #    killed again and again as it comes back (the plan is written some
+    #    10-20 ms after recovery; the first kills land before it), with Ticks
+    #    journaled between the kills so that a restarted service may plan
+    #    again what its predecessor planned.
+    assert pipe.preemption.kill9() == -signal.SIGKILL
+    await pipe.produce(j.job("team-alpha", "alpha-2", gpus=2, queue="training-queue"))
+    for delay in (0.0, 0.0, 0.01, 0.02, 0.05, 0.1):
+        pipe.preemption.start()
+        await pipe.preemption.wait_log(r"recovered: ", poll=0.002)
+        await asyncio.sleep(delay)
+        assert pipe.preemption.kill9() == -signal.SIGKILL
+        await pipe.produce(j.tick())
+    pipe.preemption.start()
+    await pipe.decisions.admitted("team-alpha/alpha-2")
+    await pipe.produce(j.tick())
+    await pipe.preemption.wait_log(r"recovered: ")
+    await pipe.decisions.settle(3.0)
+
+    ds = pipe.decisions.all
+    adm1 = check_preemption(ds, "team-alpha/alpha-1", {"team-beta/beta-3": "InCohortReclamation"})
+    adm2 = check_preemption(ds, "team-alpha/alpha-2", {"team-beta/beta-2": "InCohortReclamation"})
+    pairs = [(d.workload, d.preemptor) for d in ds if d.type == "Preempted"]
+    assert sorted(pairs) == [
+        ("team-beta/beta-2", "team-alpha/alpha-2"),
+        ("team-beta/beta-3", "team-alpha/alpha-1"),
+    ], f"each reclaim exactly once: {pairs}"
+    ids = [d.id for d in ds]
+    assert len(ids) == len(set(ids)), "no decision twice"
+    await check_plan(pipe, adm1)
+    await check_plan(pipe, adm2)
+    plans = [p for p in await pipe.plans() if p.preemptor == "team-alpha/alpha-2"]
+    runs = pipe.preemption.text().split("---- start\n")[1:]
+    planned = [i for i, run in enumerate(runs) if "plan plan/team-alpha/alpha-2/" in run]
+    print(
+        f"{len(runs)} runs of kuota-preemption; runs that wrote a plan for alpha-2: {planned}; "
+        f"plans for alpha-2 on the journal: {len(plans)}"
+    )
+    assert pipe.preemption.starts == 9 and len(runs) == 9
+    assert pipe.admission.terminate() == 0 and pipe.preemption.terminate() == 0

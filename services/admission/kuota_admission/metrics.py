@@ -5,7 +5,8 @@ re-derived during the silent replay were counted by the incarnation that
 committed them, so replay only refreshes the bookkeeping the metrics need
 (when a workload was created or requeued, which ClusterQueue it is queued
 for). Gauges (pending workloads, usage) are read from ``Fold.summary()``.
-The wall clock is read here, for metrics only (snapshot age).
+The wall clock is read here, for metrics only (snapshot age); the plan
+latency's clock is read by the folder (``kuota_admission.records.PlanWaits``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from kuota.events.schema import Decision, JournalEvent, ObjectDeleted, ObjectUps
 # Kueue's admission wait-time buckets: exponential from 1 s, doubling, 14 of them.
 WAIT_BUCKETS = tuple(float(2**i) for i in range(14))
 FOLD_BUCKETS = (1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.05, 0.25, 1.0)
+# Plan latency: tens of milliseconds with the preemption service up, minutes without it.
+PLAN_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 600.0)
 UNKNOWN = "unknown"
 
 
@@ -87,6 +90,13 @@ class AdmissionMetrics:
             "kuota_cluster_queue_resource_usage",
             "Quota charged by admitted workloads (resource units)",
             ["cluster_queue", "flavor", "resource"],
+            registry=r,
+        )
+        self.plan_latency = Histogram(
+            "kuota_preemption_plan_latency_seconds",
+            "Wall time from folding the journal record that made a head await a "
+            "preemption plan to its preemption (the Admitted decision with victims)",
+            buckets=PLAN_BUCKETS,
             registry=r,
         )
         self.lag = Gauge(
@@ -183,6 +193,9 @@ class AdmissionMetrics:
 
     def dead_lettered(self, reason: str) -> None:
         self.deadletters.inc()
+
+    def plan_waited(self, seconds: float) -> None:
+        self.plan_latency.observe(seconds)
 
     # ------------------------------------------------------------------ gauges
 

@@ -17,15 +17,23 @@ processor hands it batches in two modes:
   committed already.
 
 The folder never reads a clock for a decision: time enters as the events'
-``at`` (ingest's Ticks fire the fold's timers). The only clock read here is
-``perf_counter`` for the fold-latency metric, through the observer.
+``at`` (ingest's Ticks fire the fold's timers). The clocks read here are for
+metrics only: ``perf_counter`` for the fold latency, and ``clock``
+(monotonic) for the plan latency. :class:`PlanWaits` notes when, live, a head
+first awaits a preemption plan after a record was folded
+(``fold.awaits_plan``) and reports, when its ``Admitted`` decision with
+victims comes (right after the ``Preempted`` ones, in the same apply), the
+seconds in between (``Observer.plan_waited``). A wait that ends otherwise (an
+empty plan, the Job deleted or changed, quota freed) is forgotten unreported,
+and so is one that began before a restart (during the silent replay no wall
+time is known for it).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from aiokafka import ConsumerRecord
@@ -40,7 +48,14 @@ from kuota.events.schema import Decision, JournalEvent
 log = logging.getLogger("kuota.admission")
 
 TYPE_HEADER = "kuota-type"
-__all__ = ["REASON_HEADER", "SOURCE_HEADER", "JournalFolder", "UndecodableRecord", "decode"]
+__all__ = [
+    "REASON_HEADER",
+    "SOURCE_HEADER",
+    "JournalFolder",
+    "PlanWaits",
+    "UndecodableRecord",
+    "decode",
+]
 
 
 # A journal record that is not a journal event this build can fold (the one
@@ -56,6 +71,8 @@ class Observer(Protocol):
     def decided(self, decision: Decision, *, live: bool) -> None: ...
 
     def dead_lettered(self, reason: str) -> None: ...
+
+    def plan_waited(self, seconds: float) -> None: ...
 
 
 def decode(value: bytes | None) -> JournalEvent:
@@ -73,6 +90,41 @@ def decision_record(topic: str, decision: Decision) -> OutRecord:
     )
 
 
+class PlanWaits:
+    """Live: since when (``clock``) each head has awaited a preemption plan."""
+
+    __slots__ = ("_since",)
+
+    def __init__(self) -> None:
+        self._since: dict[str, float] = {}
+
+    def after_apply(self, fold: Fold, decisions: Sequence[Decision], now: float) -> list[float]:
+        """Note the heads this apply made wait; the waits its decisions ended
+        with a preemption (seconds), one per ``Admitted`` decision with victims."""
+        ended: list[float] = []
+        since = self._since
+        for d in decisions:
+            key = d.workload
+            if key is None:
+                continue
+            if d.type == "Admitted" and d.victims:
+                start = since.pop(key, None)
+                if start is not None:
+                    ended.append(max(0.0, now - start))
+            elif key not in since and fold.awaits_plan(key):
+                since[key] = now
+        return ended
+
+    def prune(self, fold: Fold) -> None:
+        """Forget the heads that no longer await a plan (after a batch)."""
+        if self._since:
+            for key in [k for k in self._since if not fold.awaits_plan(k)]:
+                del self._since[key]
+
+    def __len__(self) -> int:
+        return len(self._since)
+
+
 class JournalFolder:
     def __init__(
         self,
@@ -82,6 +134,7 @@ class JournalFolder:
         next_offset: int = 0,
         observer: Observer | None = None,
         consumer: str = "kuota-admission",
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.topics = topics
         self.consumer = consumer  # the kuota-consumer header of its dead letters
@@ -90,6 +143,8 @@ class JournalFolder:
         self.observer = observer
         self.since_snapshot = 0  # records folded live since the last snapshot
         self.fold_errors = 0
+        self.clock = clock  # for the plan-latency metric only
+        self.plan_waits = PlanWaits()
 
     # ------------------------------------------------------------------ modes
 
@@ -111,8 +166,11 @@ class JournalFolder:
                     out.append(self._dead_letter(record, reason))
                     self._dead_lettered(reason)
                 out.extend(decision_record(self.topics.decisions, d) for d in decisions)
+                if decisions:
+                    self._plan_waits(decisions)
             self.next_offset = record.offset + 1
             self.since_snapshot += 1
+        self.plan_waits.prune(self.fold)
         return out
 
     def replay(self, records: Sequence[ConsumerRecord[bytes, bytes]]) -> None:
@@ -161,6 +219,11 @@ class JournalFolder:
             for d in decisions:
                 self.observer.decided(d, live=live)
         return decisions, None
+
+    def _plan_waits(self, decisions: list[Decision]) -> None:
+        for seconds in self.plan_waits.after_apply(self.fold, decisions, self.clock()):
+            if self.observer is not None:
+                self.observer.plan_waited(seconds)
 
     def _dead_letter(self, record: ConsumerRecord[bytes, bytes], reason: str) -> OutRecord:
         return dead_letter_record(self.topics.deadletter, record, reason, consumer=self.consumer)

@@ -1,0 +1,249 @@
+"""Journals that need preemption, shared by the admission unit tests and the
+real-stack preemption tests (``tests/integration/test_preemption_*.py``).
+
+``Journal`` writes journal events the way ingest would (``ObjectUpserted`` of
+Kueue objects and Jobs, ``Tick``), with event times one second apart from
+``T0``. The scenarios are the four of docs/design/preemption.md ("How it is
+tested"): priority within a ClusterQueue, the cohort reclaim of reference
+article 004 (team-alpha / team-beta), fair sharing, and the liveness journal.
+Expected victims and reasons are what Kueue's rules give; the tests check
+them against the real services, never against a stand-in search.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from kuota.events.schema import JournalEvent, ObjectUpserted, Tick
+
+GPU = "nvidia.com/gpu"
+KUEUE = "kueue.x-k8s.io/v1beta2"
+T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+WAITING = "WaitingForPreemptionPlan"
+WAIT_MESSAGE = "waiting for a preemption plan from the preemption service"
+
+# Reference article 004 ("GPU Job Queueing with Kueue and DRA"): its
+# ResourceFlavor and its team-alpha ClusterQueue + LocalQueue, with the
+# article's "reclaimWithinCohort: Any" ("When the owning team submits new
+# work, reclaimWithinCohort: Any preempts the borrower's jobs"); team-beta is
+# the same ClusterQueue for the other team.
+ARTICLE_004 = """\
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata:
+  name: nvidia-h100
+spec:
+  nodeLabels:
+    node.kubernetes.io/instance-type: p5.48xlarge
+  tolerations:
+  - key: nvidia.com/gpu
+    operator: Exists
+    effect: NoSchedule
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata:
+  name: team-alpha-cq
+spec:
+  cohort: gpu-pool
+  preemption:
+    reclaimWithinCohort: Any
+  resourceGroups:
+  - coveredResources: ["nvidia.com/gpu"]
+    flavors:
+    - name: nvidia-h100
+      resources:
+      - name: "nvidia.com/gpu"
+        nominalQuota: 8
+        borrowingLimit: 4
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata:
+  name: training-queue
+  namespace: team-alpha
+spec:
+  clusterQueue: team-alpha-cq
+"""
+
+
+def article_004() -> list[dict[str, Any]]:
+    """The article's objects, and team-beta's ClusterQueue and LocalQueue."""
+    flavor, alpha, alpha_lq = (d for d in yaml.safe_load_all(ARTICLE_004))
+    beta = yaml.safe_load(yaml.safe_dump(alpha))
+    beta["metadata"]["name"] = "team-beta-cq"
+    beta_lq = yaml.safe_load(yaml.safe_dump(alpha_lq))
+    beta_lq["metadata"]["namespace"] = "team-beta"
+    beta_lq["spec"]["clusterQueue"] = "team-beta-cq"
+    return [flavor, alpha, beta, alpha_lq, beta_lq]
+
+
+def flavor(name: str = "h100") -> dict[str, Any]:
+    return {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": name}, "spec": {}}
+
+
+def cluster_queue(
+    name: str,
+    *,
+    gpus: int,
+    cohort: str | None = None,
+    within: str | None = None,
+    reclaim: str | None = None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "namespaceSelector": {},
+        "resourceGroups": [
+            {
+                "coveredResources": [GPU],
+                "flavors": [{"name": "h100", "resources": [{"name": GPU, "nominalQuota": gpus}]}],
+            }
+        ],
+    }
+    if cohort:
+        spec["cohort"] = cohort
+    preemption = {}
+    if within:
+        preemption["withinClusterQueue"] = within
+    if reclaim:
+        preemption["reclaimWithinCohort"] = reclaim
+    if preemption:
+        spec["preemption"] = preemption
+    return {"apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
+
+
+def local_queue(namespace: str, cq: str, name: str = "lq") -> dict[str, Any]:
+    return {
+        "apiVersion": KUEUE,
+        "kind": "LocalQueue",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"clusterQueue": cq},
+    }
+
+
+def priority_class(name: str, value: int) -> dict[str, Any]:
+    return {
+        "apiVersion": KUEUE,
+        "kind": "WorkloadPriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+    }
+
+
+def fair_sharing_config() -> dict[str, Any]:
+    """Kueue's Configuration (v1beta1) with ``fairSharing.enable: true``."""
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta1",
+        "kind": "Configuration",
+        "metadata": {"name": "kueue-config"},
+        "fairSharing": {"enable": True},
+    }
+
+
+def job(
+    namespace: str,
+    name: str,
+    *,
+    gpus: int,
+    queue: str = "lq",
+    priority: str | None = None,
+    created: float,
+) -> dict[str, Any]:
+    labels = {"kueue.x-k8s.io/queue-name": queue}
+    if priority:
+        labels["kueue.x-k8s.io/priority-class"] = priority
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": f"uid-{namespace}-{name}",
+            "labels": labels,
+            "annotations": {"kuota.dev/created-at": str(created)},
+        },
+        "spec": {
+            "suspend": True,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {"name": "main", "image": "busybox", "resources": {"requests": {GPU: gpus}}}
+                    ],
+                }
+            },
+        },
+    }
+
+
+@dataclass
+class Journal:
+    """Journal events in the order written, event time one second apart."""
+
+    t: float = T0
+    events: list[JournalEvent] = field(default_factory=list)
+
+    def objects(self, *objs: dict[str, Any]) -> list[JournalEvent]:
+        out: list[JournalEvent] = []
+        for obj in objs:
+            self.t += 1.0
+            meta = obj["metadata"]
+            rid = f"{obj['kind']}/{meta.get('namespace', '')}/{meta['name']}@{self.t:.0f}"
+            out.append(ObjectUpserted(id=rid, at=self.t, object=obj))
+        self.events += out
+        return out
+
+    def job(self, namespace: str, name: str, *, gpus: int, **kw: Any) -> list[JournalEvent]:
+        return self.objects(job(namespace, name, gpus=gpus, created=self.t + 1.0, **kw))
+
+    def tick(self, after: float = 1.0) -> list[JournalEvent]:
+        self.t += after
+        out: list[JournalEvent] = [Tick(id=f"tick@{self.t}", at=self.t)]
+        self.events += out
+        return out
+
+
+# ---------------------------------------------------------------------- scenarios
+
+
+def within_cluster_queue(j: Journal) -> list[JournalEvent]:
+    """One ClusterQueue of 4 GPUs, ``withinClusterQueue: LowerPriority``;
+    ``team-a/low`` (2 GPUs, priority 10) and ``team-a/mid`` (2, 50) run."""
+    return j.objects(
+        flavor(),
+        priority_class("low", 10),
+        priority_class("mid", 50),
+        priority_class("high", 100),
+        cluster_queue("cq", gpus=4, within="LowerPriority"),
+        local_queue("team-a", "cq"),
+        job("team-a", "low", gpus=2, priority="low", created=j.t),
+        job("team-a", "mid", gpus=2, priority="mid", created=j.t + 0.5),
+    )
+
+
+def fair_sharing(j: Journal) -> list[JournalEvent]:
+    """Fair sharing on; a cohort of two ClusterQueues of 4 GPUs each
+    (``reclaimWithinCohort: Any``); team-a runs four Jobs of 2 GPUs: 8 GPUs,
+    borrowing all of cq-b's."""
+    evs = j.objects(
+        fair_sharing_config(),
+        flavor(),
+        cluster_queue("cq-a", gpus=4, cohort="pool", reclaim="Any"),
+        cluster_queue("cq-b", gpus=4, cohort="pool", reclaim="Any"),
+        local_queue("team-a", "cq-a"),
+        local_queue("team-b", "cq-b"),
+    )
+    for i in range(1, 5):
+        evs += j.job("team-a", f"a-{i}", gpus=2)
+    return evs
+
+
+def cohort_reclaim(j: Journal) -> list[JournalEvent]:
+    """Article 004's two teams; team-beta runs 8 + 2 + 2 GPUs: 4 borrowed."""
+    evs = j.objects(*article_004())
+    evs += j.job("team-beta", "beta-1", gpus=8, queue="training-queue")
+    evs += j.job("team-beta", "beta-2", gpus=2, queue="training-queue")
+    evs += j.job("team-beta", "beta-3", gpus=2, queue="training-queue")
+    return evs
