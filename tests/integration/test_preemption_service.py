@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pipeline_helpers import Pipeline, pipeline
@@ -97,6 +99,18 @@ async def check_plan(pipe: Pipeline, adm: Decision) -> PreemptionPlan:
     assert plan.preemptor == adm.workload and plan.victims == adm.victims
     assert plan.id == f"plan/{plan.preemptor}/{plan.based_on}"
     return plan
+
+
+async def caught_up(service: Any, timeout: float = 20.0) -> None:
+    """The service's ``kuota_consumer_lag`` reaches 0."""
+    deadline = time.monotonic() + timeout
+    lag = None
+    while time.monotonic() < deadline:
+        lag = service.metric("kuota_consumer_lag")
+        if lag == 0.0:
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"kuota-{service.name}: kuota_consumer_lag {lag}, not 0 in {timeout}s")
 
 
 async def start_both(pipe: Pipeline) -> None:
@@ -170,6 +184,10 @@ async def test_priority_preemption_within_a_cluster_queue(pipe: Pipeline) -> Non
     await check_plan(pipe, adm)
     # The shell's histogram saw it (the requeued victim's empty plan does not count).
     assert pipe.admission.metric(f"{LATENCY}_count") == 1.0
+    # Caught up, both at lag 0, though the journal now ends with the commit
+    # marker of the preemption service's last transaction (it counted as 1).
+    for service in (pipe.admission, pipe.preemption):
+        await caught_up(service)
     assert pipe.admission.terminate() == 0 and pipe.preemption.terminate() == 0
 
 

@@ -51,7 +51,7 @@ from redis.exceptions import RedisError
 
 import kuota.api
 import kuota.core
-from kuota.bus.processor import Replayer, ReplayError, TransactionalProcessor
+from kuota.bus.processor import Replayer, ReplayError, TransactionalProcessor, journal_lag
 from kuota.bus.settings import KafkaSettings, SettingsError
 from kuota.bus.topics import ensure_topics
 from kuota.core.fold import Fold
@@ -68,13 +68,12 @@ PARTITION = 0  # one journal partition today (see kuota.bus.topics)
 
 
 class _KafkaProcessor(TransactionalProcessor):
-    def end_offset(self, partition: int) -> int | None:
-        """The journal's end offset as of the last fetch (for the lag metric)."""
-        try:
-            hw = self.consumer.highwater(TopicPartition(self._input_topic, partition))
-        except AssertionError:  # not assigned yet
-            return None
-        return int(hw) if hw is not None else None
+    async def lag(self, partition: int) -> int | None:
+        """Journal records not consumed yet, as of the last fetch (the lag metric):
+        the end offset minus the consumer's position, which steps over
+        transaction markers (the offset after the last record folded does not:
+        a trailing commit marker would count as one record forever)."""
+        return await journal_lag(self.consumer, TopicPartition(self._input_topic, partition))
 
 
 class FatalError(RuntimeError):
@@ -191,7 +190,7 @@ class Processor(Protocol):
     async def committed_offsets(self) -> dict[int, int | None]: ...
     async def replay(self, *, partition: int, start: int, end: int, apply: Replayer) -> int: ...
     async def run_once(self, timeout_ms: int = 500) -> int: ...
-    def end_offset(self, partition: int) -> int | None: ...
+    async def lag(self, partition: int) -> int | None: ...
 
 
 class Service:
@@ -283,7 +282,7 @@ class Service:
                 self.metrics.refresh(
                     folder.fold,
                     next_offset=folder.next_offset,
-                    end_offset=proc.end_offset(PARTITION),
+                    lag=await proc.lag(PARTITION),
                 )
             # run_once returned: the transaction covering these events committed.
             await self._maybe_snapshot(store, folder, force=False)

@@ -199,7 +199,7 @@ class AdmissionMetrics:
 
     # ------------------------------------------------------------------ gauges
 
-    def refresh(self, fold: Fold, *, next_offset: int, end_offset: int | None) -> None:
+    def refresh(self, fold: Fold, *, next_offset: int, lag: int | None) -> None:
         """Gauges from the fold's summary; call after each batch."""
         pending: set[tuple[str, ...]] = set()
         usage: set[tuple[str, ...]] = set()
@@ -219,8 +219,8 @@ class AdmissionMetrics:
             self.usage.remove(*gone)
         self._gauge_labels, self._usage_labels = pending, usage
         self.position.set(next_offset)
-        if end_offset is not None:
-            self.lag.set(max(0, end_offset - next_offset))
+        if lag is not None:
+            self.lag.set(lag)
 
     def snapshot_saved(self, *, offset: int, size: int | None) -> None:
         self._snapshot_at = time.time()

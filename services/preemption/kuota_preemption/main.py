@@ -19,7 +19,6 @@ Configuration (environment): the Kafka settings (``kuota.bus.settings``),
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import signal
@@ -33,7 +32,7 @@ from aiokafka.errors import KafkaError
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.process_collector import ProcessCollector
 
-from kuota.bus.processor import ReplayError, TransactionalProcessor
+from kuota.bus.processor import ReplayError, TransactionalProcessor, journal_lag
 from kuota.bus.settings import KafkaSettings, SettingsError
 from kuota.bus.topics import ensure_topics
 from kuota.events.schema import JournalEvent
@@ -191,10 +190,9 @@ async def run(
         while not stop.is_set():
             if await proc.run_once():
                 metrics.position.set(folder.next_offset)
-                with contextlib.suppress(AssertionError):
-                    hw = proc.consumer.highwater(tp)
-                    if hw is not None:
-                        metrics.lag.set(max(0, hw - folder.next_offset))
+                lag = await journal_lag(proc.consumer, tp)
+                if lag is not None:
+                    metrics.lag.set(lag)
     finally:
         state["phase"] = "stopping"
         await proc.consumer.stop()  # also when never started: releases its client

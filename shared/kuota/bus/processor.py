@@ -56,6 +56,21 @@ Handler = Callable[[Sequence[ConsumerRecord[bytes, bytes]]], Sequence[OutRecord]
 Replayer = Callable[[Sequence[ConsumerRecord[bytes, bytes]]], None]
 
 
+async def journal_lag(consumer: AIOKafkaConsumer, tp: TopicPartition) -> int | None:
+    """Records of ``tp`` not consumed yet, as of the last fetch: its end offset
+    minus the consumer's position. The position steps over transaction markers;
+    the offset after the last record consumed does not, so a trailing commit
+    marker would count as a record forever. None before the first fetch."""
+    try:
+        high = consumer.highwater(tp)
+        if high is None:
+            return None
+        position: int = await consumer.position(tp)
+        return max(0, int(high) - position)
+    except (AssertionError, KeyError, TypeError):  # not assigned (yet)
+        return None
+
+
 class ReplayError(RuntimeError):
     """The journal range to replay cannot be read (truncated, or no progress)."""
 

@@ -134,8 +134,8 @@ class FakeProcessor:
         self.position = self.committed = batch[-1].offset + 1
         return len(batch)
 
-    def end_offset(self, partition: int) -> int | None:
-        return len(self.journal)
+    async def lag(self, partition: int) -> int | None:
+        return len(self.journal) - self.position
 
 
 class FakeStore:
@@ -320,12 +320,12 @@ def test_gauges_follow_the_summary_and_drop_vanished_queues() -> None:
     for i, e in enumerate(evs[:6]):
         fold.apply(e, offset=i)
     m = AdmissionMetrics()
-    m.refresh(fold, next_offset=6, end_offset=10)
+    m.refresh(fold, next_offset=6, lag=4)
     s = m.registry.get_sample_value
     usage = {"cluster_queue": "cq", "flavor": "f", "resource": "nvidia.com/gpu"}
     assert s("kuota_cluster_queue_resource_usage", usage) == 2.0
     assert s("kuota_pending_workloads", {"cluster_queue": "cq", "status": "pending"}) == 1
     assert s("kuota_consumer_lag") == 4
-    m.refresh(Fold(), next_offset=6, end_offset=6)
+    m.refresh(Fold(), next_offset=6, lag=0)
     assert s("kuota_cluster_queue_resource_usage", usage) is None
     assert s("kuota_consumer_lag") == 0
