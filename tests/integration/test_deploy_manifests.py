@@ -347,7 +347,7 @@ def test_webhook_service_and_registration(overlay: list[dict[str, Any]]) -> None
         {
             "apiGroups": ["batch"],
             "apiVersions": ["v1"],
-            "operations": ["CREATE"],
+            "operations": ["CREATE", "UPDATE"],
             "resources": ["jobs"],
             "scope": "Namespaced",
         }
@@ -355,6 +355,12 @@ def test_webhook_service_and_registration(overlay: list[dict[str, Any]]) -> None
     assert hook["objectSelector"]["matchExpressions"] == [
         {"key": "kueue.x-k8s.io/queue-name", "operator": "Exists"}
     ]
+    # Only the actuator's ServiceAccount may write kuota.dev/ annotations on Jobs.
+    actuator = one(overlay, "Deployment", "kuota-actuator")["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in container(ingest)["env"]}
+    assert env["KUOTA_WEBHOOK_TRUSTED_USERS"] == (
+        f"system:serviceaccount:{NAMESPACE}:{actuator['serviceAccountName']}"
+    )
 
 
 def test_network_policies(overlay: list[dict[str, Any]]) -> None:

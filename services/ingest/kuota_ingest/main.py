@@ -147,7 +147,7 @@ async def run(settings: IngestSettings, stop: asyncio.Event, *, started: float) 
             except (OSError, ValueError) as e:
                 raise StartupError(f"webhook certificate: {e}") from None
             runner = await _serve(
-                webhook_app(),
+                webhook_app(settings.webhook_trusted_users),
                 settings.webhook_host,
                 settings.webhook_port,
                 "webhook",
@@ -155,10 +155,11 @@ async def run(settings: IngestSettings, stop: asyncio.Event, *, started: float) 
             )
             stack.push_async_callback(runner.cleanup)
             log.info(
-                "webhook serving https://%s:%d%s",
+                "webhook serving https://%s:%d%s; kuota.dev/ annotations writable by %s",
                 settings.webhook_host,
                 settings.webhook_port,
                 PATH,
+                ", ".join(sorted(settings.webhook_trusted_users)),
             )
         else:
             log.info(

@@ -21,7 +21,7 @@ SKIPPED = Counter(
 )
 WEBHOOK = Counter(
     "kuota_ingest_webhook_requests",
-    "Mutating webhook requests, by outcome (suspended, unchanged, malformed)",
+    "Mutating webhook requests, by outcome (suspended, unchanged, refused, malformed)",
     ["outcome"],
 )
 LAST_TICK = Gauge(

@@ -10,6 +10,12 @@
 ``KUOTA_WEBHOOK_HOST``           its bind address (default 0.0.0.0)
 ``KUOTA_WEBHOOK_CERT_FILE``      serving certificate and key (PEM); both unset:
 ``KUOTA_WEBHOOK_KEY_FILE``       no webhook (logged)
+``KUOTA_WEBHOOK_TRUSTED_USERS``  comma-separated usernames of kuota's own
+                                 identities: the only ones the webhook lets
+                                 write ``kuota.dev/`` annotations on queued
+                                 Jobs (default the actuator's ServiceAccount,
+                                 ``system:serviceaccount:kuota-system:kuota-actuator``;
+                                 the local stack's services: ``kuota-admin``)
 ``KUOTA_CONFIG_FILE``            a Kueue Configuration file, re-read on change
 ``KUOTA_CONFIG_CONFIGMAP``       or ``namespace/name`` of a ConfigMap holding
                                  ``controller_manager_config.yaml``, watched
@@ -40,6 +46,8 @@ from kuota.store.settings import RedisSettings
 
 SERVICE_ACCOUNT_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 DEFAULT_SEEN_KEY = "kuota:ingest:seen"
+#: deploy/base's actuator: the identity that writes kuota.dev/ annotations on Jobs.
+DEFAULT_TRUSTED_USERS = frozenset({"system:serviceaccount:kuota-system:kuota-actuator"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +62,7 @@ class IngestSettings:
     webhook_host: str
     webhook_cert: str | None
     webhook_key: str | None
+    webhook_trusted_users: frozenset[str]
     config_file: str | None
     config_map: tuple[str, str] | None
     crd_retry_seconds: float
@@ -93,6 +102,12 @@ class IngestSettings:
         for var, path in (("KUOTA_WEBHOOK_CERT_FILE", cert), ("KUOTA_WEBHOOK_KEY_FILE", key)):
             if path is not None and not Path(path).is_file():
                 raise SettingsError(f"{var}={path}: no such file (make one: scripts/webhook-certs)")
+        trusted_raw = e.get("KUOTA_WEBHOOK_TRUSTED_USERS", "").strip()
+        trusted = frozenset(u.strip() for u in trusted_raw.split(",") if u.strip())
+        if trusted_raw and not trusted:
+            raise SettingsError(
+                f"KUOTA_WEBHOOK_TRUSTED_USERS={trusted_raw!r} names no user (want user,user,...)"
+            )
         config_file = e.get("KUOTA_CONFIG_FILE", "").strip() or None
         config_map_raw = e.get("KUOTA_CONFIG_CONFIGMAP", "").strip()
         if config_file and config_map_raw:
@@ -122,6 +137,7 @@ class IngestSettings:
             webhook_host=e.get("KUOTA_WEBHOOK_HOST", "0.0.0.0"),
             webhook_cert=cert,
             webhook_key=key,
+            webhook_trusted_users=trusted or DEFAULT_TRUSTED_USERS,
             config_file=config_file,
             config_map=config_map,
             crd_retry_seconds=_positive(e, "KUOTA_CRD_RETRY_SECONDS", 30.0),

@@ -1,7 +1,9 @@
 """The mutating webhook's HTTPS server: ``POST /mutate-batch-v1-job``.
 
-The answer itself is ``kuota.kube.admission_review.mutate_job``; this module
-reads the body, writes one log line and counts the outcome.
+The answer itself is ``kuota.kube.admission_review.mutate_job`` (CREATE: the
+rules, then suspend; UPDATE: the rules); this module reads the body, writes
+one log line and counts the outcome. ``trusted_users`` are kuota's own
+identities (``KUOTA_WEBHOOK_TRUSTED_USERS``).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import ssl
+from collections.abc import Collection
 
 from aiohttp import web
 
@@ -19,6 +22,7 @@ log = logging.getLogger("kuota_ingest.webhook")
 
 PATH = "/mutate-batch-v1-job"
 MAX_BODY = 3 * 1024 * 1024  # the apiserver's own request limit is 3 MiB
+TRUSTED = web.AppKey("trusted_users", frozenset[str])
 
 
 async def _mutate(request: web.Request) -> web.Response:
@@ -26,10 +30,14 @@ async def _mutate(request: web.Request) -> web.Response:
         body: object = json.loads(await request.read())
     except (ValueError, UnicodeDecodeError):
         body = None
-    answer = mutate_job(body)
+    trusted: frozenset[str] = request.app[TRUSTED]
+    answer = mutate_job(body, trusted_users=trusted)
     metrics.WEBHOOK.labels(answer.outcome).inc()
     level = logging.WARNING if answer.outcome == "malformed" else logging.INFO
-    log.log(level, "webhook %s %s: %s", answer.outcome, _who(body), answer.why)
+    why = answer.why
+    if answer.outcome == "refused":
+        why += ": " + str(answer.review["response"]["status"]["message"])
+    log.log(level, "webhook %s %s: %s", answer.outcome, _who(body), why)
     return web.json_response(answer.review)
 
 
@@ -49,8 +57,9 @@ async def _healthz(_: web.Request) -> web.Response:
     return web.Response(text="ok")
 
 
-def webhook_app() -> web.Application:
+def webhook_app(trusted_users: Collection[str] = frozenset()) -> web.Application:
     app = web.Application(client_max_size=MAX_BODY)
+    app[TRUSTED] = frozenset(trusted_users)
     app.router.add_post(PATH, _mutate)
     app.router.add_get("/healthz", _healthz)
     return app

@@ -9,7 +9,11 @@ ordering need:
   WorkloadPriorityClass;
 - ``creation_seconds``: annotation ``kuota.dev/created-at`` (seconds), else
   ``metadata.creationTimestamp`` (RFC 3339, parsed, never compared with a
-  clock), else the event time ``at``;
+  clock), else the event time ``at``. The annotation is for synthetic journals
+  only (the simulator sets it at submission, tests use it): ingest journals
+  real Jobs without it (``kuota.kube.translate``) and the webhook refuses it
+  from users, so a real Job's place in its queue comes from the apiserver's
+  ``creationTimestamp`` (whole seconds; ties break by workload key);
 - pods: ``parallelism`` (default 1, at most ``MAX_PODS``) capped by
   ``completions``, as Kueue's ``podsCount``;
 - per-pod requests as Kubernetes' ``PodRequests`` computes them: a resource
@@ -22,7 +26,8 @@ ordering need:
   selector, required node affinity (``matchExpressions``; ``matchFields`` are
   not read) and tolerations, for flavor matching;
 - ``active`` is false only with annotation ``kuota.dev/active: "false"``
-  (``spec.suspend`` is Kueue's lever, not the user's intent).
+  (``spec.suspend`` is Kueue's lever, not the user's intent): the one
+  ``kuota.dev/`` annotation users may write, as Kueue's ``Workload.spec.active``.
 
 Jobs of one kind share their pod template: the PodSet read from a pod spec is
 memoised by ``(pod count, marshal.dumps(pod spec, 2))``. ``marshal`` accepts

@@ -7,7 +7,34 @@ unsuspends it. kuota does the same with ``mutate_job``: for an
 carries the ``kueue.x-k8s.io/queue-name`` label and is not already suspended,
 the answer is ``allowed: true`` with a JSONPatch ``add /spec/suspend true``
 (``add`` replaces an existing member, so one operation covers ``false`` and
-absent). Everything else is allowed unchanged.
+absent). UPDATEs are never mutated.
+
+What a user may change (``refusals``)
+    Before that, every CREATE and UPDATE of a queued Job (the queue label on
+    the new or the old object) goes through ``RULES``: the one place that
+    decides what a user may change. A rule reads a :class:`Change` (the
+    operation, who asks, the old and new Job, and whether the asker is one of
+    kuota's own identities) and returns its reasons to refuse, each a
+    Kubernetes-style field error. With any reason the answer is
+    ``allowed: false``, HTTP 403 ``Forbidden``, every reason in the message;
+    ``kubectl`` shows it as ``admission webhook "mutate-batch-v1-job.kuota.dev"
+    denied the request: <message>``. Refusing, not stripping: the user learns
+    at once which annotation was wrong and why, instead of a Job that silently
+    differs from what they applied (and a ``kubectl apply`` that fights a
+    webhook restoring old values).
+
+    The rule today, ``kuota_annotations``: only kuota's identities
+    (``trusted_users``: ingest's ``KUOTA_WEBHOOK_TRUSTED_USERS``, by default
+    the actuator's ServiceAccount ``system:serviceaccount:kuota-system:kuota-actuator``)
+    may add, change or remove a ``kuota.dev/`` annotation of a Job.
+    ``kuota.dev/active`` is the exception: the user's lever to deactivate a
+    workload, as Kueue's ``Workload.spec.active``. On CREATE every such
+    annotation counts as added; on UPDATE the ones whose presence or value
+    differs from the old Job's — or every one, when the old Job was not
+    queued, since kuota writes only to queued Jobs (otherwise a user could set
+    an annotation on an unqueued Job and add the queue label later). A Job
+    that carries the actuator's annotations can be edited freely otherwise:
+    ``kubectl apply`` and ``patch`` leave them as they are.
 
 A malformed review is answered ``allowed: true`` with a warning, never an
 error: whether an unreadable request may pass is the
@@ -20,15 +47,31 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from kuota.api.parse_job import QUEUE_NAME_LABEL
+from kuota.api.parse_job import ACTIVE_ANNOTATION, CREATED_AT_ANNOTATION, QUEUE_NAME_LABEL
+from kuota.core.actuation import ANN_DECISION_ID, ANN_DECISION_OFFSET, ANN_ORIGINAL
 
 SUSPEND_PATCH = [{"op": "add", "path": "/spec/suspend", "value": True}]
+KUOTA_PREFIX = "kuota.dev/"
+#: ``kuota.dev/`` annotations users may write on their Jobs.
+USER_ANNOTATIONS = frozenset({ACTIVE_ANNOTATION})
+#: Why a ``kuota.dev/`` annotation is kuota's, for the message (default: bookkeeping).
+_WHY = {
+    CREATED_AT_ANNOTATION: (
+        "queue order comes from metadata.creationTimestamp, which the apiserver sets"
+    ),
+    ANN_DECISION_ID: "the actuator's record of the decision it applied",
+    ANN_DECISION_OFFSET: "the actuator's record of the decision it applied",
+    ANN_ORIGINAL: "the actuator's record of the pod template's own scheduling",
+}
+_SIMULATION = frozenset(
+    {"kuota.dev/submit-at", "kuota.dev/run-for", "kuota.dev/ready-after", "kuota.dev/delete-at"}
+)
 
-Outcome = Literal["suspended", "unchanged", "malformed"]
+Outcome = Literal["suspended", "unchanged", "refused", "malformed"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +79,75 @@ class Answer:
     review: dict[str, Any]  # the AdmissionReview to send back
     outcome: Outcome
     why: str  # for the log
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """What the rules read of one CREATE or UPDATE of a Job."""
+
+    operation: str  # "CREATE" or "UPDATE"
+    user: str  # request.userInfo.username ("" if absent)
+    trusted: bool  # one of kuota's own identities
+    old: Mapping[str, Any]  # the stored Job on UPDATE; {} on CREATE
+    new: Mapping[str, Any]  # the Job as it would be stored
+
+
+def _annotations(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    md = obj.get("metadata")
+    annotations = md.get("annotations") if isinstance(md, Mapping) else None
+    return annotations if isinstance(annotations, Mapping) else {}
+
+
+def queued(obj: Mapping[str, Any]) -> bool:
+    """The Job carries the ``kueue.x-k8s.io/queue-name`` label."""
+    md = obj.get("metadata")
+    labels = md.get("labels") if isinstance(md, Mapping) else None
+    return isinstance(labels, Mapping) and QUEUE_NAME_LABEL in labels
+
+
+def _why(key: str) -> str:
+    if key in _WHY:
+        return _WHY[key]
+    if key in _SIMULATION:
+        return "a simulator annotation, meaningless on a cluster"
+    return "kuota's own bookkeeping"
+
+
+def kuota_annotations(change: Change) -> list[str]:
+    """Refuse a user's addition, change or removal of a ``kuota.dev/`` annotation."""
+    if change.trusted:
+        return []
+    new = _annotations(change.new)
+    old = _annotations(change.old) if change.operation == "UPDATE" and queued(change.old) else {}
+    keys = {k for k in (*new, *old) if isinstance(k, str) and k.startswith(KUOTA_PREFIX)}
+    who = f'user "{change.user}"' if change.user else "an anonymous user"
+    out: list[str] = []
+    for key in sorted(keys - USER_ANNOTATIONS):
+        if key not in old:
+            verb, fix = "set", "remove it"
+        elif key not in new:
+            verb, fix = "remove", "keep it"
+        elif new[key] != old[key]:
+            verb, fix = "change", "keep the value kuota wrote"
+        else:
+            continue
+        out.append(
+            f"metadata.annotations[{key}]: Forbidden: {who} may not {verb} it: only kuota "
+            f"writes kuota.dev/ annotations ({_why(key)}); {fix}"
+        )
+    if out:
+        out.append(f"{ACTIVE_ANNOTATION} is the one kuota.dev/ annotation users may set")
+    return out
+
+
+Rule = Callable[[Change], list[str]]
+#: Every rule a CREATE or UPDATE of a queued Job must pass, in order.
+RULES: tuple[Rule, ...] = (kuota_annotations,)
+
+
+def refusals(change: Change, rules: tuple[Rule, ...] = RULES) -> list[str]:
+    """Every reason to refuse ``change`` (empty: it may be stored)."""
+    return [reason for rule in rules for reason in rule(change)]
 
 
 def _review(
@@ -50,8 +162,23 @@ def _review(
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
 
 
-def mutate_job(body: object) -> Answer:
-    """The answer to one AdmissionReview body (already decoded from JSON)."""
+def _refusal(uid: str, message: str) -> dict[str, Any]:
+    status = {"code": 403, "reason": "Forbidden", "message": message}
+    response = {"uid": uid, "allowed": False, "status": status}
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
+
+
+def _user(request: Mapping[str, Any]) -> str:
+    info = request.get("userInfo")
+    name = info.get("username") if isinstance(info, Mapping) else None
+    return name if isinstance(name, str) else ""
+
+
+def mutate_job(body: object, *, trusted_users: Collection[str] = frozenset()) -> Answer:
+    """The answer to one AdmissionReview body (already decoded from JSON).
+
+    ``trusted_users``: the usernames of kuota's own identities (the rules let
+    them write what users may not)."""
     request = body.get("request") if isinstance(body, Mapping) else None
     if not isinstance(request, Mapping):
         why = "not an AdmissionReview with a request"
@@ -66,19 +193,33 @@ def mutate_job(body: object) -> Answer:
     if (kind.get("group"), kind.get("kind")) != ("batch", "Job"):
         why = f"not a batch Job ({kind.get('group')}/{kind.get('kind')})"
         return Answer(_review(uid), "unchanged", why)
-    if request.get("operation") != "CREATE":
-        return Answer(_review(uid), "unchanged", f"operation {request.get('operation')}")
+    operation = request.get("operation")
+    if operation not in ("CREATE", "UPDATE"):
+        return Answer(_review(uid), "unchanged", f"operation {operation}")
     job = request.get("object")
     metadata = job.get("metadata") if isinstance(job, Mapping) else None
     spec = job.get("spec") if isinstance(job, Mapping) else None
-    if not isinstance(metadata, Mapping) or not isinstance(spec, Mapping):
+    if (
+        not isinstance(job, Mapping)
+        or not isinstance(metadata, Mapping)
+        or (operation == "CREATE" and not isinstance(spec, Mapping))
+    ):
         why = "the Job has no metadata or spec"
         return Answer(_review(uid, warning=f"kuota: {why}; allowed unchanged"), "malformed", why)
-    labels = metadata.get("labels")
-    if not isinstance(labels, Mapping) or QUEUE_NAME_LABEL not in labels:
+    old = request.get("oldObject") if operation == "UPDATE" else None
+    old = old if isinstance(old, Mapping) else {}
+    if not queued(job) and not queued(old):
         return Answer(_review(uid), "unchanged", f"no {QUEUE_NAME_LABEL} label")
+    user = _user(request)
+    change = Change(operation, user, user in trusted_users, old, job)
+    reasons = refusals(change)
+    if reasons:
+        return Answer(_refusal(uid, "; ".join(reasons)), "refused", f"{operation} by {user}")
+    if operation == "UPDATE":
+        return Answer(_review(uid), "unchanged", "update allowed")
+    assert isinstance(spec, Mapping)
     if spec.get("suspend") is True:
         return Answer(_review(uid), "unchanged", "already suspended")
-    return Answer(
-        _review(uid, patch=SUSPEND_PATCH), "suspended", f"queue {labels.get(QUEUE_NAME_LABEL)}"
-    )
+    labels = metadata.get("labels")
+    queue = labels.get(QUEUE_NAME_LABEL) if isinstance(labels, Mapping) else None
+    return Answer(_review(uid, patch=SUSPEND_PATCH), "suspended", f"queue {queue}")

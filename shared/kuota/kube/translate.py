@@ -14,6 +14,14 @@ What is journaled
     A LIST's items carry no ``apiVersion``; it is filled in from
     :data:`API_VERSIONS` so the journal always says which version it holds.
 
+    This is the trust boundary between the cluster and the journal: a Job is
+    journaled without the annotations of :data:`SIMULATION_ANNOTATIONS`
+    (``kuota.dev/created-at``), which the fold reads but which only synthetic
+    journals (the simulator, tests) may carry. So a real Job's place in its
+    queue comes from ``metadata.creationTimestamp``, which the apiserver sets,
+    whoever wrote the annotation (the webhook also refuses it from users,
+    ``kuota.kube.admission_review``).
+
 When an upsert is journaled (the digest rule)
     Only when something the fold reads changed. :func:`fold_digest` hashes a
     projection of the object: ``kind``, ``metadata`` name, namespace, uid,
@@ -33,9 +41,9 @@ When an upsert is journaled (the digest rule)
       selector is journaled. An annotation that cannot be read makes both
       fields unknown: the digest changes once and the Job is journaled as
       it is;
-    - annotations prefixed ``kuota.dev/`` other than ``kuota.dev/created-at``
-      and ``kuota.dev/active``, which users set and the fold reads (e.g.
-      ``kuota.dev/decision-id``, written by the actuator).
+    - annotations prefixed ``kuota.dev/`` other than ``kuota.dev/active``,
+      the one users set and the fold reads (e.g. ``kuota.dev/decision-id``,
+      written by the actuator; ``kuota.dev/created-at``, never journaled).
 
     A status-only change (a Job's pod counts, a Namespace's phase, a
     ClusterQueue's status) therefore journals nothing, however often it
@@ -79,6 +87,7 @@ from typing import Any
 
 import yaml
 
+from kuota.api.parse_job import ACTIVE_ANNOTATION, CREATED_AT_ANNOTATION
 from kuota.events.schema import (
     JournalEvent,
     ObjectDeleted,
@@ -102,9 +111,15 @@ API_VERSIONS: dict[str, str] = {
     "WorkloadPriorityClass": "kueue.x-k8s.io/v1beta2",
 }
 KUOTA_ANNOTATION_PREFIX = "kuota.dev/"
-# kuota.dev/ annotations the fold reads (kuota.api.parse_job); every other one
-# is kuota's own bookkeeping and ignored by the digest.
-FOLD_ANNOTATIONS = frozenset({"kuota.dev/created-at", "kuota.dev/active"})
+# kuota.dev/ annotations the fold reads on a real Job (kuota.api.parse_job):
+# kuota.dev/active is the user's lever to deactivate a workload (Kueue's
+# Workload spec.active). Every other kuota.dev/ one is kuota's own bookkeeping
+# and ignored by the digest.
+FOLD_ANNOTATIONS = frozenset({ACTIVE_ANNOTATION})
+# kuota.dev/ annotations the fold reads that only synthetic journals may carry:
+# a real Job is journaled without them (the queue order of real Jobs comes from
+# metadata.creationTimestamp).
+SIMULATION_ANNOTATIONS = frozenset({CREATED_AT_ANNOTATION})
 # Written by the actuator (kuota.core.actuation.ANN_ORIGINAL): the pod template's
 # nodeSelector and tolerations before the first flavor was injected.
 ORIGINAL_SCHEDULING_ANNOTATION = "kuota.dev/original-pod-template-scheduling"
@@ -207,12 +222,16 @@ def _pod_spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def journal_object(kind: str, obj: Mapping[str, Any]) -> dict[str, Any]:
     """The manifest as journaled: no status, no managed fields, kind and apiVersion
-    set; a Job's pod template with the user's own node selector and tolerations."""
+    set; a Job without the simulation-only annotations, its pod template with the
+    user's own node selector and tolerations."""
     out = {k: copy.deepcopy(v) for k, v in obj.items() if k != "status"}
     md = out.get("metadata")
     if isinstance(md, dict):
         md.pop("managedFields", None)
         annotations = md.get("annotations")
+        if kind == "Job" and isinstance(annotations, dict):
+            for k in SIMULATION_ANNOTATIONS:
+                annotations.pop(k, None)
         if (
             kind == "Job"
             and isinstance(annotations, Mapping)

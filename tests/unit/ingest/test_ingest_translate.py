@@ -152,6 +152,31 @@ def test_list_items_get_kind_and_api_version() -> None:
     assert t.events[0].object["apiVersion"] == "kueue.x-k8s.io/v1beta2"
 
 
+def test_a_real_jobs_created_at_annotation_is_not_journaled() -> None:
+    """The trust boundary: whoever back-dated ``kuota.dev/created-at``, the fold
+    orders the journaled Job by the apiserver's creationTimestamp."""
+    from kuota.api.parse import parse_job
+    from kuota.api.types import WorkloadSpec
+
+    job = JobB().annotate(**{"kuota.dev/created-at": "1", "kuota.dev/active": "false", "t": "x"})
+    t = upsert(job.m)
+    journaled = t.events[0].object
+    assert journaled["metadata"]["annotations"] == {"kuota.dev/active": "false", "t": "x"}
+    assert "kuota.dev/created-at" in job.m["metadata"]["annotations"], "the input is not mutated"
+    spec = parse_job(journaled, at=AT)
+    assert isinstance(spec, WorkloadSpec)
+    assert spec.creation_seconds == 1_767_225_600.0, "2026-01-01T00:00:00Z, not 1"
+    assert spec.active is False, "kuota.dev/active, the user's lever, is journaled"
+    # The same object fed to the fold directly (a synthetic journal) keeps it.
+    direct = parse_job(job.m, at=AT)
+    assert isinstance(direct, WorkloadSpec) and direct.creation_seconds == 1.0
+    # Only Jobs: another kind's annotations are journaled as they are.
+    cm = {"metadata": {"name": "c", "annotations": {"kuota.dev/created-at": "1"}}}
+    assert journal_object("ConfigMap", cm)["metadata"]["annotations"] == {
+        "kuota.dev/created-at": "1"
+    }
+
+
 # --------------------------------------------------------------------------- the digest rule
 
 
@@ -187,7 +212,9 @@ DIGEST_CASES = [
     DigestCase("container resources", lambda j: j.pod_spec(containers=[{"name": "d"}]), True),
     DigestCase("active annotation", lambda j: j.annotate(**{"kuota.dev/active": "false"}), True),
     DigestCase(
-        "created-at annotation", lambda j: j.annotate(**{"kuota.dev/created-at": "5"}), True
+        "created-at annotation (never journaled)",
+        lambda j: j.annotate(**{"kuota.dev/created-at": "5"}),
+        False,
     ),
     DigestCase("user annotation", lambda j: j.annotate(team="x"), True),
     DigestCase(

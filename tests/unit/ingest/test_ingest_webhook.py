@@ -18,6 +18,8 @@ from kuota_ingest.settings import IngestSettings
 from kuota_ingest.webhook import PATH, webhook_app
 
 QUEUE = "kueue.x-k8s.io/queue-name"
+ALICE = "system:serviceaccount:team-a:alice"
+ACTUATOR = "system:serviceaccount:kuota-system:kuota-actuator"
 
 
 def review(
@@ -26,21 +28,27 @@ def review(
     labels: dict[str, str] | None = None,
     suspend: bool | None = None,
     kind: tuple[str, str] = ("batch", "Job"),
+    annotations: dict[str, str] | None = None,
+    user: str = ALICE,
+    old: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     spec: dict[str, Any] = {"template": {}}
     if suspend is not None:
         spec["suspend"] = suspend
-    return {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "rev-1",
-            "kind": {"group": kind[0], "version": "v1", "kind": kind[1]},
-            "operation": operation,
-            "namespace": "team-a",
-            "object": {"metadata": {"name": "j", "labels": labels or {}}, "spec": spec},
-        },
+    md: dict[str, Any] = {"name": "j", "labels": labels or {}}
+    if annotations is not None:
+        md["annotations"] = annotations
+    request: dict[str, Any] = {
+        "uid": "rev-1",
+        "kind": {"group": kind[0], "version": "v1", "kind": kind[1]},
+        "operation": operation,
+        "namespace": "team-a",
+        "userInfo": {"username": user, "groups": ["system:authenticated"]},
+        "object": {"metadata": md, "spec": spec},
     }
+    if old is not None:
+        request["oldObject"] = old
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
 
 
 def patch_of(answer: dict[str, Any]) -> list[dict[str, Any]] | None:
@@ -78,6 +86,139 @@ def test_answers(body: dict[str, Any], outcome: str, patch: Any) -> None:
     assert "warnings" not in a.review["response"]
 
 
+# --------------------------------------------------------------------------- kuota.dev/ annotations
+
+CREATED_AT = "kuota.dev/created-at"
+DECISION = "kuota.dev/decision-id"
+TRUSTED = frozenset({ACTUATOR})
+
+
+def stored(annotations: dict[str, str], labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """The Job as stored, the ``oldObject`` of an UPDATE."""
+    md = {"name": "j", "labels": {QUEUE: "lq"} if labels is None else labels}
+    return {"metadata": {**md, "annotations": annotations}, "spec": {"suspend": True}}
+
+
+def refusal(a: Any) -> str:
+    """The message of a refused answer (and the shape the apiserver wants)."""
+    assert a.outcome == "refused"
+    response = a.review["response"]
+    assert response["uid"] == "rev-1" and response["allowed"] is False
+    assert "patch" not in response, "a refusal mutates nothing"
+    assert (response["status"]["code"], response["status"]["reason"]) == (403, "Forbidden")
+    message: str = response["status"]["message"]
+    return message
+
+
+def test_a_user_who_back_dates_created_at_is_refused_with_the_reason() -> None:
+    body = review(labels={QUEUE: "lq"}, annotations={CREATED_AT: "0"})
+    message = refusal(mutate_job(body, trusted_users=TRUSTED))
+    assert message == (
+        f'metadata.annotations[kuota.dev/created-at]: Forbidden: user "{ALICE}" may not set '
+        "it: only kuota writes kuota.dev/ annotations (queue order comes from "
+        "metadata.creationTimestamp, which the apiserver sets); remove it; "
+        "kuota.dev/active is the one kuota.dev/ annotation users may set"
+    )
+
+
+def test_every_kuota_annotation_is_named_once_sorted() -> None:
+    ann = {DECISION: "d", CREATED_AT: "0", "kuota.dev/run-for": "1s", "owner": "x"}
+    message = refusal(mutate_job(review(labels={QUEUE: "lq"}, annotations=ann)))
+    named = [part.split("]")[0] for part in message.split("metadata.annotations[")[1:]]
+    assert named == [CREATED_AT, DECISION, "kuota.dev/run-for"]
+    assert "the actuator's record of the decision it applied" in message
+    assert "a simulator annotation, meaningless on a cluster" in message
+    assert "owner" not in message, "other annotations are the user's business"
+
+
+@pytest.mark.parametrize(
+    ("body", "outcome"),
+    [
+        (review(labels={QUEUE: "lq"}, annotations={"kuota.dev/active": "false"}), "suspended"),
+        (review(labels={QUEUE: "lq"}, annotations={CREATED_AT: "0"}, user=ACTUATOR), "suspended"),
+        (review(labels={}, annotations={CREATED_AT: "0"}), "unchanged"),
+        (review(labels={QUEUE: "lq"}, annotations={"example.com/kuota.dev/x": "1"}), "suspended"),
+    ],
+    ids=["active is the user's", "kuota's identity", "not queued", "another prefix"],
+)
+def test_create_allowed(body: dict[str, Any], outcome: str) -> None:
+    a = mutate_job(body, trusted_users=TRUSTED)
+    assert a.outcome == outcome
+    assert a.review["response"]["allowed"] is True
+
+
+def test_with_no_trusted_users_kuotas_identity_is_a_user_too() -> None:
+    body = review(labels={QUEUE: "lq"}, annotations={CREATED_AT: "0"}, user=ACTUATOR)
+    assert ACTUATOR in refusal(mutate_job(body))
+    anonymous = review(labels={QUEUE: "lq"}, annotations={CREATED_AT: "0"}, user="")
+    assert "an anonymous user may not set it" in refusal(mutate_job(anonymous))
+
+
+Q = {QUEUE: "lq"}
+UPDATE_REFUSED = [
+    ("set", stored({}), {DECISION: "d"}),
+    ("change", stored({DECISION: "d"}), {DECISION: "e"}),
+    ("remove", stored({DECISION: "d", "team": "x"}), {"team": "x"}),
+    ("set", stored({DECISION: "d"}, labels={}), {DECISION: "d"}),  # queued by this update
+    ("set", stored({}), {CREATED_AT: "0"}),
+]
+
+
+@pytest.mark.parametrize(
+    ("verb", "old", "new"),
+    UPDATE_REFUSED,
+    ids=["add", "change", "remove", "label added", "created-at"],
+)
+def test_a_users_update_of_a_kuota_annotation_is_refused(
+    verb: str, old: dict[str, Any], new: dict[str, str]
+) -> None:
+    body = review(operation="UPDATE", labels=Q, annotations=new, old=old)
+    message = refusal(mutate_job(body, trusted_users=TRUSTED))
+    assert f'user "{ALICE}" may not {verb} it' in message
+    fix = {"set": "remove it", "change": "keep the value kuota wrote", "remove": "keep it"}[verb]
+    assert f"); {fix}" in message
+    # kuota's own identity may do exactly the same
+    trusted = review(operation="UPDATE", labels=Q, annotations=new, old=old, user=ACTUATOR)
+    a = mutate_job(trusted, trusted_users=TRUSTED)
+    assert (a.outcome, a.review["response"]["allowed"]) == ("unchanged", True)
+    assert "patch" not in a.review["response"], "an UPDATE is never mutated"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "labels"),
+    [
+        (stored({DECISION: "d"}), {DECISION: "d", "team": "y"}, Q),  # kept as kuota wrote it
+        (stored({}), {"kuota.dev/active": "false"}, Q),  # the user's lever
+        (stored({"kuota.dev/active": "false"}), {}, Q),
+        (stored({DECISION: "d"}), {DECISION: "d"}, {}),  # the queue label removed
+        (stored({}, labels={}), {DECISION: "d"}, {}),  # never queued
+    ],
+    ids=["kept", "active set", "active removed", "label removed", "not queued"],
+)
+def test_a_users_update_that_keeps_kuotas_annotations_is_allowed(
+    old: dict[str, Any], new: dict[str, str], labels: dict[str, str]
+) -> None:
+    body = review(operation="UPDATE", labels=labels, suspend=False, annotations=new, old=old)
+    a = mutate_job(body, trusted_users=TRUSTED)
+    assert (a.outcome, a.review["response"]["allowed"]) == ("unchanged", True)
+    assert "patch" not in a.review["response"], "an UPDATE never re-suspends"
+
+
+def test_rules_are_one_list_a_new_rule_joins() -> None:
+    """The seam later rules (spec.suspend, the queue label) plug into."""
+    from kuota.kube.admission_review import RULES, Change, kuota_annotations, refusals
+
+    assert kuota_annotations in RULES
+    change = Change("UPDATE", ALICE, False, stored({}), stored({CREATED_AT: "0"}))
+
+    def no_suspend(c: Change) -> list[str]:
+        return [] if c.trusted else ["spec.suspend: Forbidden: kuota's lever"]
+
+    reasons = refusals(change, (*RULES, no_suspend))
+    assert len(reasons) == 3 and reasons[-1].startswith("spec.suspend")
+    assert refusals(Change("UPDATE", ACTUATOR, True, stored({}), stored({CREATED_AT: "0"}))) == []
+
+
 def _no_uid() -> dict[str, Any]:
     r = review()
     del r["request"]["uid"]
@@ -112,6 +253,22 @@ async def test_http_handler() -> None:
         assert body["response"]["allowed"] is True and body["response"]["warnings"]
         resp = await http.get("/healthz")
         assert resp.status == 200
+    async with TestClient(TestServer(webhook_app(TRUSTED))) as http:
+        back_dated = review(labels={QUEUE: "lq"}, annotations={CREATED_AT: "0"})
+        resp = await http.post(PATH, json=back_dated)
+        assert resp.status == 200, "a refusal is an answer, not an HTTP error"
+        assert "kuota.dev/created-at" in refusal_of(await resp.json())
+        resp = await http.post(
+            PATH,
+            json=review(labels={QUEUE: "lq"}, annotations={CREATED_AT: "0"}, user=ACTUATOR),
+        )
+        assert patch_of(await resp.json()) == SUSPEND, "kuota's identity, as configured"
+
+
+def refusal_of(body: dict[str, Any]) -> str:
+    response = body["response"]
+    assert response["allowed"] is False and response["status"]["code"] == 403
+    return str(response["status"]["message"])
 
 
 # --------------------------------------------------------------------------- settings
@@ -131,6 +288,11 @@ def test_settings_defaults(kubeconfig: str) -> None:
     assert (s.metrics_port, s.webhook_port, s.tick_seconds) == (9101, 9443, 1.0)
     assert s.seen_key == "kuota:ingest:seen"
     assert not s.webhook_enabled, "no certificate: no webhook"
+    assert s.webhook_trusted_users == {ACTUATOR}, "deploy/base's actuator"
+    s = IngestSettings.from_env(
+        {**BASE, "KUBECONFIG": kubeconfig, "KUOTA_WEBHOOK_TRUSTED_USERS": " kuota-admin, u2,"}
+    )
+    assert s.webhook_trusted_users == {"kuota-admin", "u2"}
     s = IngestSettings.from_env({**BASE, "KUBECONFIG": kubeconfig, "KUOTA_TOPIC_PREFIX": "t-1."})
     assert s.seen_key == "kuota:ingest:seen:t-1.journal", "a test's memory is its own"
 
@@ -148,6 +310,7 @@ def test_settings_defaults(kubeconfig: str) -> None:
         ({"KUOTA_CONFIG_CONFIGMAP": "just-a-name"}, "namespace/name"),
         ({"KUOTA_CONFIG_CONFIGMAP": "a/b", "KUOTA_CONFIG_FILE": "/f"}, "not both"),
         ({"KUOTA_CONFIG_FILE": "/nonexistent"}, "no such file"),
+        ({"KUOTA_WEBHOOK_TRUSTED_USERS": " , "}, "names no user"),
     ],
 )
 def test_settings_errors_are_one_clear_line(
