@@ -137,7 +137,7 @@ class Journal:
 
 
 def expected(events_at: list[tuple[int, JournalEvent]]) -> list[Decision]:
-    fold = Fold()
+    fold = Fold(preemption="plans")  # the admission service's mode
     out: list[Decision] = []
     for offset, ev in events_at:
         out += fold.apply(ev, offset=offset)

@@ -307,7 +307,7 @@ async def test_poison_records_are_dead_lettered_and_nothing_waits(rig: Rig) -> N
         )
 
         # In order, exactly what the fold gives for the good events alone.
-        fold = Fold()
+        fold = Fold(preemption="plans")  # the admission service's mode
         want = [d for off, ev in rig.written for d in fold.apply(ev, offset=off)]
         got = decisions.decisions()
         assert [(d.type, d.workload, d.cause_offset) for d in got] == [
