@@ -338,6 +338,21 @@ async def test_actuator_applies_decisions(
         # but then the latency figure below is the steady-state one.
         await eventually(live, "the actuator live")
 
+        # ------------------------------------------------- the quota in force
+        # As the fold announces a ClusterQueue's quota: the status's only source of it.
+        await producer.send(
+            Decision(
+                id=f"quota-{run}",
+                cause="test/cq",
+                cause_offset=0,
+                at=time.time(),
+                type="QuotaChanged",
+                cluster_queue=stack.cq,
+                object=f"ClusterQueue {stack.cq}",
+                quota={stack.flavor: {"cpu": {"nominalQuota": "4"}}},
+            )
+        )
+
         # ---------------------------------------------------------------- Admitted
         admitted = await producer.send(admitted_decision(run, stack, workload, uid, 1))
 
@@ -385,8 +400,10 @@ async def test_actuator_applies_decisions(
             lambda: _when(job_events(), lambda e: "Admitted" in e and "Started" in e),
             "Admitted and Started events",
         )
+        created_at = created.metadata.creation_timestamp.timestamp()
         assert events["Admitted"] == (
-            f"Admitted by ClusterQueue {stack.cq}, wait time since reservation was 0s"
+            f"Admitted by ClusterQueue {stack.cq}, wait time since creation was "
+            f"{max(0.0, admitted.at - created_at):.0f}s"
         )
 
         async def cq_admitted() -> dict[str, Any] | None:
@@ -406,6 +423,15 @@ async def test_actuator_applies_decisions(
 
         doc = await eventually(redis_doc, f"Redis {redis_key} field {stack.cq}")
         assert doc["updated_at"] > 0 and doc["flavorsUsage"] == status["flavorsUsage"]
+        assert doc["quota"] == [
+            {
+                "flavor": stack.flavor,
+                "resource": "cpu",
+                "nominalQuota": "4",
+                "borrowingLimit": None,
+                "lendingLimit": None,
+            }
+        ]
 
         # ------------------------------------------------------ the same again
         # The Job controller writes the Job's status while its pod starts; wait

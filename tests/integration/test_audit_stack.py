@@ -320,7 +320,7 @@ async def test_status_renders_the_actuator_read_model_from_redis(rig: Rig) -> No
         model.apply(d)
     key = f"{rig.instance}:status:clusterqueues"
     docs = {}
-    for name, status in statuses(model, []).items():
+    for name, status in statuses(model).items():
         doc = {"name": name, **status, "pendingByStatus": model.pending(name)}
         docs[name] = json.dumps({**doc, "updated_at": 1_767_225_600.0})
     await rig.redis.hset(key, mapping=docs)  # type: ignore[misc]

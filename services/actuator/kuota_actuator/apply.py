@@ -9,7 +9,8 @@ precondition; repeat until the step was final. An admission is therefore a
 single PATCH: unsuspend, the flavors' nodeSelector and tolerations, and the
 decision-id annotation, atomically. A ``Wait`` step (a suspended Job whose
 pods the Job controller has not taken down yet) sleeps until the watch shows
-the Job changed (or a growing pause, then a GET), up to ``wait_timeout``. At
+the Job changed (or a growing pause, then a GET); a stop gives up after
+``wait_timeout`` (reported ``StopTimeout``), an admission waits on. At
 most ``slots`` steps make API calls at once; waits and backoffs hold no slot.
 
 Errors:
@@ -26,7 +27,10 @@ Errors:
   nothing.
 - Permanent: the Job is gone (404) or replaced (uid), the flavor is missing or
   conflicts, 4xx other than 409/429. Reported to the journal as
-  ``ActuationFailed``; the decision is done with.
+  ``ActuationFailed``; the decision is done with. For an Admitted decision
+  the fold then releases the quota (an ``Evicted`` decision with this
+  reason, a no-op here: the Job was never unsuspended) and holds the
+  workload until its Job changes.
 
 Never twice: the write that completes a decision records its id and order on
 the Job; ``plan`` skips a decision that is recorded or not after the recorded
@@ -58,6 +62,7 @@ from typing import Any
 
 from kuota.core.actuation import (
     JOB_MUTATING,
+    STOPPING,
     DecisionOrder,
     Fail,
     FlavorSpec,
@@ -309,11 +314,20 @@ class Actuator:
                 if isinstance(result, Outcome):
                     return result
                 if isinstance(result, Wait):
-                    if p.waited >= self.wait_timeout:
+                    # A stop gives up (reported; the fold ignores it); an admission
+                    # waits as long as it takes: the Job controller is slow, not the
+                    # admission wrong, and a report would release its quota for good.
+                    if decision.type in STOPPING and p.waited >= self.wait_timeout:
                         return await self._fail(
                             decision, "StopTimeout", f"{result.why} after {p.waited:.0f}s"
                         )
                     pause = p.wait_pause
+                    if p.waited // self.wait_timeout != (p.waited + pause) // self.wait_timeout:
+                        self._log(
+                            decision,
+                            f"{result.why} after {p.waited:.0f}s; waiting",
+                            logging.WARNING,
+                        )
                     p.waited += pause
                     p.wait_pause = min(pause * 2, 1.0)
                     # Woken by the watch when the Job changes; else GET after the pause.
@@ -369,6 +383,7 @@ class Actuator:
         step = plan(job, decision, order=order, flavors=await self._flavors(decision))
         if isinstance(step, Skip):
             self._log(decision, f"skipped, {step.why}", logging.DEBUG)
+            self.events.emit(decision.id, step.events, target=job_ref(job))
             return Outcome("skipped", step.why)
         if isinstance(step, Fail):
             if cached:

@@ -7,6 +7,11 @@ apiserver has (the ClusterQueue mirror, kept by a watch) and merge-patches
 status clobbered by someone else is put back. The same documents, with an
 ``updated_at``, go to the Redis hash ``kuota:status:clusterqueues`` (one JSON
 field per ClusterQueue) for ``kuota status``, again only when they changed.
+
+Quota, usage and borrowing come from the decisions alone (the read model's
+``QuotaChanged``, ``Admitted`` ...): the watched ClusterQueues say only which
+objects exist and what their ``/status`` shows now, never which quota is in
+force (docs/design/quota-view.md).
 """
 
 from __future__ import annotations
@@ -22,10 +27,8 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from kuota.api.parse import parse_object
-from kuota.api.types import ClusterQueue
 from kuota.core.quantity import format_quantity
-from kuota.core.readmodel import ClusterQueueReadModel, statuses
+from kuota.core.readmodel import ClusterQueueReadModel, QuotaRow, statuses
 from kuota_actuator.kubeapi import ApiError, Kube, Mirror
 from kuota_actuator.metrics import ActuatorMetrics
 
@@ -47,23 +50,21 @@ def _observed(obj: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
     return {k: status.get(k) if status.get(k) is not None else _DEFAULTS.get(k) for k in fields}
 
 
-def _quota(spec: ClusterQueue) -> list[dict[str, Any]]:
-    """Nominal quota and limits per flavor and resource, in the spec's order."""
+def _quota(rows: tuple[QuotaRow, ...]) -> list[dict[str, Any]]:
+    """Nominal quota and limits per flavor and resource, in the ClusterQueue's order."""
 
     def fmt(milli: int | None) -> str | None:
         return None if milli is None else format_quantity(milli)
 
     return [
         {
-            "flavor": fq.name,
-            "resource": rq.name,
-            "nominalQuota": fmt(rq.nominal_quota),
-            "borrowingLimit": fmt(rq.borrowing_limit),
-            "lendingLimit": fmt(rq.lending_limit),
+            "flavor": r.flavor,
+            "resource": r.resource,
+            "nominalQuota": fmt(r.nominal),
+            "borrowingLimit": fmt(r.borrowing_limit),
+            "lendingLimit": fmt(r.lending_limit),
         }
-        for group in spec.resource_groups
-        for fq in group.flavors
-        for rq in fq.resources
+        for r in rows
     ]
 
 
@@ -89,24 +90,15 @@ class StatusWriter:
         self._sent: dict[str, tuple[str, str]] = {}  # cq -> (status JSON, resourceVersion seen)
         self._in_redis: dict[str, str] = {}  # cq -> document JSON without updated_at
 
-    def _specs(self, objects: dict[str, dict[str, Any]]) -> list[ClusterQueue]:
-        out: list[ClusterQueue] = []
-        for obj in objects.values():
-            parsed = parse_object(obj)
-            if isinstance(parsed, ClusterQueue):
-                out.append(parsed)
-        return out
-
     async def sync_once(self) -> int:
         """Write what changed; returns how many writes were made."""
         objects = self.mirror.objects
-        specs = self._specs(objects)
-        desired = statuses(self.model, specs)
+        desired = statuses(self.model)
         writes = 0
         for name, obj in sorted(objects.items()):
             want = desired.get(name)
             if want is None:
-                continue
+                want = self.model.status(name)  # no decision yet: zeros, as Kueue starts
             if _observed(obj, want) == want:
                 self._sent.pop(name, None)
                 continue
@@ -128,23 +120,21 @@ class StatusWriter:
             except ApiError as err:
                 self.metrics.status_writes.labels("apiserver", "error").inc()
                 log.warning("ClusterQueue %s: status not written: %s", name, err)
-        writes += await self._write_redis(desired, {spec.name: spec for spec in specs})
+        writes += await self._write_redis(desired)
         self.metrics.refresh(self.model)
         return writes
 
-    async def _write_redis(
-        self, desired: dict[str, dict[str, Any]], specs: dict[str, ClusterQueue]
-    ) -> int:
+    async def _write_redis(self, desired: dict[str, dict[str, Any]]) -> int:
         if self.redis is None:
             return 0
         changed: dict[str, str] = {}
         docs: dict[str, str] = {}
         for name, status in desired.items():
             doc = {"name": name, **status, "pendingByStatus": self.model.pending(name)}
-            spec = specs.get(name)
-            if spec is not None:  # for `kuota status`: Redis only, not the Kubernetes status
-                doc["cohort"] = spec.cohort
-                doc["quota"] = _quota(spec)
+            rows = self.model.quota(name)
+            if rows is not None:  # for `kuota status`: Redis only, not the Kubernetes status
+                doc["cohort"] = self.model.cohort(name)
+                doc["quota"] = _quota(rows)
             text = json.dumps(doc, sort_keys=True)
             docs[name] = text
             if self._in_redis.get(name) != text:

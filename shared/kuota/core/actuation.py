@@ -37,7 +37,10 @@ no active pods left (``status.active`` 0; verified on our 1.36 apiserver: with
   (``status.active`` 0); (3) reset ``status.startTime`` if it is still set;
   (4) restore the template, drop the original-scheduling annotation and
   record the decision. Kueue's batch/Job integration stops Jobs the same way
-  (suspend, reset startTime, restore).
+  (suspend, reset startTime, restore). A suspended Job without the
+  original-scheduling annotation carries nothing of an admission (kuota never
+  started it: a failed start's Evicted): the stop is a :class:`Skip` that only
+  records its Event.
 
 Injection follows Kueue's ``podset.Merge``: the flavors' ``nodeLabels`` are
 merged into the template's ``nodeSelector`` (a key the Job already sets to a
@@ -52,6 +55,7 @@ import copy
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from kuota.events.schema import Decision
@@ -244,17 +248,18 @@ def assigned_flavors(decision: Decision) -> list[str]:
 
 def inject(original: SchedulingFields, flavors: Sequence[FlavorSpec]) -> SchedulingFields:
     """The template's scheduling fields once ``flavors`` are injected (Kueue's podset.Merge)."""
-    from_flavors: dict[str, str] = {}
+    from_flavors: dict[str, tuple[str, str]] = {}  # key -> (value, the flavor naming it)
     tolerations: list[Mapping[str, Any]] = []
     for fl in flavors:
         for k, v in fl.node_labels.items():
-            from_flavors.setdefault(k, v)  # between flavors the first wins
+            from_flavors.setdefault(k, (v, fl.name))  # between flavors the first wins
         tolerations.extend(fl.tolerations)
     selector = dict(original.node_selector or {})
-    for k, v in sorted(from_flavors.items()):
+    for k, (v, source) in sorted(from_flavors.items()):
         if k in selector and selector[k] != v:
             raise InjectionConflict(
-                f"conflict for nodeSelector: conflict for key={k}, value1={selector[k]}, value2={v}"
+                f"the Job's nodeSelector {k}={selector[k]} conflicts with the nodeLabel "
+                f"{k}={v} of ResourceFlavor {source}, which kuota adds to the pod template"
             )
         selector[k] = v
     merged = list(original.tolerations or ())
@@ -281,9 +286,10 @@ class EventSpec:
 
 @dataclass(frozen=True, slots=True)
 class Skip:
-    """Nothing to write; ``why`` is for the log."""
+    """Nothing to write; ``why`` is for the log, ``events`` are still recorded."""
 
     why: str
+    events: tuple[EventSpec, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -376,10 +382,10 @@ def _plan_admit(
     try:
         desired = inject(original, [flavors[n] for n in names])
     except InjectionConflict as err:
-        return Fail("FailedToStart", f"invalid admission check PodSetUpdate: {err}")
+        return Fail("FailedToStart", str(err))
     cq = decision.cluster_queue or ""
     events = (
-        EventSpec("Admitted", f"Admitted by ClusterQueue {cq}, wait time since reservation was 0s"),
+        EventSpec("Admitted", _admitted_message(job, decision)),
         EventSpec("Started", f"Admitted by clusterQueue {cq}"),
     )
     suspended = _suspended(job)
@@ -406,15 +412,46 @@ def _plan_admit(
     return UpdateJob(new, final=True, what=f"unsuspend with {flavor_text}", events=events)
 
 
+def _admitted_message(job: Mapping[str, Any], decision: Decision) -> str:
+    """Kueue's Admitted text, with the wait kuota knows: from the Job's creation
+    (``metadata.creationTimestamp``) to the admission decision's ``at``."""
+    text = f"Admitted by ClusterQueue {decision.cluster_queue or ''}"
+    created = _timestamp(_mapping(job.get("metadata")).get("creationTimestamp"))
+    if created is None:
+        return text
+    return f"{text}, wait time since creation was {max(0.0, decision.at - created):.0f}s"
+
+
+def _timestamp(value: object) -> float | None:
+    """Seconds since the epoch of an RFC 3339 time as the apiserver writes it, or None."""
+    if not isinstance(value, str):
+        return None
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp()
+
+
 def _plan_stop(job: Mapping[str, Any], decision: Decision, *, order: DecisionOrder) -> Plan:
     message = _stop_message(decision)
+    annotations = _mapping(_mapping(job.get("metadata")).get("annotations"))
+    if _suspended(job) and ANN_ORIGINAL not in annotations:
+        # Nothing of an admission is on the Job (kuota never started it, e.g. a
+        # failed start, or a stop already restored it): nothing to write. The
+        # Event still says why (its name derives from the decision id: once).
+        return Skip(
+            f"the Job is suspended without flavors injected: nothing to undo for {decision.type}",
+            events=(_stop_event(decision, message),),
+        )
     if not _suspended(job):
         new = _copy(job)
         new["spec"]["suspend"] = True
         return UpdateJob(
             new, final=False, what="suspend", events=(EventSpec("Stopped", _truncate(message)),)
         )
-    annotations = _mapping(_mapping(job.get("metadata")).get("annotations"))
     original = SchedulingFields.from_json(annotations.get(ANN_ORIGINAL))
     current = SchedulingFields.read(_pod_spec(job))
     restores = original is not None and not original.same_as(current)

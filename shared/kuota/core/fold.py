@@ -64,6 +64,7 @@ from kuota.core.flavors import (
 )
 from kuota.core.pickling import register_by_fields
 from kuota.core.preempting import Preempting
+from kuota.core.quantity import format_quantity
 from kuota.core.queues import ClusterQueueQueue
 from kuota.core.quota import (
     FlavorResource,
@@ -115,6 +116,22 @@ def _covered(cq: ClusterQueue) -> tuple[str, ...]:
 
 def _flavor_names(cq: ClusterQueue) -> list[str]:
     return [f.name for g in cq.resource_groups for f in g.flavors]
+
+
+def _quota_of(cq: ClusterQueue) -> tuple[str | None, dict[str, dict[str, dict[str, str]]]]:
+    """The cohort and quotas a QuotaChanged decision carries (docs/design/quota-view.md)."""
+    quota: dict[str, dict[str, dict[str, str]]] = {}
+    for group in cq.resource_groups:
+        for fq in group.flavors:
+            rows = quota.setdefault(fq.name, {})
+            for rq in fq.resources:
+                row = {"nominalQuota": format_quantity(rq.nominal_quota)}
+                if rq.borrowing_limit is not None:
+                    row["borrowingLimit"] = format_quantity(rq.borrowing_limit)
+                if rq.lending_limit is not None:
+                    row["lendingLimit"] = format_quantity(rq.lending_limit)
+                rows[rq.name] = row
+    return cq.cohort, quota
 
 
 class Fold(Preempting):
@@ -429,6 +446,18 @@ class Fold(Preempting):
             return
         before = self._roots()
         self._cqs[name] = cq
+        if old is None or (old.cohort, old.resource_groups) != (cq.cohort, cq.resource_groups):
+            # Before the decisions the change causes: readers charge them against it.
+            cohort, quota = _quota_of(cq)
+            self._out.append(
+                {
+                    "type": "QuotaChanged",
+                    "cluster_queue": name,
+                    "object": f"ClusterQueue {name}",
+                    "cohort": cohort,
+                    "quota": quota,
+                }
+            )
         self._views[name] = queue_view(cq, fair_sharing=self._config.fair_sharing.enable)
         self._plans.clear()
         self._ns_cache.clear()
@@ -460,6 +489,15 @@ class Fold(Preempting):
         before = self._roots()
         queued = self._queues[name].queued_keys()
         del self._cqs[name]
+        self._out.append(
+            {
+                "type": "QuotaChanged",
+                "cluster_queue": name,
+                "object": f"ClusterQueue {name}",
+                "reason": "Deleted",
+                "message": f"ClusterQueue {name} was deleted",
+            }
+        )
         del self._views[name]
         self._plans.clear()
         self._inactive.pop(name, None)

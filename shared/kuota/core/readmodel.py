@@ -16,29 +16,34 @@ Redis. It remembers, per workload, only where it is:
   ``inadmissible``, Kueue's metric statuses);
 - ``Finished`` and ``Deactivated`` forget it (after giving back its usage).
 
+Quota comes from the fold's own ``QuotaChanged`` decisions: the fold emits one
+when a ClusterQueue's quota or cohort, as it decides against them, takes
+effect (before the decisions that change causes), and one with reason
+``Deleted`` when the ClusterQueue is gone. So ``borrowed = max(0, usage -
+nominal)`` per flavor and resource, ``flavorsUsage``'s order and the quota
+rows of ``kuota status`` are the very version the fold charged the admissions
+against, never a second reading of the live object (during an edit the two
+differ; an invalid edit is Rejected and the fold keeps the previous version).
+A ClusterQueue with no ``QuotaChanged`` seen (a decision topic written before
+the decision existed) has no nominal quota here: ``borrowed`` is 0.
+
 It sees only what decisions say: a workload that is queued and admitted in the
 same fold step is never pending here, and a workload waiting at the head of
 its queue without an ``Inadmissible`` decision is not counted. The fold's own
 ``summary()`` is exact; this model is what an outside reader of the decision
-topic can know.
-
-Borrowing needs the ClusterQueue's nominal quotas, which decisions do not
-carry: :meth:`ClusterQueueReadModel.status` takes the parsed ClusterQueue (the
-actuator watches them) and reports ``borrowed = max(0, usage - nominal)`` per
-flavor and resource; without it, ``borrowed`` is 0.
+topic can know (``tests/unit/actuator/test_actuator_quota_view.py`` compares
+the two).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kuota.api.types import ClusterQueue
 from kuota.core.quantity import QuantityError, format_quantity, parse_quantity
 from kuota.events.schema import Decision
 
-__all__ = ["ClusterQueueReadModel", "WorkloadPlace", "statuses"]
+__all__ = ["ClusterQueueReadModel", "QuotaRow", "WorkloadPlace", "statuses"]
 
 FlavorResource = tuple[str, str]
 
@@ -54,11 +59,24 @@ class WorkloadPlace:
     usage: tuple[tuple[FlavorResource, int], ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class QuotaRow:
+    """One flavor/resource of a ClusterQueue's quota (milli-units; None = not set)."""
+
+    flavor: str
+    resource: str
+    nominal: int
+    borrowing_limit: int | None = None
+    lending_limit: int | None = None
+
+
 @dataclass(slots=True)
 class _Queue:
     usage: dict[FlavorResource, int] = field(default_factory=dict)
     admitted: int = 0
     pending: dict[str, int] = field(default_factory=dict)  # status -> count
+    quota: tuple[QuotaRow, ...] | None = None  # from QuotaChanged; None: none seen
+    cohort: str | None = None
 
 
 class ClusterQueueReadModel:
@@ -73,10 +91,13 @@ class ClusterQueueReadModel:
 
     def apply(self, decision: Decision) -> None:
         self.decisions += 1
+        t = decision.type
+        if t == "QuotaChanged":
+            self._set_quota(decision)
+            return
         key = decision.workload
         if key is None:
             return  # Rejected objects are not workloads
-        t = decision.type
         if t == "Admitted":
             self._leave(key)
             cq = decision.cluster_queue
@@ -98,6 +119,22 @@ class ClusterQueueReadModel:
         elif t in ("Finished", "Deactivated"):
             self._leave(key)
             self._workloads.pop(key, None)
+
+    def _set_quota(self, decision: Decision) -> None:
+        name = decision.cluster_queue
+        if name is None:
+            return
+        if decision.reason == "Deleted" or decision.quota is None:
+            q = self._queues.get(name)
+            if q is None:
+                return
+            q.quota, q.cohort = None, None
+            if not (q.usage or q.admitted or q.pending):
+                del self._queues[name]
+            return
+        q = self._queue(name)
+        q.quota = _quota_rows(decision.quota)
+        q.cohort = decision.cohort
 
     def _queue(self, name: str) -> _Queue:
         q = self._queues.get(name)
@@ -138,8 +175,17 @@ class ClusterQueueReadModel:
     # ------------------------------------------------------------------ reads
 
     def cluster_queues(self) -> list[str]:
-        """Every ClusterQueue a decision has named, sorted."""
+        """Every ClusterQueue a decision has named (and not deleted while idle), sorted."""
         return sorted(self._queues)
+
+    def quota(self, cq: str) -> tuple[QuotaRow, ...] | None:
+        """The quota the fold decides against (None: no QuotaChanged for ``cq``)."""
+        q = self._queues.get(cq)
+        return q.quota if q else None
+
+    def cohort(self, cq: str) -> str | None:
+        q = self._queues.get(cq)
+        return q.cohort if q else None
 
     def workload(self, key: str) -> WorkloadPlace | None:
         return self._workloads.get(key)
@@ -156,23 +202,20 @@ class ClusterQueueReadModel:
         q = self._queues.get(cq)
         return dict(q.pending) if q else {}
 
-    def status(self, cq: str, *, spec: ClusterQueue | None = None) -> dict[str, Any]:
+    def status(self, cq: str) -> dict[str, Any]:
         """Kueue's ClusterQueue status fields for ``cq``.
 
-        ``flavorsUsage`` lists the flavors and resources of ``spec``'s resource
-        groups in their order (zero when unused), then any flavor/resource the
-        model charged that the spec does not list.
+        ``flavorsUsage`` lists the flavors and resources of the quota in force
+        (the last ``QuotaChanged``) in its order (zero when unused), then any
+        flavor/resource the model charged that the quota does not list.
         """
         usage = self.usage(cq)
         nominal: dict[FlavorResource, int] = {}
         order: list[FlavorResource] = []
-        if spec is not None:
-            for group in spec.resource_groups:
-                for fq in group.flavors:
-                    for rq in fq.resources:
-                        fr = (fq.name, rq.name)
-                        nominal[fr] = rq.nominal_quota
-                        order.append(fr)
+        for row in self.quota(cq) or ():
+            fr = (row.flavor, row.resource)
+            nominal[fr] = row.nominal
+            order.append(fr)
         order.extend(sorted(fr for fr in usage if fr not in nominal))
         flavors: dict[str, list[dict[str, str]]] = {}  # flavor -> its resources, in order
         for fr in order:
@@ -212,10 +255,30 @@ def _usage(decision: Decision) -> tuple[tuple[FlavorResource, int], ...]:
     return tuple(out)
 
 
-def statuses(
-    model: ClusterQueueReadModel, specs: Iterable[ClusterQueue]
-) -> dict[str, dict[str, Any]]:
-    """``status`` for every ClusterQueue in ``specs`` and every one the model knows."""
-    by_name = {s.name: s for s in specs}
-    names = sorted(set(by_name) | set(model.cluster_queues()))
-    return {n: model.status(n, spec=by_name.get(n)) for n in names}
+def _quota_rows(quota: dict[str, dict[str, dict[str, str]]]) -> tuple[QuotaRow, ...]:
+    def milli(text: str | None) -> int | None:
+        if text is None:
+            return None
+        try:
+            return parse_quantity(text)
+        except QuantityError:
+            return None
+
+    rows: list[QuotaRow] = []
+    for flavor, resources in quota.items():  # the ClusterQueue's order, as decided
+        for resource, fields in resources.items():
+            rows.append(
+                QuotaRow(
+                    flavor,
+                    resource,
+                    milli(fields.get("nominalQuota")) or 0,
+                    milli(fields.get("borrowingLimit")),
+                    milli(fields.get("lendingLimit")),
+                )
+            )
+    return tuple(rows)
+
+
+def statuses(model: ClusterQueueReadModel) -> dict[str, dict[str, Any]]:
+    """``status`` for every ClusterQueue the model knows."""
+    return {n: model.status(n) for n in model.cluster_queues()}

@@ -125,6 +125,8 @@ DecisionType = Literal[
     "Inadmissible",  # cannot be admitted now; reason + message say why (re-emitted on change)
     "Deactivated",  # taken out of queueing by policy (e.g. backoffLimitCount reached)
     "Rejected",  # an object (queue, flavor, config, DRA object) failed validation
+    "QuotaChanged",  # a ClusterQueue's quota, as the fold decides against it, took effect:
+    #                 cohort + quota set; reason Deleted (no quota) when it is gone
 ]
 DECISION_TYPES: tuple[str, ...] = DecisionType.__args__  # type: ignore[attr-defined]
 
@@ -148,6 +150,10 @@ class Decision(_Frozen):
     victims: list[str] | None = None
     object: str | None = None  # for Rejected: "Kind namespace/name"
     requeue_at: float | None = None  # for Evicted with backoff
+    cohort: str | None = None  # for QuotaChanged: the ClusterQueue's cohort
+    # for QuotaChanged: flavor -> resource -> {"nominalQuota", and "borrowingLimit" /
+    # "lendingLimit" when set} as quantities, in the ClusterQueue's resource-group order
+    quota: dict[str, dict[str, dict[str, str]]] | None = None
 
 
 # Trusted construction: the fold builds every Decision from fields it computed
@@ -189,6 +195,9 @@ def trusted_decision(data: dict[str, Any]) -> Decision:
     requeue_at = fields["requeue_at"]
     if requeue_at is not None and type(requeue_at) is not float:
         fields["requeue_at"] = float(requeue_at)
+    quota = fields["quota"]
+    if quota is not None:
+        fields["quota"] = {f: {r: dict(q) for r, q in rs.items()} for f, rs in quota.items()}
     decision: Decision = _new_object(Decision)
     _set_dict(decision, fields)
     _set_fields_set(decision, set(data))

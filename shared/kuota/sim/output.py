@@ -39,6 +39,8 @@ FIELDS: tuple[tuple[str, str], ...] = (
     ("policy", "policy"),
     ("victims", "victims"),
     ("requeueAt", "requeue_at"),
+    ("cohort", "cohort"),
+    ("quota", "quota"),
 )
 
 

@@ -21,8 +21,6 @@ from actuator_builders import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kuota.api.parse import parse_object
-from kuota.api.types import ClusterQueue
 from kuota.core.actuation import (
     ANN_DECISION_ID,
     ANN_DECISION_OFFSET,
@@ -72,9 +70,8 @@ def test_admitted_injects_labels_and_tolerations_and_unsuspends() -> None:
     assert ann[ANN_DECISION_OFFSET] == str(order(d))
     assert json.loads(ann[ANN_ORIGINAL]) == {"nodeSelector": None, "tolerations": None}
     assert [e.reason for e in steps[0].events] == ["Admitted", "Started"]
-    assert steps[0].events[0].message == (
-        "Admitted by ClusterQueue cq, wait time since reservation was 0s"
-    )
+    # No creationTimestamp on this Job: no wait is claimed (test_actuator_failed_start).
+    assert steps[0].events[0].message == "Admitted by ClusterQueue cq"
 
 
 def test_admitted_keeps_the_jobs_own_selector_and_tolerations() -> None:
@@ -114,7 +111,9 @@ def test_a_selector_conflict_fails_like_kueue() -> None:
     step = plan(manifest, d := admit({"cpu": "h100"}), order=order(d), flavors=FLAVORS)
     assert isinstance(step, Fail)
     assert step.reason == "FailedToStart"
-    assert "conflict for key=zone, value1=b, value2=a" in step.message
+    assert "nodeSelector zone=b conflicts with the nodeLabel zone=a of ResourceFlavor h100" in (
+        step.message
+    )
 
 
 def test_no_flavors_only_unsuspends() -> None:
@@ -297,12 +296,20 @@ def test_stop_events(type_: str, reason: str, event: str) -> None:
     assert [(e.reason, e.message) for e in last.events] == [(event, "why")]
 
 
-def test_stop_of_a_never_admitted_job_only_records_it() -> None:
+def test_stop_of_a_never_admitted_job_writes_nothing() -> None:
     manifest = job().selector(team="ml").build()
     final, steps = converge(manifest, decision("Deactivated"), record=3)
-    assert len(steps) == 1 and isinstance(steps[0], UpdateJob)
-    assert steps[0].what == "record the stop"
-    assert pod(final) == pod(manifest)
+    assert len(steps) == 1 and isinstance(steps[0], Skip)
+    assert [e.reason for e in steps[0].events] == ["Deactivated"]
+    assert final == manifest
+
+
+def test_stop_of_an_admission_without_flavors_records_it() -> None:
+    running, _ = converge(job().build(), admit(None), record=1)
+    final, steps = converge(running, decision("Preempted", reason="InClusterQueue"), record=2)
+    last = steps[-1]
+    assert isinstance(last, UpdateJob) and last.final and last.what == "record the stop"
+    assert final["spec"]["suspend"] is True and ANN_ORIGINAL not in annotations(final)
 
 
 def test_the_plan_does_not_modify_its_input() -> None:
@@ -335,34 +342,6 @@ def test_feedback_events() -> None:
 # --------------------------------------------------------------------------- read model
 
 
-def cq_spec(name: str = "cq", **nominal: str) -> ClusterQueue:
-    manifest = {
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
-        "kind": "ClusterQueue",
-        "metadata": {"name": name},
-        "spec": {
-            "namespaceSelector": {},
-            "resourceGroups": [
-                {
-                    "coveredResources": ["cpu", "nvidia.com/gpu"],
-                    "flavors": [
-                        {
-                            "name": "h100",
-                            "resources": [
-                                {"name": "cpu", "nominalQuota": nominal.get("cpu", "8")},
-                                {"name": "nvidia.com/gpu", "nominalQuota": nominal.get("gpu", "2")},
-                            ],
-                        }
-                    ],
-                }
-            ],
-        },
-    }
-    parsed = parse_object(manifest)
-    assert isinstance(parsed, ClusterQueue), parsed
-    return parsed
-
-
 def wl(name: str, type_: str, **fields: Any) -> Any:
     return decision(type_, workload=f"{NS}/{name}", **fields)
 
@@ -389,14 +368,30 @@ def test_read_model_admit_release_pending() -> None:
     assert (m.usage("cq"), m.pending("cq"), m.admitted("cq")) == ({}, {}, 0)
 
 
+def quota_changed(name: str = "cq", cpu: str = "8", gpu: str = "2", **extra: Any) -> Any:
+    quota = {"h100": {"cpu": {"nominalQuota": cpu}, "nvidia.com/gpu": {"nominalQuota": gpu}}}
+    fields: dict[str, Any] = {"quota": quota, **extra}
+    return decision(
+        "QuotaChanged",
+        workload=None,
+        uid=None,
+        cluster_queue=name,
+        object=f"ClusterQueue {name}",
+        **fields,
+    )
+
+
 def test_read_model_status_with_and_without_quotas() -> None:
     m = ClusterQueueReadModel()
     m.apply(wl("a", "Admitted", cluster_queue="cq", usage=usage("10", "2")))
     m.apply(wl("b", "Inadmissible", cluster_queue="cq"))
-    with_spec = m.status("cq", spec=cq_spec())
-    assert with_spec["admittedWorkloads"] == with_spec["reservingWorkloads"] == 1
-    assert with_spec["pendingWorkloads"] == 1
-    assert with_spec["flavorsUsage"] == [
+    without = m.status("cq")  # no QuotaChanged yet: nominal unknown, nothing borrowed
+    assert [r["borrowed"] for r in without["flavorsUsage"][0]["resources"]] == ["0", "0"]
+    m.apply(quota_changed(cohort="pool"))
+    with_quota = m.status("cq")
+    assert with_quota["admittedWorkloads"] == with_quota["reservingWorkloads"] == 1
+    assert with_quota["pendingWorkloads"] == 1
+    assert with_quota["flavorsUsage"] == [
         {
             "name": "h100",
             "resources": [
@@ -405,13 +400,21 @@ def test_read_model_status_with_and_without_quotas() -> None:
             ],
         }
     ]
-    assert with_spec["flavorsReservation"] == with_spec["flavorsUsage"]
-    without = m.status("cq")
-    assert [r["borrowed"] for r in without["flavorsUsage"][0]["resources"]] == ["0", "0"]
-    idle = m.status("idle", spec=cq_spec("idle"))
+    assert with_quota["flavorsReservation"] == with_quota["flavorsUsage"]
+    assert m.cohort("cq") == "pool"
+    assert [(r.flavor, r.resource, r.nominal) for r in m.quota("cq") or ()] == [
+        ("h100", "cpu", 8000),
+        ("h100", "nvidia.com/gpu", 2000),
+    ]
+    m.apply(quota_changed("idle"))
+    idle = m.status("idle")
     assert idle["flavorsUsage"][0]["resources"][0] == {"name": "cpu", "total": "0", "borrowed": "0"}
     assert idle["admittedWorkloads"] == 0
-    assert set(statuses(m, [cq_spec("idle")])) == {"cq", "idle"}
+    assert set(statuses(m)) == {"cq", "idle"}
+    m.apply(quota_changed("idle", reason="Deleted", quota=None))
+    assert set(statuses(m)) == {"cq"}, "a deleted idle ClusterQueue is forgotten"
+    m.apply(quota_changed(reason="Deleted", quota=None))
+    assert m.quota("cq") is None and m.admitted("cq") == 1, "its workloads still count"
 
 
 def test_read_model_moves_a_workload_between_cluster_queues() -> None:

@@ -40,10 +40,10 @@ def test_offline_replay_of_an_identical_export(tmp_path: Path) -> None:
 
 def test_offline_replay_of_a_tampered_export_exits_1_with_the_divergence(tmp_path: Path) -> None:
     path = tmp_path / "j.jsonl"
-    write_export(path, tamper=4)
+    write_export(path, tamper=5)  # #0 is the ClusterQueue's QuotaChanged
     code, out, _ = invoke("audit", "replay", "--file", str(path))
     assert code == 1
-    assert "DIVERGENCE at decision #4 (changed): same decision id, different content" in out
+    assert "DIVERGENCE at decision #5 (changed): same decision id, different content" in out
     assert "differs:  message: expected \"couldn't assign flavors" in out
     assert "recorded 'forged'" in out
     assert "expected JSON:" in out and "recorded JSON:" in out and "event JSON:" in out

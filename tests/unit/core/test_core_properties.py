@@ -212,7 +212,7 @@ def test_usage_stays_within_limits(data: st.DataObject) -> None:
     charged: dict[str, tuple[str, dict[tuple[str, str], int]]] = {}
     for event in events(topology, steps, quota_changes=False):
         for d in fold.apply(event):
-            assert d.workload is not None or d.type == "Rejected"
+            assert d.workload is not None or d.type in ("Rejected", "QuotaChanged")
             if d.type == "Admitted":
                 assert d.cluster_queue is not None and d.workload not in charged
                 usage = parse_usage(d)

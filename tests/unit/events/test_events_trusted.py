@@ -39,6 +39,8 @@ _optional = {
     "requeue_at": st.none()
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.integers(-(10**6), 10**6),
+    "cohort": st.none() | _text,
+    "quota": st.none() | st.dictionaries(_text, _maps, max_size=3),
 }
 
 
@@ -87,6 +89,9 @@ def test_trusted_decision_is_the_validated_decision(fields: dict[str, Any]) -> N
                 assert trusted.__dict__[name][key] is not inner
     if fields.get("victims") is not None:
         assert trusted.victims is not fields["victims"]
+    for flavor, resources in (fields.get("quota") or {}).items():
+        for resource, row in resources.items():
+            assert trusted.__dict__["quota"][flavor][resource] is not row
 
 
 def test_a_trusted_decision_is_frozen_and_copies_like_a_validated_one() -> None:

@@ -18,7 +18,7 @@ KUOTA = Path(sys.executable).parent / "kuota"
 
 KEY_ORDER = [
     "at", "type", "workload", "object", "clusterQueue", "flavors", "usage",
-    "reason", "message", "preemptor", "policy", "victims", "requeueAt",
+    "reason", "message", "preemptor", "policy", "victims", "requeueAt", "cohort", "quota",
 ]  # fmt: skip
 
 
@@ -53,7 +53,10 @@ def test_lines_are_compact_json_with_keys_in_a_fixed_order() -> None:
         assert None not in record.values() and "" not in record.values()
         times.append(record["at"])
     assert times == sorted(times)
-    first = json.loads(lines[0])
+    quota = json.loads(lines[0])  # the ClusterQueue's quota takes effect first
+    assert quota["type"] == "QuotaChanged" and quota["clusterQueue"] == "gpu-shared"
+    assert quota["quota"] and quota["object"] == "ClusterQueue gpu-shared"
+    first = next(r for r in map(json.loads, lines) if r["type"] != "QuotaChanged")
     assert first["at"] == 0 and isinstance(first["at"], int)
     assert first["type"] == "Admitted" and first["workload"] == "training/train-1"
     assert first["clusterQueue"] == "gpu-shared"
@@ -68,7 +71,8 @@ def test_summary_goes_to_stderr() -> None:
     alpha = next(line for line in err.splitlines() if "team-alpha-cq" in line).split()
     # usage/nominal (+borrow) at the end, then the peak: 12 = nominal 8 + borrowed 4
     assert alpha[3:7] == ["0/8", "(+4)", "12", "0"]
-    assert "team-alpha-cq" not in out.replace('"clusterQueue":"team-alpha-cq"', "")
+    decided = out.replace('"clusterQueue":"team-alpha-cq"', "")
+    assert "team-alpha-cq" not in decided.replace('"object":"ClusterQueue team-alpha-cq"', "")
 
 
 def test_until_stops_early() -> None:
