@@ -457,8 +457,9 @@ class Actuator:
         await self._report(
             ActuationFailed(
                 id=f"actuationfailed/{decision.id}",
-                at=decision.at,
+                at=max(decision.at, self._clock()),  # event time: the decisions it causes
                 decision_id=decision.id,
+                decision_at=decision.at,
                 workload=decision.workload or "",
                 reason=reason,
                 message=message,

@@ -385,7 +385,8 @@ class Fold(Preempting):
         key = event.workload
         rec = self._workloads.get(key)
         adm = rec.admission if rec is not None else None
-        if rec is None or adm is None or rec.state != ADMITTED or adm.at != event.at:
+        admitted_at = event.at if event.decision_at is None else event.decision_at
+        if rec is None or adm is None or rec.state != ADMITTED or adm.at != admitted_at:
             return  # not the admission that failed (a later one, or none any more)
         message = (
             f"the Job could not be started with its admission: {event.message or event.reason}"

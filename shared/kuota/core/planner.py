@@ -7,8 +7,9 @@ for the plans to write: one per awaiting head (an empty one when no victims
 would make room), skipping a head whose identical plan is already written
 and not yet folded back (*in flight*), so a burst of ticks does not repeat
 it. When a plan comes back through the journal, :meth:`Planner.folded` forgets
-it and says whether its head still waits: a stale plan that admission (and
-this fold) rejected, which calls for a fresh search on the state as it is now.
+it and says whether to search again: its head still waits (a stale plan that
+admission, and this fold, rejected), or the plan made another head wait (a
+requeued victim that may preempt in its turn) with no plan in flight.
 
 Plan ids are ``plan/<preemptor>/<based_on>``, ``based_on`` being the id of
 the last journal event the search had folded. The in-flight memory is not
@@ -28,6 +29,8 @@ class PlanningFold(Protocol):
     def preemption_plans(self) -> list[Plan]: ...
 
     def awaits_plan(self, key: str) -> bool: ...
+
+    def plans_awaited(self) -> tuple[str, ...]: ...
 
 
 class Planner:
@@ -56,11 +59,15 @@ class Planner:
         return out
 
     def folded(self, event: PreemptionPlan, fold: PlanningFold) -> bool:
-        """A plan came back through the journal (and was folded): True if its
-        head still awaits a plan, so the search must run again."""
+        """A plan came back through the journal (and was folded): True if the
+        search must run again — its head still awaits a plan (it was stale), or
+        the plan made another head wait (a requeued victim that may preempt in
+        its turn) for which no plan is in flight."""
         if self._in_flight.get(event.preemptor) == tuple(event.victims):
             del self._in_flight[event.preemptor]
-        return fold.awaits_plan(event.preemptor)
+        if fold.awaits_plan(event.preemptor):
+            return True
+        return any(key not in self._in_flight for key in fold.plans_awaited())
 
     def in_flight(self) -> int:
         return len(self._in_flight)

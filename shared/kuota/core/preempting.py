@@ -274,7 +274,11 @@ class Preempting(Cycles):
 
     def _not_admitted(self, rec: WorkloadRecord, cq_name: str, assignment: Assignment) -> None:
         since = self._awaiting_plan.get(rec.key) if self._awaiting_plan else None
-        if since is None or assignment.mode is not Mode.PREEMPT:
+        if (
+            since is None
+            or assignment.mode is not Mode.PREEMPT
+            or not self._views[cq_name].may_preempt
+        ):
             if since is not None:
                 del self._awaiting_plan[rec.key]  # no longer a preemptor
             super()._not_admitted(rec, cq_name, assignment)
@@ -298,6 +302,10 @@ class Preempting(Cycles):
     def awaits_plan(self, key: str) -> bool:
         """Whether a pending workload waits for a preemption plan (plans mode)."""
         return key in self._awaiting_plan
+
+    def plans_awaited(self) -> tuple[str, ...]:
+        """The pending workloads that wait for a preemption plan (plans mode)."""
+        return tuple(self._awaiting_plan)
 
     def _plan_wait_notice(self, key: str, when: float) -> None:
         """A timer: announce again, with the wait so far, a head still awaiting."""

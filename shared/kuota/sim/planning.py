@@ -63,8 +63,10 @@ class PreemptionService:
         """Fold a journal event the admission fold just applied; the plans to write next."""
         fold = self.fold
         fold.apply(event, offset=offset)
-        if isinstance(event, PreemptionPlan) and self.planner.folded(event, fold):
-            self.counts.stale += 1
+        if isinstance(event, PreemptionPlan):
+            self.planner.folded(event, fold)  # the search below runs after every event
+            if fold.awaits_plan(event.preemptor):
+                self.counts.stale += 1  # rejected: its head still waits
         plans = self.planner.plans(fold, based_on=event.id, at=fold.now)
         if not plans:
             return []

@@ -169,7 +169,23 @@ def test_a_stale_plan_leaves_the_head_waiting_and_the_planner_searches_again() -
     out = d.feed(fresh)
     assert kinds(out)[0] == ("Preempted", "ns/low-1")
     assert ("Admitted", "ns/high") in kinds(out)
-    assert planner.folded(fresh, d.fold) is False
+    # The requeued victim may preempt in its turn: search again for it at once.
+    assert d.fold.plans_awaited() == ("ns/low-1",)
+    assert planner.folded(fresh, d.fold) is True
+    (empty,) = planner.plans(d.fold, based_on="e4", at=7)
+    assert empty.preemptor == "ns/low-1" and empty.victims == []
+    d.feed(empty)
+    assert planner.folded(empty, d.fold) is False, "nobody waits any more"
+
+
+def test_a_head_whose_queue_stops_preempting_no_longer_waits_for_a_plan() -> None:
+    d = plans_setup()
+    d.apply(job("ns", "high", gpu=4, priority="high", at=5), at=5)
+    assert d.fold.awaits_plan("ns/high")
+    out = d.apply(cq("a", gpu=8), at=6)  # the same quota, no preemption policy
+    waits = [o for o in out if o.workload == "ns/high"]
+    assert [o.reason for o in waits] == ["InsufficientQuota"], waits
+    assert not d.fold.awaits_plan("ns/high") and d.fold.preemption_plans() == []
 
 
 def test_a_failed_start_releases_the_quota_and_holds_until_the_job_changes() -> None:
@@ -178,7 +194,8 @@ def test_a_failed_start_releases_the_quota_and_holds_until_the_job_changes() -> 
     admitted = next(x for x in d.decisions if x.type == "Admitted" and x.workload == "ns/low-1")
     failed = ActuationFailed(
         id=f"actuationfailed/{admitted.id}",
-        at=admitted.at,
+        at=admitted.at + 7,  # when the actuator gave up
+        decision_at=admitted.at,
         decision_id=admitted.id,
         workload="ns/low-1",
         reason="FailedToStart",
@@ -188,6 +205,7 @@ def test_a_failed_start_releases_the_quota_and_holds_until_the_job_changes() -> 
     out = d.feed(failed)
     assert kinds(out)[0] == ("Evicted", "ns/low-1")
     assert out[0].reason == "FailedToStart" and "conflicts" in (out[0].message or "")
+    assert out[0].at == admitted.at + 7, "stamped when the failure was reported"
     assert ("Inadmissible", "ns/low-1") in kinds(out)
     assert d.fold.workload_state("ns/low-1") == "Inadmissible"
     (summary,) = d.fold.summary()
