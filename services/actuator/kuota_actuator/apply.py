@@ -457,9 +457,8 @@ class Actuator:
         await self._report(
             ActuationFailed(
                 id=f"actuationfailed/{decision.id}",
-                at=max(decision.at, self._clock()),  # event time: the decisions it causes
+                at=decision.at,  # the actuator never advances event time
                 decision_id=decision.id,
-                decision_at=decision.at,
                 workload=decision.workload or "",
                 reason=reason,
                 message=message,

@@ -147,6 +147,8 @@ class Fold(Preempting):
         at = event.at
         if at > self._now:
             self._now = at
+        elif event.type == "ActuationFailed":
+            at = self._now  # its at is the failed decision's: decide at the time known now
         out: list[dict[str, Any]] = []
         self._out = out
         if self._preempted_now:
@@ -385,8 +387,7 @@ class Fold(Preempting):
         key = event.workload
         rec = self._workloads.get(key)
         adm = rec.admission if rec is not None else None
-        admitted_at = event.at if event.decision_at is None else event.decision_at
-        if rec is None or adm is None or rec.state != ADMITTED or adm.at != admitted_at:
+        if rec is None or adm is None or rec.state != ADMITTED or adm.at != event.at:
             return  # not the admission that failed (a later one, or none any more)
         message = (
             f"the Job could not be started with its admission: {event.message or event.reason}"

@@ -93,9 +93,6 @@ class ActuationFailed(_EventBase):
     reason: str  # machine-readable, CamelCase, e.g. JobNotFound, FailedToStart
     message: str = ""
     decision_type: str | None = None  # the Decision's type, e.g. "Admitted"
-    # The failed decision's ``at``; ``at`` is when the actuator gave up. None
-    # (records written before the field): ``at`` is the decision's.
-    decision_at: float | None = None
 
 
 JournalEvent = Annotated[
