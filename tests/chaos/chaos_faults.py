@@ -230,6 +230,7 @@ class Injector:
         self.bursts_over = False  # set by the workload after its last burst
         self.t0 = 0.0
         self.lock = asyncio.Lock()  # one start/stop of services at a time
+        self.injecting = asyncio.Lock()  # one fault at a time, triggered kills included
         self.crashes: list[str] = []  # services that exited without being killed
 
     async def supervise(self) -> None:
@@ -257,7 +258,9 @@ class Injector:
     async def run(self, faults: list[Fault], t0: float) -> None:
         """The schedule in order; the kills that wait for a moment of preemption
         run beside it (each from its planned time), so a slow fault before them
-        does not push them past the moments the run has."""
+        does not push them past the moments the run has. Still one fault is
+        injected at a time (``injecting``): a killed service's restart needs the
+        apiserver and Kafka up."""
         self.t0 = t0
         beside = [asyncio.create_task(self._one(f)) for f in faults if f.trigger]
         try:
@@ -286,9 +289,10 @@ class Injector:
                 seen = f" ({fault.trigger} seen)"
             except TimeoutError:
                 seen = f" (no {fault.trigger} moment within 60 s)"
-        started = time.monotonic()
-        detail = await self._inject(fault) + seen
-        took = time.monotonic() - started
+        async with self.injecting:  # one fault at a time: a restart needs the apiserver
+            started = time.monotonic()
+            detail = await self._inject(fault) + seen
+            took = time.monotonic() - started
         self.done.append(Injected(fault, started - t0, took, detail))
         self.say(f"fault t+{started - t0:6.1f}s {fault.kind}: {detail} ({took:.1f}s)")
 
