@@ -371,6 +371,9 @@ async def test_bad_configuration_is_rejected_by_the_running_admission(rig: Rig) 
         got = [(d.type, d.object or d.workload, d.reason) for d in decisions.decisions()]
         messages = {d.object or d.workload: d.message or "" for d in decisions.decisions()}
     assert got == [
+        # the quota in force of the two valid ClusterQueues journaled before it started
+        ("QuotaChanged", "ClusterQueue cq-cycle", None),
+        ("QuotaChanged", "ClusterQueue cq", None),
         ("Rejected", "Cohort b", "CohortCycle"),
         ("Rejected", "ClusterQueue cq-huge", "InvalidObject"),
         ("Inadmissible", f"{NS}/in-cycle", "CohortCycle"),

@@ -142,21 +142,25 @@ async def test_shell_folds_dead_letters_serves_metrics_and_writes_plans(pipe: Pi
     assert headers["kuota-consumer"].endswith(b"-preemption")
     assert headers["kuota-source"].endswith(f"/0/{bad}".encode())
 
-    # A head that needs preemption. Admission is not running, so nothing acts
-    # on the plan, and kuota-preemption writes it once (its own plan coming
-    # back is no reason to search again).
+    # A head that needs preemption. Admission is not running, but
+    # kuota-preemption folds its own plan back like admission would: the
+    # victim, requeued, may preempt in its turn, so it searches once more at
+    # once and writes an empty plan for it (nothing below it). Then nobody
+    # waits, and nothing more is written.
     high = j.job("team-a", "high", gpus=2, priority="high")
     await pipe.produce(high)
-    await pipe.preemption.wait_metric("kuota_preemption_plans_total", 1)
+    await pipe.preemption.wait_metric("kuota_preemption_plans_total", 2)
     await asyncio.sleep(2)
     plans = await pipe.plans()
-    assert len(plans) == 1, plans
-    (plan,) = plans
+    assert len(plans) == 2, plans
+    plan, empty = plans
+    assert empty.preemptor == "team-a/low" and empty.victims == []
+    assert empty.based_on == plan.id, "searched right after its own plan came back"
     assert plan.preemptor == "team-a/high"
     assert plan.victims == ["team-a/low"] and plan.reasons == {"team-a/low": "InClusterQueue"}
     assert plan.based_on == high[0].id, "based on the last journal event it folded"
     assert plan.id == f"plan/team-a/high/{plan.based_on}"
-    assert pipe.preemption.metric("kuota_preemption_plans_total") == 1.0
+    assert pipe.preemption.metric("kuota_preemption_plans_total") == 2.0
     assert 'kuota_preemption_searches_total{result="ok"}' in pipe.preemption.metrics()
     assert pipe.preemption.terminate() == 0, pipe.preemption.text()
     assert "Traceback" not in pipe.preemption.text()
