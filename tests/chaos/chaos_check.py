@@ -35,11 +35,11 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from e2e_harness import PIPELINE_LABEL, QuotaModel, job_done, job_key, job_running
 from kubernetes_asyncio import client
 
@@ -214,7 +214,11 @@ class Observer:
             # judged at the end: the Job watch may deliver the unsuspension later
             self.early_pods.setdefault(job, f"pod {key} ({phase}) of {job}, never admitted")
 
-    async def _read_decisions(self) -> None:
+    async def _tail(
+        self, topic: str, on_record: Callable[[ConsumerRecord[bytes, bytes]], None], *, new: bool
+    ) -> None:
+        """Follow one partition of a run's topic (committed records only), from
+        its beginning or, ``new``, from its end."""
         consumer = AIOKafkaConsumer(
             isolation_level="read_committed",
             enable_auto_commit=False,
@@ -222,45 +226,36 @@ class Observer:
         )
         await consumer.start()
         try:
-            tp = TopicPartition(f"{self.kafka.topic_prefix}decisions", 0)
+            tp = TopicPartition(f"{self.kafka.topic_prefix}{topic}", 0)
             consumer.assign([tp])
-            await consumer.seek_to_beginning(tp)
+            await (consumer.seek_to_end(tp) if new else consumer.seek_to_beginning(tp))
             while True:
                 batch = await consumer.getmany(tp, timeout_ms=200)
                 for record in batch.get(tp, []):
                     with contextlib.suppress(ValueError):
-                        d = parse_decision(record.value or b"")
-                        self.decisions.append(d)
-                        if d.reason == "WaitingForPreemptionPlan" and "waiting" in self.moments:
-                            self.moments["waiting"].set()
+                        on_record(record)
         finally:
             await consumer.stop()
 
+    async def _read_decisions(self) -> None:
+        def on_record(record: ConsumerRecord[bytes, bytes]) -> None:
+            d = parse_decision(record.value or b"")
+            self.decisions.append(d)
+            if d.reason == "WaitingForPreemptionPlan" and "waiting" in self.moments:
+                self.moments["waiting"].set()
+
+        await self._tail("decisions", on_record, new=False)
+
     async def _read_plans(self) -> None:
         """Sets the ``plan`` moment when a plan with victims is on the journal."""
-        consumer = AIOKafkaConsumer(
-            isolation_level="read_committed",
-            enable_auto_commit=False,
-            **self.kafka.client_kwargs(),
-        )
-        await consumer.start()
-        try:
-            tp = TopicPartition(f"{self.kafka.topic_prefix}journal", 0)
-            consumer.assign([tp])
-            await consumer.seek_to_end(tp)
-            while True:
-                batch = await consumer.getmany(tp, timeout_ms=200)
-                for record in batch.get(tp, []):
-                    headers = dict(record.headers or ())
-                    if headers.get("kuota-type") != b"PreemptionPlan":
-                        continue
-                    with contextlib.suppress(ValueError):
-                        if json.loads(record.value or b"{}").get("victims"):
-                            moment = self.moments.get("plan")
-                            if moment is not None:
-                                moment.set()
-        finally:
-            await consumer.stop()
+
+        def on_record(record: ConsumerRecord[bytes, bytes]) -> None:
+            if dict(record.headers or ()).get("kuota-type") != b"PreemptionPlan":
+                return
+            if json.loads(record.value or b"{}").get("victims") and "plan" in self.moments:
+                self.moments["plan"].set()
+
+        await self._tail("journal", on_record, new=True)
 
     def preempted(self) -> int:
         """Preempted decisions seen (each a victim stopped for a preemptor)."""
