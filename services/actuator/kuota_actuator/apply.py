@@ -391,19 +391,22 @@ class Actuator:
             return await self._fail(decision, step.reason, step.message)
         if isinstance(step, Wait):
             return step
-        p.writes += 1
-        if p.writes > MAX_STEPS:
+        # Only writes that took effect count: a conflict or an apiserver (or
+        # webhook) outage retries the same step, it is no loop.
+        if p.writes >= MAX_STEPS:
             return await self._fail(
                 decision, "ActuationLoop", f"no final step after {MAX_STEPS} writes"
             )
         if isinstance(step, ResetStartTime):
             body = with_precondition({"status": {"startTime": None}}, job)
             self.jobs.note(await self.kube.merge_patch(f"{path}/status", body))
+            p.writes += 1
             self._log(decision, step.what)
             p.conflicts = 0
             return None
         body = with_precondition(merge_patch(job, step.job), job)
         written = await self.kube.merge_patch(path, body)
+        p.writes += 1
         if written is None:
             p.fresh = True
             return None  # deleted meanwhile: the next GET reports it

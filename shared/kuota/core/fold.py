@@ -31,13 +31,9 @@ objects) whose changes re-evaluate or wake the workloads they affect:
 Decision ids are ``decision_id(event.id, i)`` for the i-th decision of the
 event, ``cause`` is the event id and ``cause_offset`` the journal offset given.
 
-Preemption, the fair-sharing order and WaitForPodsReady live in
-:mod:`kuota.core.preempting` (see ``docs/design/preemption.md``): a
-``PodsReady`` event stops or restarts a workload's timer, a ``PreemptionPlan``
-is acted on only if this fold's state still justifies it exactly, timers due
-before an event's instant fire before it and those due at its instant after
-it, and ``next_wakeup`` is the earliest live timer. ``Fold(preemption="plans")``
-leaves the victim search to the preemption service (``plan_preemptions``).
+Preemption (``Fold(preemption="plans")``: through the preemption service's
+plans), fair sharing and WaitForPodsReady timers: :mod:`kuota.core.preempting`.
+An ``ActuationFailed`` of an admission releases its quota (``_actuation_failed``).
 """
 
 from __future__ import annotations
@@ -86,9 +82,11 @@ from kuota.events.schema import (
 __all__ = ["ClusterQueueSummary", "Fold", "ResourceSummary"]
 
 _CONFIG_KINDS = ("Configuration", "Kueue", "ConfigMap")
-# The one ActuationFailed reason of an Admitted decision that keeps the quota for
-# now: the Job is gone, and its deletion (which releases it) is on its way.
+# ActuationFailed of an Admitted decision: JobNotFound keeps the quota (the Job's
+# delete, which releases it, is on its way); these requeue (contention, not the
+# Job); any other reason holds the workload until its Job changes.
 JOB_NOT_FOUND = "JobNotFound"
+REQUEUE_FAILURES = frozenset({"Conflict", "ActuationLoop"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,11 +375,10 @@ class Fold(Preempting):
         )
 
     def _actuation_failed(self, event: ActuationFailed) -> None:
-        """The actuator could not start an admitted Job (a permanent failure:
-        transient ones it retries without telling the journal). The quota goes
-        back at once and the workload waits, held, until its Job changes: the
-        same Job would fail the same way (Kueue finishes such a workload with
-        FailedToStart; docs/kueue-differences.md)."""
+        """The actuator could not start an admitted Job (transient errors it
+        retries untold). The quota goes back at once; the workload is queued
+        again after contention, else held until its Job changes, which would
+        fail the same way (Kueue finishes it; docs/kueue-differences.md)."""
         if event.decision_type != "Admitted" or event.reason == JOB_NOT_FOUND:
             return  # a stop that could not be written, or a Job whose delete is coming
         key = event.workload
@@ -392,6 +389,9 @@ class Fold(Preempting):
         message = (
             f"the Job could not be started with its admission: {event.message or event.reason}"
         )
+        if event.reason in REQUEUE_FAILURES:
+            self._evict(rec, event.reason, message + "; it is queued again", requeue=True)
+            return
         self._evict(rec, event.reason, message + "; its quota is released", requeue=False)
         self._forget(key)
         self._hold(

@@ -44,6 +44,7 @@ class FakeKube(Kube):
     def __init__(self) -> None:
         self.objects: dict[str, dict[str, Any]] = {}
         self.failures: list[Exception] = []  # raised by the next calls, in order
+        self.patch_failures: list[Exception] = []  # raised by the next PATCHes only
         self.gets = 0
         self.patches: list[dict[str, Any]] = []
         self.events: list[dict[str, Any]] = []
@@ -60,6 +61,8 @@ class FakeKube(Kube):
 
     async def merge_patch(self, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
         self._maybe_fail()
+        if self.patch_failures:
+            raise self.patch_failures.pop(0)
         key = path.removesuffix("/status")
         stored = self.objects.get(key)
         if stored is None:
@@ -197,6 +200,19 @@ async def test_conflicts_in_a_row_are_bounded_and_reported() -> None:
     h.kube.failures = [Conflict(409, "modified")] * 3
     out = await h.actuator.apply(admitted({"nvidia.com/gpu": "h100"}), 1)
     assert out.result == "failed" and [e.reason for e in h.reported] == ["Conflict"]
+
+
+async def test_writes_that_fail_and_are_retried_are_no_actuation_loop() -> None:
+    # The webhook down (ingest restarting): every PATCH of a queued Job is refused
+    # with a 500 for a while. Ten failed attempts of one write are not ten writes.
+    h = Harness()
+    h.kube.objects[job_path(WORKLOAD)] = job().build()
+    h.kube.patch_failures = [
+        Transient(500, 'failed calling webhook "mutate-batch-v1-job.kuota.dev"')
+    ] * 10 + [Conflict(409, "modified")] * 3
+    out = await h.actuator.apply(admitted({"nvidia.com/gpu": "h100"}), 1)
+    assert out.result == "applied", out
+    assert h.reported == []
 
 
 async def test_an_unreachable_apiserver_is_retried_forever_with_a_capped_backoff() -> None:

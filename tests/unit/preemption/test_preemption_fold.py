@@ -218,6 +218,29 @@ def test_a_failed_start_releases_the_quota_and_holds_until_the_job_changes() -> 
     assert d.fold.workload_state("ns/low-1") == "Admitted"
 
 
+@pytest.mark.parametrize("reason", ["Conflict", "ActuationLoop"])
+def test_an_admission_lost_to_contention_is_queued_again(reason: str) -> None:
+    d = plans_setup()
+    d.apply(job("ns", "big", gpu=8, at=10), at=10)  # waits for low-1 and low-2
+    admitted = next(x for x in d.decisions if x.type == "Admitted" and x.workload == "ns/low-1")
+    out = d.feed(
+        ActuationFailed(
+            id=f"actuationfailed/{admitted.id}",
+            at=admitted.at,
+            decision_id=admitted.id,
+            workload="ns/low-1",
+            reason=reason,
+            message="8 conflicts in a row",
+            decision_type="Admitted",
+        )
+    )
+    assert kinds(out)[:2] == [("Evicted", "ns/low-1"), ("Requeued", "ns/low-1")]
+    assert (out[0].message or "").endswith("; it is queued again")
+    # queued again by its creation time (before big): it takes back what it had
+    assert ("Admitted", "ns/low-1") in kinds(out)
+    assert d.fold.workload_state("ns/big") == "Inadmissible"
+
+
 def test_a_failed_stop_or_a_missing_job_keeps_the_quota() -> None:
     d = plans_setup()
     admitted = next(x for x in d.decisions if x.type == "Admitted" and x.workload == "ns/low-1")
