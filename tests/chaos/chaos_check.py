@@ -64,6 +64,12 @@ class _BatchWatcher(Watcher):
         return changes
 
 
+# The reasons a Job of the run's workload may still wait with at the end (every
+# Job fits its ClusterQueue alone): anything else, e.g. a hold after a failed
+# start, is a lost Job.
+WAITING_FOR_QUOTA = frozenset({"InsufficientQuota", "WaitingForPreemptionPlan"})
+
+
 @dataclass
 class Observer:
     api: client.ApiClient
@@ -308,11 +314,17 @@ class Observer:
                 ends["completed"] += 1
             elif d is not None and d.type == "Deactivated":
                 ends["deactivated"] += 1
-            elif suspended and d is not None and d.type == "Inadmissible":
-                ends["pending"] += 1
+            elif (
+                suspended
+                and d is not None
+                and d.type == "Inadmissible"
+                and d.reason in WAITING_FOR_QUOTA
+            ):
+                ends["pending"] += 1  # still waiting for quota when the run ended
             else:
                 state = (
                     "gone" if obj is None else json.dumps((obj.get("spec") or {}).get("suspend"))
                 )
-                lost.append(f"{key} (suspend={state}, last decision {d.type if d else None})")
+                last_d = f"{d.type} {d.reason or ''}".strip() if d else None
+                lost.append(f"{key} (suspend={state}, last decision {last_d})")
         return ends, lost

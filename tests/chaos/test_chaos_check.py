@@ -57,3 +57,30 @@ def test_a_second_unsuspension_for_one_decision_is_a_double_actuation() -> None:
     o._on_job("UPSERT", job("w0", suspend=True, decision="d1"))
     o._on_job("UPSERT", job("w0", suspend=False, decision="d1"))
     assert o.doubles and "d1" in o.doubles[0]
+
+
+def test_a_job_held_for_another_reason_than_quota_is_lost() -> None:
+    from kuota.events.schema import Decision
+
+    o = observer()
+
+    def inadmissible(name: str, reason: str) -> Decision:
+        return Decision(
+            id=f"d-{name}",
+            cause="c",
+            at=1.0,
+            type="Inadmissible",
+            workload=f"chaos-a/{name}",
+            reason=reason,
+        )
+
+    for name in ("w0", "w1", "w2"):
+        o._on_job("UPSERT", job(name, suspend=True))
+    o.decisions += [
+        inadmissible("w0", "InsufficientQuota"),
+        inadmissible("w1", "WaitingForPreemptionPlan"),
+        inadmissible("w2", "ActuationLoop"),  # a failed start, held until the Job changes
+    ]
+    ends, lost = o.classify(["chaos-a/w0", "chaos-a/w1", "chaos-a/w2"])
+    assert ends["pending"] == 2
+    assert len(lost) == 1 and "chaos-a/w2" in lost[0] and "ActuationLoop" in lost[0]
