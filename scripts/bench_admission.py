@@ -35,7 +35,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from kuota.bus.settings import KafkaSettings
 from kuota.bus.topics import ensure_topics, shard_key
-from kuota.core.fold import Fold
+from kuota.core.fold.fold import Fold
 from kuota.events.schema import JournalEvent, ObjectUpserted, Tick, WorkloadFinished
 
 REPO = Path(__file__).resolve().parent.parent

@@ -2,7 +2,7 @@
 """Benchmark the admission core through the simulation engine (``make bench-core``).
 
 Generates, in memory, a loaded GPU cluster and folds it through
-``kuota.sim.engine.Simulator`` with the real ``kuota.core.fold.Fold`` on one
+``kuota.sim.engine.Simulator`` with the real ``kuota.core.fold.fold.Fold`` on one
 core:
 
 - 100 ClusterQueues (``--queues``) in 10 cohorts (``--cohorts``); each has a
@@ -54,7 +54,7 @@ from typing import Any
 
 from native_finder import compiled_modules
 
-from kuota.core.fold import Fold
+from kuota.core.fold.fold import Fold
 from kuota.events.schema import Decision, JournalEvent
 from kuota.sim.engine import Simulator
 

@@ -16,7 +16,7 @@ As in Kueue's runner, the i-th workload of a class is created i+1 intervals
 after the start, and a workload finishes its runtime after its latest
 admission (a preempted workload starts over when admitted again). The
 workloads are Jobs with ``kuota.dev/submit-at``/``run-for`` annotations,
-folded by the real ``kuota.core.fold.Fold`` through ``kuota.sim.engine``.
+folded by the real ``kuota.core.fold.fold.Fold`` through ``kuota.sim.engine``.
 
 Figures:
 
@@ -46,8 +46,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from kuota.core.fold import Fold
-from kuota.core.quantity import parse_quantity
+from kuota.core.fold.fold import Fold
+from kuota.quantity import parse_quantity
 from kuota.sim.engine import Simulator
 
 KUEUE = "kueue.x-k8s.io/v1beta2"

@@ -56,7 +56,7 @@ from kuota.audit.files import (
     read_journal,
 )
 from kuota.audit.replay import Auditor, run
-from kuota.core.fold import Fold
+from kuota.core.fold.fold import Fold
 from kuota.events.schema import (
     JournalEvent,
     ObjectDeleted,

@@ -140,7 +140,7 @@ async def wait_ingested(env: Mapping[str, str], applied: list[dict[str, Any]]) -
 async def read_quotas(api: Any) -> tuple[dict[str, QueueQuota], dict[str, int]]:
     from kubernetes_asyncio import client
 
-    from kuota.core.quantity import parse_quantity
+    from kuota.quantity import parse_quantity
 
     objects = client.CustomObjectsApi(api)
     quotas: dict[str, QueueQuota] = {}

@@ -89,7 +89,7 @@ def elapsed(seconds: float) -> str:
 
 
 def gib(milli: int) -> str:
-    from kuota.core.quantity import format_quantity
+    from kuota.quantity import format_quantity
 
     return format_quantity(milli)
 
@@ -183,7 +183,7 @@ class Stream:
     planned: list[str] = field(default_factory=list)  # "victim for preemptor", from plans
 
     def show(self, d: Any) -> None:
-        from kuota.core.quantity import QuantityError, parse_quantity
+        from kuota.quantity import QuantityError, parse_quantity
 
         key = d.workload
         if key is not None and key.split("/", 1)[0] not in NAMESPACES:

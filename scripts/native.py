@@ -43,17 +43,17 @@ FINDER = Path(__file__).resolve().with_name("native_finder.py")
 # (``kuota simulate``, the benches), whose input checks live in the interpreted
 # ``kuota.sim.scenario``. Everything else stays pure Python.
 MODULES = (
-    "kuota.core.cycle",
-    "kuota.core.fitting",
-    "kuota.core.flavors",
-    "kuota.core.fold",
-    "kuota.core.placement",
-    "kuota.core.preempting",
-    "kuota.core.queues",
-    "kuota.core.quota",
-    "kuota.core.state",
-    "kuota.core.verdict",
-    "kuota.core.workload",
+    "kuota.core.assign.fitting",
+    "kuota.core.assign.flavors",
+    "kuota.core.fold.cycle",
+    "kuota.core.fold.fold",
+    "kuota.core.fold.placement",
+    "kuota.core.fold.preempting",
+    "kuota.core.fold.state",
+    "kuota.core.queueing.queues",
+    "kuota.core.queueing.verdict",
+    "kuota.core.queueing.workload",
+    "kuota.core.quota.tree",
     "kuota.sim.engine",
 )
 

@@ -32,8 +32,8 @@ CONFIG = Path(__file__).with_name("_kuota_native.json")
 
 def source_digest(package_dir: Path, modules: Sequence[str]) -> str:
     """sha256 over the listed modules' names and ``.py`` sources, found under
-    the directory of the top-level package (``kuota.core.cycle`` ->
-    ``<package_dir>/core/cycle.py``)."""
+    the directory of the top-level package (``kuota.core.fold.cycle`` ->
+    ``<package_dir>/core/fold/cycle.py``)."""
     digest = hashlib.sha256()
     for name in sorted(modules):
         relative = Path(*name.split(".")[1:]).with_suffix(".py")

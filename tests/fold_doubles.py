@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kuota.core.fold import Fold
+from kuota.core.fold.fold import Fold
 from kuota.events.schema import Decision, JournalEvent
 
 

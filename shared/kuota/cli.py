@@ -73,8 +73,8 @@ def simulate(
 ) -> None:
     """Fold a scenario through the admission core; print one JSON decision per line."""
     # Imported here: `kuota --help` and the other subcommands need not load the core.
-    from kuota.core.fold import Fold
-    from kuota.core.preempting import INLINE, PLANS
+    from kuota.core.fold.fold import Fold
+    from kuota.core.fold.preempting import INLINE, PLANS
     from kuota.events.schema import PreemptionPlan
     from kuota.sim.duration import DurationError, parse_duration
     from kuota.sim.engine import SimulationError, Simulator

@@ -126,7 +126,7 @@ PREEMPTION_HELP = (
 
 
 def check_mode(preemption: str) -> str:
-    from kuota.core.preempting import INLINE, PLANS
+    from kuota.core.fold.preempting import INLINE, PLANS
 
     if preemption not in (INLINE, PLANS):
         raise fail(f"--preemption: {preemption!r} is neither {PLANS!r} nor {INLINE!r}")

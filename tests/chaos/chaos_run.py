@@ -60,7 +60,7 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from kuota.bus.settings import KafkaSettings
-from kuota.core.quantity import format_quantity
+from kuota.quantity import format_quantity
 
 REPO = Path(__file__).resolve().parents[2]
 STACK_PORTS: Mapping[str, str] = {

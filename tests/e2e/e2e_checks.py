@@ -14,7 +14,7 @@ import itertools
 
 from e2e_outcome import Outcome, unsuspended_after
 
-from kuota.core.quantity import parse_quantity
+from kuota.quantity import parse_quantity
 
 
 def assert_pipeline(o: Outcome) -> None:

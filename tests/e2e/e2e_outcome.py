@@ -14,8 +14,8 @@ from typing import Any
 
 from e2e_pipeline import Run
 
-from kuota.core.quantity import parse_quantity
 from kuota.events.schema import Decision
+from kuota.quantity import parse_quantity
 
 # (ClusterQueue, resource) -> milli-units
 Usage = dict[tuple[str, str], int]

@@ -40,10 +40,10 @@ from e2e_outcome import (
 from e2e_pipeline import Run, kubectl_apply, wait_journaled
 from kubernetes_asyncio import client
 
-from kuota.core.fold import Fold
-from kuota.core.preempting import PLANS
-from kuota.core.quantity import format_quantity
+from kuota.core.fold.fold import Fold
+from kuota.core.fold.preempting import PLANS
 from kuota.events.schema import Decision
+from kuota.quantity import format_quantity
 from kuota.sim.duration import micros_to_seconds, parse_duration
 from kuota.sim.engine import Simulator
 from kuota.sim.planning import PreemptionService

@@ -43,7 +43,7 @@ from e2e_harness import (
 )
 from kubernetes_asyncio import client
 
-from kuota.core.actuation import ANN_DECISION_ID
+from kuota.actuation.patch import ANN_DECISION_ID
 from kuota.events.schema import ActuationFailed, Decision
 
 pytestmark = [

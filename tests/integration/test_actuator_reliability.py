@@ -50,9 +50,9 @@ from test_actuator_service import (
     scrape,
 )
 
+from kuota.actuation.patch import ANN_DECISION_ID
 from kuota.bus.settings import KafkaSettings
 from kuota.bus.topics import ensure_topics
-from kuota.core.actuation import ANN_DECISION_ID
 from kuota.events.schema import ActuationFailed, Decision
 from kuota.kube.watch import Resource, Watcher
 

@@ -39,9 +39,9 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 from test_crds import apply_crds
 
+from kuota.actuation.patch import ANN_DECISION_ID, ANN_DECISION_OFFSET, ANN_ORIGINAL
 from kuota.bus.settings import KafkaSettings
 from kuota.bus.topics import ensure_topics
-from kuota.core.actuation import ANN_DECISION_ID, ANN_DECISION_OFFSET, ANN_ORIGINAL
 from kuota.events.schema import ActuationFailed, Decision, parse_event
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]

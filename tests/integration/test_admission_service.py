@@ -33,7 +33,7 @@ from stack_helpers import delete_pipeline_topics
 
 from kuota.bus.settings import KafkaSettings
 from kuota.bus.topics import Topics, ensure_topics, shard_key
-from kuota.core.fold import Fold
+from kuota.core.fold.fold import Fold
 from kuota.events.schema import (
     Decision,
     JournalEvent,

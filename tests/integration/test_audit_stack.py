@@ -37,9 +37,9 @@ from test_admission_service import (
 
 from kuota.bus.settings import KafkaSettings
 from kuota.bus.topics import ensure_topics
-from kuota.core.fold import Fold
-from kuota.core.readmodel import ClusterQueueReadModel, statuses
+from kuota.core.fold.fold import Fold
 from kuota.events.schema import Decision, JournalEvent
+from kuota.status.model import ClusterQueueReadModel, statuses
 
 pytestmark = pytest.mark.integration
 

@@ -47,7 +47,7 @@ from kubernetes_asyncio import client, config
 
 from kuota.bus.settings import KafkaSettings
 from kuota.bus.topics import Topics, ensure_topics
-from kuota.core.fold import Fold
+from kuota.core.fold.fold import Fold
 from kuota.events.schema import Decision, JournalEvent, ObjectUpserted, parse_decision
 
 pytestmark = pytest.mark.integration

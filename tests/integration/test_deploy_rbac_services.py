@@ -190,9 +190,9 @@ async def test_actuator_runs_on_its_service_account_alone(
     Preempted decision suspends it again and restores its template."""
     from aiokafka import AIOKafkaProducer
 
+    from kuota.actuation.patch import ANN_DECISION_ID
     from kuota.bus.settings import KafkaSettings
     from kuota.bus.topics import ensure_topics
-    from kuota.core.actuation import ANN_DECISION_ID
     from kuota.events.schema import Decision
 
     ns = rbac.namespace

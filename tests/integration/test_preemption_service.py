@@ -4,7 +4,7 @@ as processes on the local Kafka and Redis, fed synthetic journal events.
 Every test has a pipeline of its own (``pipeline_helpers``: own topic prefix,
 consumer groups, transactional ids, snapshot key, metrics ports) and reads
 the decisions admission commits. Nothing of the core is replaced: the victim
-search that runs is ``kuota.core.planner`` in kuota-preemption, validated by
+search that runs is ``kuota.core.preemption.planner`` in kuota-preemption, validated by
 admission's fold. The cases (docs/design/preemption.md, "How it is tested"):
 
 - the preemption shell alone: it folds, serves /metrics, dead-letters an

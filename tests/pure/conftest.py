@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-import kuota.core.fold
+import kuota.core.fold.fold
 
-if not (kuota.core.fold.__file__ or "").endswith(".py"):
+if not (kuota.core.fold.fold.__file__ or "").endswith(".py"):
     raise pytest.UsageError("tests/pure needs the pure-Python core: run it with KUOTA_NATIVE=0")
 
 # The hypothesis strategies these tests share with tests/unit/core.

@@ -19,9 +19,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_core_properties import SETTINGS, events, ops, topologies
 
-from kuota.core.fold import Fold
-from kuota.core.quota import FlavorResource, available
-from kuota.core.state import Waiter
+from kuota.core.fold.fold import Fold
+from kuota.core.fold.state import Waiter
+from kuota.core.quota.tree import FlavorResource, available
 
 
 class PlainWakeFold(Fold):

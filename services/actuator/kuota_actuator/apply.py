@@ -1,9 +1,9 @@
-"""Apply one decision to the cluster: the I/O around ``kuota.core.actuation``.
+"""Apply one decision to the cluster: the I/O around ``kuota.actuation.patch``.
 
 For a Job-changing decision (Admitted, Preempted, Evicted, Deactivated) the
 loop is: take the Job from the watch cache (``kuota_actuator.jobcache``; a GET
 only on a cache miss or after a conflict), ask
-:func:`kuota.core.actuation.plan` for the next step, and write it as ONE JSON
+:func:`kuota.actuation.patch.plan` for the next step, and write it as ONE JSON
 merge patch that carries the Job's ``metadata.resourceVersion`` as a
 precondition; repeat until the step was final. An admission is therefore a
 single PATCH: unsuspend, the flavors' nodeSelector and tolerations, and the
@@ -45,7 +45,7 @@ Two latencies are measured from the decision's ``at``:
 ``kuota_actuation_completion_seconds`` to the final write (for a stop: the
 restored template, after the Job controller has taken the pods down).
 
-Events (Kueue's reasons, ``kuota.core.actuation``) go to the background
+Events (Kueue's reasons, ``kuota.actuation.patch``) go to the background
 :class:`kuota_actuator.events.EventSink`; they never delay a write.
 """
 
@@ -60,7 +60,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kuota.core.actuation import (
+from kuota.actuation.patch import (
     JOB_MUTATING,
     STOPPING,
     DecisionOrder,

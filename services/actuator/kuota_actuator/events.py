@@ -7,7 +7,7 @@ once; when the queue is full the Event is dropped and counted
 (``kuota_actuator_events_dropped_total``). A few workers POST them. Event
 names derive from the decision id, so a redelivered decision's Event is a 409
 (counted ``duplicate``), never a second Event. Events follow Kueue's reasons
-(``kuota.core.actuation``).
+(``kuota.actuation.patch``).
 
 Job writes come first: while ``busy()`` says the actuator's API slots are
 half used or more (a burst of admissions), a worker holds its Event back for
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from kuota.core.actuation import EventSpec
+from kuota.actuation.patch import EventSpec
 from kuota_actuator.kubeapi import ApiError, Conflict, Kube
 from kuota_actuator.metrics import ActuatorMetrics
 

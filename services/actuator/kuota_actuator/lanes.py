@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 
 from aiokafka import ConsumerRecord, TopicPartition
 
-from kuota.core.actuation import STOPPING
+from kuota.actuation.patch import STOPPING
 from kuota.events.schema import Decision
 
 log = logging.getLogger("kuota.actuator")

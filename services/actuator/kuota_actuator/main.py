@@ -71,10 +71,10 @@ from prometheus_client import start_http_server
 from kuota.bus.deadletter import dead_letter_record
 from kuota.bus.settings import KafkaSettings, SettingsError
 from kuota.bus.topics import Topics, ensure_topics, shard_key
-from kuota.core.readmodel import ClusterQueueReadModel
 from kuota.events.decode import DecodeError, decode_decision
 from kuota.events.schema import ActuationFailed, Decision
 from kuota.kube.watch import Resource
+from kuota.status.model import ClusterQueueReadModel
 from kuota.store.settings import RedisSettings, redis_client
 from kuota_actuator.apply import FLAVORS_PATH, Actuator
 from kuota_actuator.events import EventSink

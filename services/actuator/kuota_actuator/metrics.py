@@ -10,7 +10,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.process_collector import ProcessCollector
 
-from kuota.core.readmodel import ClusterQueueReadModel
+from kuota.status.model import ClusterQueueReadModel
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 

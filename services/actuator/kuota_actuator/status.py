@@ -1,7 +1,7 @@
 """ClusterQueue status from the read model: the ``/status`` subresource and Redis.
 
 Every ``interval`` seconds, the writer computes Kueue's status fields for
-every ClusterQueue (``kuota.core.readmodel``), compares them with what the
+every ClusterQueue (``kuota.status.model``), compares them with what the
 apiserver has (the ClusterQueue mirror, kept by a watch) and merge-patches
 ``/status`` only where they differ, so an idle system writes nothing and a
 status clobbered by someone else is put back. The same documents, with an
@@ -27,8 +27,8 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from kuota.core.quantity import format_quantity
-from kuota.core.readmodel import ClusterQueueReadModel, QuotaRow, statuses
+from kuota.quantity import format_quantity
+from kuota.status.model import ClusterQueueReadModel, QuotaRow, statuses
 from kuota_actuator.kubeapi import ApiError, Kube, Mirror
 from kuota_actuator.metrics import ActuatorMetrics
 

@@ -54,8 +54,8 @@ import kuota.core
 from kuota.bus.processor import Replayer, ReplayError, TransactionalProcessor, journal_lag
 from kuota.bus.settings import KafkaSettings, SettingsError
 from kuota.bus.topics import ensure_topics
-from kuota.core.fold import Fold
-from kuota.core.preempting import PLANS
+from kuota.core.fold.fold import Fold
+from kuota.core.fold.preempting import PLANS
 from kuota.store.settings import RedisSettings, redis_client
 from kuota.store.snapshots import Snapshot, SnapshotStore, code_build
 from kuota_admission.metrics import AdmissionMetrics

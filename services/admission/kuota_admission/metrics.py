@@ -18,7 +18,7 @@ from prometheus_client.process_collector import ProcessCollector
 
 from kuota.api.duration import DurationError, parse_rfc3339
 from kuota.api.parse import CREATED_AT_ANNOTATION, QUEUE_NAME_LABEL
-from kuota.core.fold import Fold
+from kuota.core.fold.fold import Fold
 from kuota.events.schema import Decision, JournalEvent, ObjectDeleted, ObjectUpserted
 
 # Kueue's admission wait-time buckets: exponential from 1 s, doubling, 14 of them.

@@ -41,7 +41,7 @@ from aiokafka import ConsumerRecord
 from kuota.bus.deadletter import REASON_HEADER, SOURCE_HEADER, dead_letter_record
 from kuota.bus.processor import OutRecord
 from kuota.bus.topics import Topics
-from kuota.core.fold import Fold
+from kuota.core.fold.fold import Fold
 from kuota.events.decode import DecodeError, decode_event
 from kuota.events.schema import Decision, JournalEvent
 

@@ -8,7 +8,7 @@ search state is the fold, and the fold is rebuilt by replay), then joins the
 group. After each live batch it asks the core for plans
 (``kuota_preemption.planning``) and produces them to the journal in the
 transaction that commits the batch's offsets. The victim search itself lives
-in ``kuota.core.preemption``, run by ``kuota.core.planner`` on this
+in ``kuota.core.preemption.classical``, run by ``kuota.core.preemption.planner`` on this
 service's own ``Fold(preemption="plans")``.
 
 Configuration (environment): the Kafka settings (``kuota.bus.settings``),

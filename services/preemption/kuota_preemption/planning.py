@@ -5,7 +5,7 @@ Theory of operation: :class:`PlanningFolder` keeps its own
 in the same mode, so the same state and the same heads awaiting a plan. After
 each live batch that changed something (an event other than a plan, or a
 plan whose head still waits: a stale one) it runs the core's victim search
-for every awaiting head (:class:`kuota.core.planner.Planner`) and turns the
+for every awaiting head (:class:`kuota.core.preemption.planner.Planner`) and turns the
 results into ``PreemptionPlan`` journal events, ``plan/<preemptor>/<based_on>``
 with ``based_on`` the id of the last event folded. The processor produces
 them to the journal in the transaction that commits the batch's offsets.
@@ -32,8 +32,8 @@ from aiokafka import ConsumerRecord
 from kuota.bus.deadletter import dead_letter_record
 from kuota.bus.processor import OutRecord
 from kuota.bus.topics import Topics, shard_key
-from kuota.core.fold import Fold
-from kuota.core.planner import Planner
+from kuota.core.fold.fold import Fold
+from kuota.core.preemption.planner import Planner
 from kuota.events.decode import DecodeError, decode_event
 from kuota.events.schema import JournalEvent, PreemptionPlan
 

@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from kuota.api.types import LabelSelector, NodeSelectorRequirement, Taint, Toleration
-from kuota.core.quantity import QuantityError, parse_quantity
+from kuota.quantity import QuantityError, parse_quantity
 
 Raw = Mapping[str, object]
 _EMPTY: Raw = {}

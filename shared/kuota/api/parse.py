@@ -3,7 +3,7 @@
 Theory of operation: ``parse_object`` looks at ``apiVersion`` and ``kind``,
 hands the manifest to the reader for that kind, and returns the frozen object,
 ``None`` for kinds another module owns or that are not ours (DRA kinds belong
-to ``kuota.core.dra``; a Job without a queue-name label, an unrelated
+to ``kuota.core.dra.charging``; a Job without a queue-name label, an unrelated
 ConfigMap), or a ``ValidationError`` naming the object and the first bad
 field. It never raises: readers raise ``FieldError`` (``kuota.api.fields``)
 and the boundary converts it, and any other exception, into a
@@ -227,7 +227,7 @@ def _dispatch(raw: Raw, at: float) -> ParsedObject | None:
     api_version = string(raw.get("apiVersion"), "apiVersion")
     group, _, version = api_version.rpartition("/")
     if group == "resource.k8s.io" or (not api_version and kind in _DRA_KINDS):
-        return None  # DeviceClass, ResourceSlice, ResourceClaim(Template): kuota.core.dra
+        return None  # DeviceClass, ResourceSlice, ResourceClaim(Template): kuota.core.dra.charging
     entry = _READERS.get(kind)
     if entry is None:
         raise FieldError("kind", f"unsupported kind {kind!r} (apiVersion {api_version!r})")

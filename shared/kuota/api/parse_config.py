@@ -69,7 +69,7 @@ from kuota.api.types import (
     FairSharingConfig,
     WaitForPodsReady,
 )
-from kuota.core.quantity import QuantityError, parse_quantity
+from kuota.quantity import QuantityError, parse_quantity
 
 WAIT_FOR_PODS_READY_WHEN_ABSENT = False
 _V1BETA1_TIMEOUT_SECONDS = 5 * 60

@@ -1,6 +1,6 @@
 """Frozen dataclasses for the objects the core folds over.
 
-Amounts are ints in milli-units (see ``kuota.core.quantity``). Collections are
+Amounts are ints in milli-units (see ``kuota.quantity``). Collections are
 tuples (ordered, hashable) so that folding never depends on dict or set order.
 Names follow Kueue's and Kubernetes' field names.
 """

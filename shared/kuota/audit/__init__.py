@@ -1,7 +1,7 @@
 """Audit: re-fold the journal and check, explain and export what kuota decided.
 
 Theory of operation (``docs/design/audit.md``): decisions are a pure function
-of the journal (``kuota.core.fold.Fold``), so anyone holding the journal can
+of the journal (``kuota.core.fold.fold.Fold``), so anyone holding the journal can
 recompute them. This package does that with the same ``Fold`` the admission
 service runs:
 

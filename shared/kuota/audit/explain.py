@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kuota.audit.replay import JournalRecord, service_fold
-from kuota.core.fold import ClusterQueueSummary, Fold
-from kuota.core.quantity import format_quantity
+from kuota.core.fold.fold import ClusterQueueSummary, Fold
 from kuota.events.schema import Decision
+from kuota.quantity import format_quantity
 
 __all__ = [
     "Explainer",

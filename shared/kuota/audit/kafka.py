@@ -42,7 +42,7 @@ from kuota.audit.replay import (
 )
 from kuota.bus import connect
 from kuota.bus.settings import KafkaSettings
-from kuota.core.fold import Fold
+from kuota.core.fold.fold import Fold
 
 __all__ = [
     "AuditRange",

@@ -21,9 +21,9 @@ from rich.text import Text
 from kuota.audit.explain import PREEMPTOR, Explanation
 from kuota.audit.replay import AuditResult, Divergence
 from kuota.audit.status import QueueStatus, cohort_totals
-from kuota.core.fold import ClusterQueueSummary
-from kuota.core.quantity import format_quantity
+from kuota.core.fold.fold import ClusterQueueSummary
 from kuota.events.schema import Decision, JournalEvent
+from kuota.quantity import format_quantity
 
 __all__ = [
     "decision_text",

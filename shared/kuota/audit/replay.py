@@ -53,8 +53,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from kuota.core.fold import Fold
-from kuota.core.preempting import PLANS
+from kuota.core.fold.fold import Fold
+from kuota.core.fold.preempting import PLANS
 from kuota.events.decode import DecodeError
 from kuota.events.decode import decode_event as _decode_event
 from kuota.events.schema import (

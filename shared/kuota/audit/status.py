@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-The actuator folds every decision into ``kuota.core.readmodel`` and writes,
+The actuator folds every decision into ``kuota.status.model`` and writes,
 when a ClusterQueue's figures change, one JSON document per ClusterQueue to
 the Redis hash ``<instance>:status:clusterqueues`` (``<instance>`` = the topic
 prefix without its dot, ``kuota`` by default)::
@@ -40,7 +40,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kuota.core.quantity import QuantityError, format_quantity, parse_quantity
+from kuota.quantity import QuantityError, format_quantity, parse_quantity
 
 __all__ = [
     "QueueStatus",

@@ -51,8 +51,8 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from kuota.actuation.patch import ANN_DECISION_ID, ANN_DECISION_OFFSET, ANN_ORIGINAL
 from kuota.api.parse_job import ACTIVE_ANNOTATION, CREATED_AT_ANNOTATION, QUEUE_NAME_LABEL
-from kuota.core.actuation import ANN_DECISION_ID, ANN_DECISION_OFFSET, ANN_ORIGINAL
 
 SUSPEND_PATCH = [{"op": "add", "path": "/spec/suspend", "value": True}]
 KUOTA_PREFIX = "kuota.dev/"

@@ -120,7 +120,7 @@ FOLD_ANNOTATIONS = frozenset({ACTIVE_ANNOTATION})
 # a real Job is journaled without them (the queue order of real Jobs comes from
 # metadata.creationTimestamp).
 SIMULATION_ANNOTATIONS = frozenset({CREATED_AT_ANNOTATION})
-# Written by the actuator (kuota.core.actuation.ANN_ORIGINAL): the pod template's
+# Written by the actuator (kuota.actuation.patch.ANN_ORIGINAL): the pod template's
 # nodeSelector and tolerations before the first flavor was injected.
 ORIGINAL_SCHEDULING_ANNOTATION = "kuota.dev/original-pod-template-scheduling"
 CONFIG_KINDS = frozenset({"Configuration", "Kueue", "ConfigMap"})

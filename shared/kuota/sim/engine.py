@@ -105,7 +105,7 @@ _FINISHED = 1
 
 
 class FoldLike(Protocol):
-    """What the engine needs of a fold (``kuota.core.fold.Fold`` fits)."""
+    """What the engine needs of a fold (``kuota.core.fold.fold.Fold`` fits)."""
 
     def apply(self, event: JournalEvent, *, offset: int | None = None) -> list[Decision]: ...
 

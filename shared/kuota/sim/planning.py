@@ -3,7 +3,7 @@
 Theory of operation: the services fold in plans mode (``Fold(preemption=
 "plans")``): admission sets a head that needs preemption aside, and the
 preemption service, folding the same journal in the same mode, writes a
-``PreemptionPlan`` back to the journal (``kuota.core.planner``). To simulate
+``PreemptionPlan`` back to the journal (``kuota.core.preemption.planner``). To simulate
 that, :class:`PreemptionService` keeps the preemption service's own fold; the
 engine (``kuota.sim.engine``) hands it every journal event right after the
 admission fold applied it (:meth:`PreemptionService.after`), and it answers
@@ -27,9 +27,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kuota.core.fold import Fold
-from kuota.core.planner import Planner
-from kuota.core.preempting import PLANS
+from kuota.core.fold.fold import Fold
+from kuota.core.fold.preempting import PLANS
+from kuota.core.preemption.planner import Planner
 from kuota.events.schema import JournalEvent, PreemptionPlan
 from kuota.sim.duration import format_seconds
 from kuota.sim.scenario import SimulationError

@@ -21,9 +21,9 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from kuota.core.fold import ClusterQueueSummary
-from kuota.core.quantity import QuantityError, format_quantity, parse_quantity
+from kuota.core.fold.fold import ClusterQueueSummary
 from kuota.events.schema import DECISION_TYPES, Decision
+from kuota.quantity import QuantityError, format_quantity, parse_quantity
 from kuota.sim.duration import format_seconds
 from kuota.sim.planning import PlanCounts
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from kuota.core.actuation import (
+from kuota.actuation.patch import (
     DecisionOrder,
     Fail,
     FlavorSpec,

@@ -7,7 +7,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from kuota.core.actuation import EventSpec
+from kuota.actuation.patch import EventSpec
 from kuota_actuator.events import EventSink
 from kuota_actuator.kubeapi import Kube
 from kuota_actuator.metrics import ActuatorMetrics
@@ -65,7 +65,7 @@ def test_metrics_refresh_works_before_any_request_and_keeps_its_labels() -> None
     (found by the bad-input helper in the dead-letter test's log)."""
     from actuator_builders import admitted
 
-    from kuota.core.readmodel import ClusterQueueReadModel
+    from kuota.status.model import ClusterQueueReadModel
 
     metrics = ActuatorMetrics(CollectorRegistry())
     model = ClusterQueueReadModel()

@@ -11,7 +11,7 @@ import pytest
 from actuator_builders import NS, admitted, decision, flavor, job, order
 from test_actuator_shell import WORKLOAD, Harness
 
-from kuota.core.actuation import (
+from kuota.actuation.patch import (
     ANN_DECISION_ID,
     Fail,
     Skip,

@@ -21,7 +21,7 @@ from actuator_builders import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kuota.core.actuation import (
+from kuota.actuation.patch import (
     ANN_DECISION_ID,
     ANN_DECISION_OFFSET,
     ANN_ORIGINAL,
@@ -37,7 +37,7 @@ from kuota.core.actuation import (
     inject,
     plan,
 )
-from kuota.core.readmodel import ClusterQueueReadModel, statuses
+from kuota.status.model import ClusterQueueReadModel, statuses
 
 H100 = flavor("h100", {"gpu": "h100", "zone": "a"}, [tol("nvidia.com/gpu")])
 SPOT = flavor("spot", {"lifecycle": "spot"}, [tol("spot"), tol("nvidia.com/gpu")])

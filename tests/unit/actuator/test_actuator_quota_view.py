@@ -13,9 +13,9 @@ from journal_builders import GPU, gpu_job, upserted
 from prometheus_client import CollectorRegistry
 from test_actuator_shell import FakeKube
 
-from kuota.core.fold import Fold
-from kuota.core.readmodel import ClusterQueueReadModel
+from kuota.core.fold.fold import Fold
 from kuota.events.schema import Decision, JournalEvent, ObjectDeleted, WorkloadFinished
+from kuota.status.model import ClusterQueueReadModel
 from kuota_actuator.metrics import ActuatorMetrics
 from kuota_actuator.status import CQ_PATH, StatusWriter
 

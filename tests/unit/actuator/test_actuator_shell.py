@@ -10,7 +10,7 @@ import pytest
 from actuator_builders import NAME, NS, admitted, decision, job, tol
 from prometheus_client import CollectorRegistry
 
-from kuota.core.actuation import ANN_DECISION_ID
+from kuota.actuation.patch import ANN_DECISION_ID
 from kuota.events.schema import ActuationFailed
 from kuota_actuator.apply import Actuator, job_path, merge_patch
 from kuota_actuator.events import EventSink

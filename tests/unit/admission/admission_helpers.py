@@ -8,7 +8,7 @@ from typing import Any
 from aiokafka import ConsumerRecord
 
 from kuota.bus.topics import Topics
-from kuota.core.fold import Fold
+from kuota.core.fold.fold import Fold
 from kuota.events.schema import (
     Decision,
     JournalEvent,

@@ -2,7 +2,7 @@
 
 The folder (a real ``Fold(preemption="plans")``) is fed journal records live
 with a hand-driven clock; the plans come from a second real fold and the
-core's :class:`~kuota.core.planner.Planner`, as the preemption service writes
+core's :class:`~kuota.core.preemption.planner.Planner`, as the preemption service writes
 them. The observer is the real :class:`AdmissionMetrics`; the only stand-in is
 the clock.
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 from admission_helpers import TOPICS, rec, records
 from preemption_journal import WAITING, Journal, within_cluster_queue
 
-from kuota.core.fold import Fold
-from kuota.core.planner import Planner
+from kuota.core.fold.fold import Fold
+from kuota.core.preemption.planner import Planner
 from kuota.events.schema import JournalEvent, ObjectDeleted, PreemptionPlan, parse_decision
 from kuota_admission.metrics import AdmissionMetrics
 from kuota_admission.records import JournalFolder

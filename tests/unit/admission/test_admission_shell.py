@@ -17,7 +17,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from kuota.bus.processor import OutRecord, Replayer
 from kuota.bus.settings import SettingsError
-from kuota.core.fold import Fold
+from kuota.core.fold.fold import Fold
 from kuota.events.schema import Decision, ObjectUpserted, parse_decision
 from kuota.store.snapshots import Snapshot
 from kuota_admission.main import FatalError, Service, choose_start, load_config

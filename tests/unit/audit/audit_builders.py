@@ -19,8 +19,8 @@ from typing import Any
 from journal_builders import gpu_job, upserted
 
 from kuota.audit.replay import JournalRecord, RecordedDecision
-from kuota.core.fold import Fold
-from kuota.core.preempting import PLANS
+from kuota.core.fold.fold import Fold
+from kuota.core.fold.preempting import PLANS
 from kuota.events.schema import (
     Decision,
     JournalEvent,

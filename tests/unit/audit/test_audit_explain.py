@@ -8,7 +8,7 @@ from audit_builders import NS, Journal, busy_journal, fold_all
 
 from kuota.audit.explain import PREEMPTOR, WORKLOAD, Explainer, Explanation, relevant
 from kuota.audit.replay import JournalRecord
-from kuota.core.fold import Fold
+from kuota.core.fold.fold import Fold
 from kuota.events.schema import Decision
 
 

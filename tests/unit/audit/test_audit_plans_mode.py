@@ -27,7 +27,7 @@ from kuota.audit.files import (
 )
 from kuota.audit.replay import CHANGED, Auditor, JournalRecord, run, service_fold
 from kuota.cli import app
-from kuota.core.preempting import INLINE, PLANS, WAITING_FOR_PLAN
+from kuota.core.fold.preempting import INLINE, PLANS, WAITING_FOR_PLAN
 from kuota.events.schema import PreemptionPlan
 
 runner = CliRunner()

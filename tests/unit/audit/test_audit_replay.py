@@ -17,7 +17,7 @@ from kuota.audit.replay import (
     decode_event,
     run,
 )
-from kuota.core.fold import Fold
+from kuota.core.fold.fold import Fold
 from kuota.events.schema import Decision, Tick
 
 

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from kuota.audit.render import status_tables
 from kuota.audit.status import cohort_totals, parse_status, redis_key, status_dict
-from kuota.core.readmodel import ClusterQueueReadModel, statuses
+from kuota.status.model import ClusterQueueReadModel, statuses
 
 
 def actuator_hash(*, updated_at: float = 1000.0) -> dict[bytes, bytes]:

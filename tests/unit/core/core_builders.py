@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from kuota.core.fold import Fold
+from kuota.core.fold.fold import Fold
 from kuota.events.schema import (
     Decision,
     JournalEvent,

@@ -22,9 +22,9 @@ import sys
 import time
 from typing import Any
 
-import kuota.core.fold as fold_module
+import kuota.core.fold.fold as fold_module
 from kuota.api.parse import parse_object
-from kuota.core.fold import Fold
+from kuota.core.fold.fold import Fold
 from kuota.events.schema import Decision, JournalEvent, ObjectUpserted, WorkloadFinished
 
 COHORTS = 10

@@ -29,15 +29,15 @@ from kuota.api.types import (
     Toleration,
     ValidationError,
 )
-from kuota.core import quota as Q
-from kuota.core.fitting import fit_assignment, fit_picks
-from kuota.core.flavors import (
+from kuota.core.assign.fitting import fit_assignment, fit_picks
+from kuota.core.assign.flavors import (
     Mode,
     PodSetRequest,
     assign_flavors,
     plan_podsets,
     queue_view,
 )
+from kuota.core.quota import tree as Q
 
 SETTINGS = settings(max_examples=150, deadline=None)
 FLAVORS = {

@@ -19,8 +19,7 @@ from kuota.api.types import (
     Taint,
     Toleration,
 )
-from kuota.core import quota as Q
-from kuota.core.flavors import (
+from kuota.core.assign.flavors import (
     Mode,
     PodSetRequest,
     assign_flavors,
@@ -28,6 +27,7 @@ from kuota.core.flavors import (
     flavor_mismatch,
     queue_view,
 )
+from kuota.core.quota import tree as Q
 
 GPU = ResourceFlavor("gpu", node_labels=(("gpu", "h100"), ("zone", "a")))
 

@@ -21,9 +21,9 @@ from core_builders import cohort, cq, flavor, job, lq, manifest, wpc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kuota.core.flavors import assign_flavors
-from kuota.core.fold import Fold
-from kuota.core.quota import QuotaTree
+from kuota.core.assign.flavors import assign_flavors
+from kuota.core.fold.fold import Fold
+from kuota.core.quota.tree import QuotaTree
 from kuota.events.schema import (
     Decision,
     JournalEvent,
@@ -193,7 +193,7 @@ def check_nothing_admissible_waits(fold: Fold) -> None:
 
 
 def parse_usage(d: Decision) -> dict[tuple[str, str], int]:
-    from kuota.core.quantity import parse_quantity
+    from kuota.quantity import parse_quantity
 
     return {
         (flavor_name, res): parse_quantity(q)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kuota.core.queues import BLOCKED_HEAD, ClusterQueueQueue
-from kuota.core.verdict import text_verdict
+from kuota.core.queueing.queues import BLOCKED_HEAD, ClusterQueueQueue
+from kuota.core.queueing.verdict import text_verdict
 
 NO = text_verdict("InsufficientQuota", "no")
 NEEDS = ((("f", "cpu"), 2000),)

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kuota.api.types import FlavorQuotas, ResourceGroup, ResourceQuota
-from kuota.core import quota as Q
+from kuota.core.quota import tree as Q
 
 FR = ("f", "gpu")
 

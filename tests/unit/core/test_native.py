@@ -53,7 +53,7 @@ def test_compiled_and_pure_python_cores_make_the_same_decisions() -> None:
 def test_snapshots_of_the_compiled_and_the_pure_core_carry_different_builds() -> None:
     """A snapshot pickled by one is refused by the other (it replays instead)."""
     code = (
-        "import kuota.api, kuota.core, kuota.core.fold\n"
+        "import kuota.api, kuota.core, kuota.core.fold.fold\n"
         "from kuota.store.snapshots import code_build\n"
         "print(code_build(kuota.core, kuota.api))"
     )
@@ -72,16 +72,19 @@ def test_an_edited_source_runs_as_pure_python_never_as_the_stale_build(tmp_path:
         tmp_path / "kuota",
         ignore=shutil.ignore_patterns("__pycache__"),
     )
-    where = "import kuota.core.fold as f, kuota.core.queues as q; print(f.__file__, q.__file__)"
+    where = (
+        "import kuota.core.fold.fold as f, kuota.core.queueing.queues as q; "
+        "print(f.__file__, q.__file__)"
+    )
     before = _run("-c", where, native=True, PYTHONPATH=str(tmp_path))
     assert before.returncode == 0, before.stderr
     assert all(not f.endswith(".py") for f in before.stdout.split()), before.stdout
-    queues = tmp_path / "kuota" / "core" / "queues.py"
+    queues = tmp_path / "kuota" / "core" / "queueing" / "queues.py"
     queues.write_text(queues.read_text() + "\n# edited after the build\n")
     after = _run("-c", where, native=True, PYTHONPATH=str(tmp_path))
     assert after.returncode == 0, after.stderr
     assert after.stdout.split() == [
-        str(tmp_path / "kuota" / "core" / "fold.py"),
+        str(tmp_path / "kuota" / "core" / "fold" / "fold.py"),
         str(queues),
     ]
     assert "the sources changed since it was built" in after.stderr

@@ -24,10 +24,10 @@ import pytest
 
 import kuota
 from kuota.api.types import PodSet, WorkloadSpec
-from kuota.core.flavors import Assignment, Mode, PodSetAssignment, QuotaFact, Shortfall
-from kuota.core.queues import ShapeGroup
-from kuota.core.verdict import Verdict
-from kuota.core.workload import Admission, WorkloadRecord
+from kuota.core.assign.flavors import Assignment, Mode, PodSetAssignment, QuotaFact, Shortfall
+from kuota.core.queueing.queues import ShapeGroup
+from kuota.core.queueing.verdict import Verdict
+from kuota.core.queueing.workload import Admission, WorkloadRecord
 from kuota.events.schema import Tick
 from kuota.sim.engine import Step
 

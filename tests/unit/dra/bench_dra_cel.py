@@ -10,9 +10,9 @@ import time
 
 from dra_builders import ARTICLE_MANIFESTS, GPU_MEMORY, h100_mig_node, podset
 
-from kuota.core.cel_env import CompiledSelector, DeviceEnv, compile_selector, semver_value
-from kuota.core.dra import DraInventory, charge_podset
-from kuota.core.quantity import parse_quantity
+from kuota.core.dra.cel import CompiledSelector, DeviceEnv, compile_selector, semver_value
+from kuota.core.dra.charging import DraInventory, charge_podset
+from kuota.quantity import parse_quantity
 
 
 def rate(label: str, n: int, seconds: float) -> None:

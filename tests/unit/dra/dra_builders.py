@@ -16,8 +16,8 @@ from kuota.api.types import (
     DeviceClassMapping,
     PodSet,
 )
-from kuota.core.dra import DraInventory
-from kuota.core.quantity import parse_quantity
+from kuota.core.dra.charging import DraInventory
+from kuota.quantity import parse_quantity
 
 GPU_DRIVER = "gpu.nvidia.com"
 

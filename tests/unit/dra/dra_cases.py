@@ -17,7 +17,7 @@ from dra_builders import (
 )
 
 from kuota.api.types import Configuration, PodSet
-from kuota.core.dra import Charge, NotChargeable, charge_podset
+from kuota.core.dra.charging import Charge, NotChargeable, charge_podset
 
 
 @dataclass

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from kuota.core.cel_env import (
+from kuota.core.dra.cel import (
     CompiledSelector,
     DeviceEnv,
     SelectorError,
@@ -15,7 +15,7 @@ from kuota.core.cel_env import (
     rewrite_bind,
     semver_value,
 )
-from kuota.core.quantity import parse_quantity
+from kuota.quantity import parse_quantity
 
 
 def h100_mig() -> DeviceEnv:

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kuota.api.types import PodSet
-from kuota.core.dra import Charge, DraInventory, NotChargeable, Reason, charge_podset
+from kuota.core.dra.charging import Charge, DraInventory, NotChargeable, Reason, charge_podset
 
 # --------------------------------------------------------------------------- article 000
 

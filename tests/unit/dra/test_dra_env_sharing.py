@@ -7,7 +7,7 @@ from dra_builders import GPU_DRIVER, h100_mig_node, inventory, slice_
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kuota.core.cel_env import DeviceEnv, SelectorError, compile_selector, semver_value
+from kuota.core.dra.cel import DeviceEnv, SelectorError, compile_selector, semver_value
 
 
 def test_identical_nodes_share_envs_and_a_different_device_does_not() -> None:

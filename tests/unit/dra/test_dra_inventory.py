@@ -22,9 +22,7 @@ from dra_builders import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kuota.api.types import ObjectRef, ValidationError
-from kuota.core.dra import DraInventory
-from kuota.core.dra_model import (
+from kuota.api.dra import (
     CounterConsumption,
     DeviceAttribute,
     DeviceClass,
@@ -34,6 +32,8 @@ from kuota.core.dra_model import (
     ResourceSlice,
     parse_dra_object,
 )
+from kuota.api.types import ObjectRef, ValidationError
+from kuota.core.dra.charging import DraInventory
 
 
 def test_handles_the_three_kinds() -> None:

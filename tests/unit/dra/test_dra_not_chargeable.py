@@ -20,7 +20,7 @@ from dra_builders import (
 from dra_cases import NODES, Case, check
 from test_dra_charge import ARTICLE_CASES, COUNT_CASES, COUNTER_CASES
 
-from kuota.core.dra import Reason
+from kuota.core.dra.charging import Reason
 
 # --------------------------------------------------------------------------- extended resources
 

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from kuota.core.fold import Fold
+from kuota.core.fold.fold import Fold
 from kuota.events.schema import DECISION_TYPES, Decision, trusted_decision
 from kuota.sim.engine import simulate
 from kuota.sim.scenario import load_scenario

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 from test_events_trusted import assert_same as assert_same_fields
 
-from kuota.core.fold import Fold
+from kuota.core.fold.fold import Fold
 from kuota.events.schema import (
     ObjectDeleted,
     ObjectUpserted,

@@ -26,7 +26,7 @@ from kuota.bus.deadletter import (
     TRUNCATED_HEADER,
 )
 from kuota.bus.topics import Topics
-from kuota.core.fold import Fold
+from kuota.core.fold.fold import Fold
 from kuota.events.decode import DecodeError, decode_event
 from kuota.events.schema import Decision, JournalEvent, ObjectUpserted, Tick
 from kuota_admission.records import JournalFolder

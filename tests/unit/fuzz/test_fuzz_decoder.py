@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kuota.audit.replay import decode_event as audit_decode
-from kuota.core.fold import Fold
+from kuota.core.fold.fold import Fold
 from kuota.events.decode import MAX_REASON, DecodeError, decode_decision, decode_event
 from kuota.events.schema import SCHEMA_VERSION, Decision
 

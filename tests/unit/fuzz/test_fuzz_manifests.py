@@ -19,11 +19,11 @@ from fuzz_support import EXAMPLES, FUZZ, REPO, SEED_KINDS, SEEDS, json_like, mut
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kuota.api.dra import parse_dra_object
 from kuota.api.parse import KUEUE_CONFIG_KEY, object_ref, parse_job, parse_object
 from kuota.api.types import ValidationError
-from kuota.core.dra import DraInventory
-from kuota.core.dra_model import parse_dra_object
-from kuota.core.fold import Fold
+from kuota.core.dra.charging import DraInventory
+from kuota.core.fold.fold import Fold
 from kuota.events.schema import (
     ObjectDeleted,
     ObjectUpserted,

@@ -248,9 +248,9 @@ def test_journaled_job_carries_the_users_scheduling_not_the_injection() -> None:
 
 
 def test_actuator_admit_and_stop_never_echo() -> None:
-    """Contract with kuota.core.actuation: every Job the actuator writes while
+    """Contract with kuota.actuation.patch: every Job the actuator writes while
     admitting and stopping has the digest of the Job the user created."""
-    from kuota.core.actuation import (
+    from kuota.actuation.patch import (
         ANN_ORIGINAL,
         DecisionOrder,
         ResetStartTime,

@@ -4,7 +4,7 @@
 manifest with one flavor ``h100`` covering ``nvidia.com/gpu``; quotas are
 ``n`` or ``(n, borrowing)``. ``job("ns", "j", gpu=4, priority="high", at=5)``
 is a Job created at ``at`` with the queue label ``lq``. :class:`Driver` feeds
-them to a :class:`~kuota.core.fold.Fold` as journal events with increasing ids
+them to a :class:`~kuota.core.fold.fold.Fold` as journal events with increasing ids
 and keeps every decision.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from kuota.core.fold import Fold
+from kuota.core.fold.fold import Fold
 from kuota.events.schema import (
     Decision,
     JournalEvent,

@@ -5,7 +5,7 @@ is a ClusterQueue ``a`` in cohort ``pool`` with nominal 8 and borrowing limit 4
 of ``gpu`` in flavor ``f``, and a workload ``a/1`` admitted there using 4.
 Quotas are ``n``, ``(n, borrowing)`` or ``(n, borrowing, lending)``, whole
 units (converted to milli-units). ``preemptor(...)`` returns a
-:class:`~kuota.core.preemption.Preemptor` whose contested flavor-resources are
+:class:`~kuota.core.preemption.classical.Preemptor` whose contested flavor-resources are
 the ones its request does not fit in now (as the flavor assignment would say).
 """
 
@@ -20,9 +20,9 @@ from kuota.api.types import (
     ResourceGroup,
     ResourceQuota,
 )
-from kuota.core.fairshare import Weights
-from kuota.core.preemption import AdmittedWorkload, Preemptor, Snapshot
-from kuota.core.quota import FlavorResource, QuotaTree, add_usage, available
+from kuota.core.preemption.classical import AdmittedWorkload, Preemptor, Snapshot
+from kuota.core.quota.fairshare import Weights
+from kuota.core.quota.tree import FlavorResource, QuotaTree, add_usage, available
 
 FLAVOR = "f"
 MILLI = 1000

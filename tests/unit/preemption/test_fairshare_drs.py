@@ -10,7 +10,7 @@ import pytest
 from preemption_builders import MILLI, World, usage_of
 
 from kuota.api.types import FlavorQuotas, ResourceGroup, ResourceQuota
-from kuota.core.fairshare import (
+from kuota.core.quota.fairshare import (
     MAX_INT64,
     FairEntry,
     Share,
@@ -21,7 +21,7 @@ from kuota.core.fairshare import (
     less_than_or_equal_to_final_share,
     tournament_winner,
 )
-from kuota.core.quota import QuotaNode, add_usage
+from kuota.core.quota.tree import QuotaNode, add_usage
 
 
 @dataclass

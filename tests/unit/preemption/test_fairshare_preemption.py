@@ -8,9 +8,7 @@ from dataclasses import dataclass
 import pytest
 from preemption_builders import World
 
-from kuota.core.fair_preemption import fair_targets
-from kuota.core.fairshare import LESS_THAN_INITIAL_SHARE, LESS_THAN_OR_EQUAL_TO_FINAL_SHARE
-from kuota.core.preemption import (
+from kuota.core.preemption.classical import (
     IN_CLUSTER_QUEUE,
     IN_COHORT_FAIR_SHARING,
     ClusterView,
@@ -18,6 +16,8 @@ from kuota.core.preemption import (
     Preemptor,
     plan_victims,
 )
+from kuota.core.preemption.fair import fair_targets
+from kuota.core.quota.fairshare import LESS_THAN_INITIAL_SHARE, LESS_THAN_OR_EQUAL_TO_FINAL_SHARE
 
 S2A = f"fairSharing={LESS_THAN_OR_EQUAL_TO_FINAL_SHARE}"
 S2B = f"fairSharing={LESS_THAN_INITIAL_SHARE}"

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from fold_driver import Driver, cq, flavor, job, kinds, lq, wpc
 
-from kuota.core.fold import Fold
+from kuota.core.fold.fold import Fold
 from kuota.events.schema import Decision
 
 WAITING = "WaitingForPreemptionPlan"

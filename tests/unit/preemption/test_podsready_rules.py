@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kuota.api.types import WaitForPodsReady
-from kuota.core.podsready import (
+from kuota.core.preemption.podsready import (
     JITTER,
     Deactivate,
     ReadyState,

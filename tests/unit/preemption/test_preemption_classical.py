@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pytest
 from preemption_builders import World
 
-from kuota.core.preemption import (
+from kuota.core.preemption.classical import (
     IN_CLUSTER_QUEUE,
     IN_COHORT_RECLAIM_WHILE_BORROWING,
     IN_COHORT_RECLAMATION,

@@ -10,9 +10,9 @@ from fold_driver import Driver, config, cq, flavor, job, kinds, lq, wpc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kuota.core.fold import Fold
-from kuota.core.planner import Planner
-from kuota.core.quota import available
+from kuota.core.fold.fold import Fold
+from kuota.core.preemption.planner import Planner
+from kuota.core.quota.tree import available
 from kuota.events.schema import ActuationFailed, Decision, JournalEvent
 
 

@@ -31,9 +31,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from preemption_builders import MILLI, World
 
-from kuota.core.fair_preemption import fair_targets
-from kuota.core.fairshare import Weights
-from kuota.core.preemption import (
+from kuota.core.preemption.classical import (
     IN_CLUSTER_QUEUE,
     IN_COHORT_FAIR_SHARING,
     IN_COHORT_RECLAIM_WHILE_BORROWING,
@@ -46,7 +44,9 @@ from kuota.core.preemption import (
     plan_victims,
     remove_workload,
 )
-from kuota.core.quota import QuotaTree, add_usage, available, potential_available
+from kuota.core.preemption.fair import fair_targets
+from kuota.core.quota.fairshare import Weights
+from kuota.core.quota.tree import QuotaTree, add_usage, available, potential_available
 
 WITHIN = ["Never", "LowerPriority", "LowerOrNewerEqualPriority"]
 RECLAIM = ["Never", "LowerPriority", "Any"]

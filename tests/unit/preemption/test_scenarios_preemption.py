@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kuota.core.fold import Fold
+from kuota.core.fold.fold import Fold
 from kuota.events.schema import Decision
 from kuota.sim.engine import Simulator
 from kuota.sim.scenario import load_scenario

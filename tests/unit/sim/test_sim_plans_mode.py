@@ -24,8 +24,8 @@ import pytest
 from typer.testing import CliRunner
 
 from kuota.cli import app
-from kuota.core.fold import Fold
-from kuota.core.preempting import INLINE, PLANS, WAITING_FOR_PLAN
+from kuota.core.fold.fold import Fold
+from kuota.core.fold.preempting import INLINE, PLANS, WAITING_FOR_PLAN
 from kuota.events.schema import Decision, PreemptionPlan
 from kuota.sim.engine import Simulator
 from kuota.sim.planning import PlanCounts, PreemptionService

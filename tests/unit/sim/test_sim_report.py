@@ -5,7 +5,7 @@ import io
 import pytest
 from rich.console import Console
 
-from kuota.core.fold import ClusterQueueSummary, ResourceSummary
+from kuota.core.fold.fold import ClusterQueueSummary, ResourceSummary
 from kuota.events.schema import Decision
 from kuota.sim.report import PeakUsage, quota_text, render_summary
 

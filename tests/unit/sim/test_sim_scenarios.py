@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from kuota.core.fold import Fold
-from kuota.core.quantity import parse_quantity
+from kuota.core.fold.fold import Fold
 from kuota.events.schema import Decision
+from kuota.quantity import parse_quantity
 from kuota.sim.engine import Simulator
 from kuota.sim.scenario import load_scenario
 

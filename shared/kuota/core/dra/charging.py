@@ -39,15 +39,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from kuota.api.types import ClaimRef, Configuration, DeviceClassMapping, PodSet
-from kuota.core.cel_env import CompiledSelector, SelectorError, compile_selector
-from kuota.core.dra_inventory import (
-    IMPLICIT_EXTENDED_RESOURCE_PREFIX,
-    DraInventory,
-    MatchError,
-    PoolDevice,
-)
-from kuota.core.dra_model import (
+from kuota.api.dra import (
     Device,
     DeviceClass,
     DeviceRequest,
@@ -55,7 +47,15 @@ from kuota.core.dra_model import (
     ResourceSlice,
     parse_dra_object,
 )
-from kuota.core.quantity import MAX_MILLI, MILLI, format_quantity
+from kuota.api.types import ClaimRef, Configuration, DeviceClassMapping, PodSet
+from kuota.core.dra.cel import CompiledSelector, SelectorError, compile_selector
+from kuota.core.dra.inventory import (
+    IMPLICIT_EXTENDED_RESOURCE_PREFIX,
+    DraInventory,
+    MatchError,
+    PoolDevice,
+)
+from kuota.quantity import MAX_MILLI, MILLI, format_quantity
 
 __all__ = [
     "IMPLICIT_EXTENDED_RESOURCE_PREFIX",

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final
 
-from kuota.core.flavors import Assignment, Reason, render_reasons
+from kuota.core.assign.flavors import Assignment, Reason, render_reasons
 from kuota.core.pickling import register_by_fields
 
 

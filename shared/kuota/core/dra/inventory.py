@@ -34,9 +34,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from kuota.api.types import ObjectRef, ValidationError
-from kuota.core.cel_env import CompiledSelector, DeviceEnv, SelectorError, semver_value
-from kuota.core.dra_model import (
+from kuota.api.dra import (
     KINDS,
     Device,
     DeviceClass,
@@ -44,6 +42,8 @@ from kuota.core.dra_model import (
     ResourceSlice,
     parse_dra_object,
 )
+from kuota.api.types import ObjectRef, ValidationError
+from kuota.core.dra.cel import CompiledSelector, DeviceEnv, SelectorError, semver_value
 
 IMPLICIT_EXTENDED_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
 _ENVS_BY_CONTENT_MAX = 4096

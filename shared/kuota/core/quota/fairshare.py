@@ -24,7 +24,7 @@ unweighted ratio). :meth:`Share.rounded` is Kueue's integer figure
 over the preemptor's share after admission and the target's share before
 and after losing a workload (:func:`less_than_or_equal_to_final_share`,
 :func:`less_than_initial_share`, :data:`STRATEGIES`); the victim search that
-uses them is :mod:`kuota.core.fair_preemption`.
+uses them is :mod:`kuota.core.preemption.fair`.
 
 **Admission order** (Kueue's ``fair_sharing_iterator.go``): for each cohort
 tree, a tournament: each entry's share is computed as if it were admitted,
@@ -48,7 +48,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from kuota.core.quota import (
+from kuota.core.quota.tree import (
     FlavorResource,
     QuotaNode,
     QuotaTree,

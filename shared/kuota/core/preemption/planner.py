@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from kuota.core.preemption import Plan
+from kuota.core.preemption.classical import Plan
 from kuota.events.schema import PreemptionPlan
 
 

@@ -8,7 +8,7 @@ until one admits nothing, as Kueue's scheduler does:
    was short of, and none of that is available now, would fail the same way:
    it is set aside again without a flavor assignment;
 2. assign flavors to every head against the same usage (the snapshot): first
-   :func:`~kuota.core.fitting.fit_picks`, which answers without building
+   :func:`~kuota.core.assign.fitting.fit_picks`, which answers without building
    reasons when everything it looks at fits, its :class:`Fit` cached per
    (ClusterQueue, shape, flavor choice); otherwise the full search, which says
    why;
@@ -35,28 +35,19 @@ import heapq
 from collections.abc import Iterable
 from operator import itemgetter
 
-from kuota.core.fitting import fit_assignment, fit_picks
-from kuota.core.flavors import (
+from kuota.core.assign.fitting import fit_assignment, fit_picks
+from kuota.core.assign.flavors import (
     Assignment,
     Mode,
     assign_flavors,
     plan_podsets,
     still_fits,
 )
-from kuota.core.placement import Placement
-from kuota.core.quantity import format_quantity
-from kuota.core.queues import BLOCKED_HEAD, STRICT_FIFO, Needs, OrderKey
-from kuota.core.quota import (
-    FlavorResource,
-    QuotaNode,
-    add_usage,
-    available,
-    available_below,
-    remove_usage,
-)
-from kuota.core.state import Waiter
-from kuota.core.verdict import Verdict, assignment_verdict
-from kuota.core.workload import (
+from kuota.core.fold.placement import Placement
+from kuota.core.fold.state import Waiter
+from kuota.core.queueing.queues import BLOCKED_HEAD, STRICT_FIFO, Needs, OrderKey
+from kuota.core.queueing.verdict import Verdict, assignment_verdict
+from kuota.core.queueing.workload import (
     ADMITTED,
     INADMISSIBLE,
     PENDING,
@@ -64,6 +55,15 @@ from kuota.core.workload import (
     Fit,
     WorkloadRecord,
 )
+from kuota.core.quota.tree import (
+    FlavorResource,
+    QuotaNode,
+    add_usage,
+    available,
+    available_below,
+    remove_usage,
+)
+from kuota.quantity import format_quantity
 
 _BY_BORROWING_THEN_ORDER = itemgetter(0, 1)
 
@@ -72,7 +72,7 @@ Entry = tuple[int, OrderKey, str, WorkloadRecord, Assignment, Fit | None]
 
 
 class Cycles(Placement):
-    # Hooks filled in by kuota.core.preempting (preemption, fair sharing order,
+    # Hooks filled in by kuota.core.fold.preempting (preemption, fair sharing order,
     # WaitForPodsReady's blockAdmission); here they do nothing.
 
     def _try_preempt(

@@ -3,14 +3,14 @@
 Theory of operation
 -------------------
 When ``Configuration.fairSharing.enable`` is set, Kueue replaces the classical
-search (:mod:`kuota.core.preemption`) by this one (``fair_strategy.go`` and the
+search (:mod:`kuota.core.preemption.classical`) by this one (``fair_strategy.go`` and the
 ``fairsharing`` package):
 
 1. **Candidates**: as classical preemption's original rule: the preemptor's
    own ClusterQueue by ``withinClusterQueue``; other ClusterQueues of the
    cohort tree that borrow some contested flavor-resource, by
    ``reclaimWithinCohort`` (``borrowWithinCohort`` plays no part). Sorted by
-   :func:`~kuota.core.preemption.candidate_order`.
+   :func:`~kuota.core.preemption.classical.candidate_order`.
 2. The preemptor's usage is added to its ClusterQueue for the whole search,
    so every share counts it.
 3. **Target queues**: from the root cohort down, the child with the highest
@@ -40,16 +40,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from kuota.core.fairshare import (
-    LESS_THAN_INITIAL_SHARE,
-    LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,
-    STRATEGIES,
-    Share,
-    Weights,
-    dominant_resource_share,
-    simulated,
-)
-from kuota.core.preemption import (
+from kuota.core.preemption.classical import (
     IN_CLUSTER_QUEUE,
     IN_COHORT_FAIR_SHARING,
     NEVER,
@@ -64,7 +55,16 @@ from kuota.core.preemption import (
     fits,
     remove_workload,
 )
-from kuota.core.quota import QuotaNode, QuotaTree
+from kuota.core.quota.fairshare import (
+    LESS_THAN_INITIAL_SHARE,
+    LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,
+    STRATEGIES,
+    Share,
+    Weights,
+    dominant_resource_share,
+    simulated,
+)
+from kuota.core.quota.tree import QuotaNode, QuotaTree
 
 __all__ = ["FairSearch", "fair_targets"]
 

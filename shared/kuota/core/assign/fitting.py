@@ -1,7 +1,7 @@
 """The fit path: flavor assignment for the attempts where everything fits.
 
 Theory of operation: most attempts the cycle makes either fit at once or fail
-on quota. :func:`fit_picks` follows :func:`kuota.core.flavors.assign_flavors`
+on quota. :func:`fit_picks` follows :func:`kuota.core.assign.flavors.assign_flavors`
 only as far as it goes while every flavor-resource it looks at fits as it is,
 and then returns what the search would choose (per podset the flavor of each
 resource group, and the borrowing level), without building reasons or
@@ -13,7 +13,7 @@ borrowing, or that borrows while ``whenCanBorrow`` is ``MayStopSearch``;
 otherwise the least borrowing one, the earliest on ties. A podset whose groups
 each offer one flavor has no choice at all (``PodSetPlan.single``).
 
-A fit's :class:`~kuota.core.flavors.Assignment` follows from the plan and the
+A fit's :class:`~kuota.core.assign.flavors.Assignment` follows from the plan and the
 picks alone (:func:`fit_assignment`), so the cycle caches it per
 (ClusterQueue, shape, picks). ``tests/unit/core/test_core_fastpaths.py``
 checks both against the full search on random forests.
@@ -24,15 +24,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from kuota.api.types import ResourceFlavor
-from kuota.core.flavors import (
+from kuota.core.assign.flavors import (
     Assignment,
     Mode,
     PodSetAssignment,
     PodSetPlan,
     QueueView,
 )
-from kuota.core.node_match import flavor_mismatch
-from kuota.core.quota import FlavorResource, QuotaNode, available, borrowing_height
+from kuota.core.assign.node_match import flavor_mismatch
+from kuota.core.quota.tree import FlavorResource, QuotaNode, available, borrowing_height
 
 __all__ = ["Picks", "fit_assignment", "fit_picks"]
 

@@ -1,15 +1,15 @@
 """The fold's state, and the helpers every layer of it uses.
 
 Theory of operation: :class:`FoldState` holds everything a
-:class:`~kuota.core.fold.Fold` knows, in plain picklable containers (dicts
+:class:`~kuota.core.fold.fold.Fold` knows, in plain picklable containers (dicts
 used as ordered sets, lists, frozen dataclasses), so that a deepcopy or pickle
 continues exactly as the original:
 
 - observed objects: ResourceFlavors, ClusterQueues (and their
-  :class:`~kuota.core.flavors.QueueView`), Cohorts, LocalQueues, priority
+  :class:`~kuota.core.assign.flavors.QueueView`), Cohorts, LocalQueues, priority
   classes, namespace labels, the Configuration, the DRA inventory;
-- the quota forest (:class:`~kuota.core.quota.QuotaTree`);
-- one :class:`~kuota.core.queues.ClusterQueueQueue` per ClusterQueue, the
+- the quota forest (:class:`~kuota.core.quota.tree.QuotaTree`);
+- one :class:`~kuota.core.queueing.queues.ClusterQueueQueue` per ClusterQueue, the
   ``ready`` set of queues that may have a head to try, and the queues that are
   inactive (stopped, or missing a flavor) with the verdict that says why;
 - workload records, the *holds* (index: what could unblock a workload that
@@ -19,9 +19,9 @@ continues exactly as the original:
   (amount needed, shape, epoch) of parked groups and blocked heads;
 - caches keyed by interned ids (charge groups, shapes, assignment plans).
 
-The layers on top: :mod:`kuota.core.placement` (where a pending workload
-waits), :mod:`kuota.core.cycle` (scheduling cycles and quota changes) and
-:mod:`kuota.core.fold` (events and objects).
+The layers on top: :mod:`kuota.core.fold.placement` (where a pending workload
+waits), :mod:`kuota.core.fold.cycle` (scheduling cycles and quota changes) and
+:mod:`kuota.core.fold.fold` (events and objects).
 """
 
 from __future__ import annotations
@@ -40,24 +40,24 @@ from kuota.api.types import (
     ResourceFlavor,
     WorkloadPriorityClass,
 )
-from kuota.core.dra import DraInventory, NotChargeable
-from kuota.core.fitting import Picks
-from kuota.core.flavors import (
+from kuota.core.assign.fitting import Picks
+from kuota.core.assign.flavors import (
     PodSetPlan,
     PodSetRequest,
     QueueView,
 )
-from kuota.core.queues import ClusterQueueQueue
-from kuota.core.quota import (
-    FlavorResource,
-    QuotaTree,
-)
-from kuota.core.verdict import Verdict
-from kuota.core.workload import (
+from kuota.core.dra.charging import DraInventory, NotChargeable
+from kuota.core.queueing.queues import ClusterQueueQueue
+from kuota.core.queueing.verdict import Verdict
+from kuota.core.queueing.workload import (
     INADMISSIBLE,
     Fit,
     HoldKey,
     WorkloadRecord,
+)
+from kuota.core.quota.tree import (
+    FlavorResource,
+    QuotaTree,
 )
 
 # Messages are cut here: they may quote a bad value (a Rejected's field value,

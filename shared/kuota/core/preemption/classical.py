@@ -5,7 +5,7 @@ Theory of operation
 The search is Kueue's classical one (``pkg/scheduler/preemption`` and its
 ``classical`` package), written as a pure function over a read-only
 :class:`ClusterView`: the quota forest (limits, subtree quotas and usage per
-node, see :mod:`kuota.core.quota`), each ClusterQueue's preemption policy and
+node, see :mod:`kuota.core.quota.tree`), each ClusterQueue's preemption policy and
 its admitted workloads. It returns data (:class:`PreemptionResult`); issuing
 the evictions is the caller's business.
 
@@ -51,7 +51,7 @@ on the state the previous ones leave (their victims gone, their usage
 reserved), so no two preemptors ever claim the same victim.
 
 :class:`Plan` is one preemptor's result as the preemption service writes it
-(``kuota.core.planner``): a ``PreemptionPlan`` journal event that admission
+(``kuota.core.preemption.planner``): a ``PreemptionPlan`` journal event that admission
 validates with :func:`validate_plan` against its own state before acting.
 """
 
@@ -64,7 +64,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from kuota.api.types import PreemptionPolicy
-from kuota.core.quota import (
+from kuota.core.quota.tree import (
     FlavorResource,
     QuotaNode,
     QuotaTree,

@@ -35,8 +35,8 @@ import heapq
 from dataclasses import dataclass, field
 
 from kuota.core.pickling import register_by_fields
-from kuota.core.quota import FlavorResource
-from kuota.core.verdict import Verdict
+from kuota.core.queueing.verdict import Verdict
+from kuota.core.quota.tree import FlavorResource
 
 OrderKey = tuple[int, float, str]  # (-priority, creation seconds, workload key)
 Needs = tuple[tuple[FlavorResource, int], ...]  # what a failed attempt was short of

@@ -10,9 +10,9 @@ always give the same decisions, and a ``copy.deepcopy`` or pickle of a Fold
 continues exactly as the original (see ``docs/design/fold.md``).
 
 The Fold is built in layers, each a module with one idea:
-:mod:`kuota.core.state` (what it knows), :mod:`kuota.core.placement` (where a
+:mod:`kuota.core.fold.state` (what it knows), :mod:`kuota.core.fold.placement` (where a
 pending workload waits: a ClusterQueue's queue or a hold, with the
-Inadmissible reason), :mod:`kuota.core.cycle` (scheduling cycles, admission,
+Inadmissible reason), :mod:`kuota.core.fold.cycle` (scheduling cycles, admission,
 release and what a release wakes) and this module: the public API, the
 dispatch of journal events, and the queue objects (flavors, ClusterQueues,
 Cohorts, LocalQueues, priority classes, namespaces, the Configuration, DRA
@@ -32,7 +32,7 @@ Decision ids are ``decision_id(event.id, i)`` for the i-th decision of the
 event, ``cause`` is the event id and ``cause_offset`` the journal offset given.
 
 Preemption (``Fold(preemption="plans")``: through the preemption service's
-plans), fair sharing and WaitForPodsReady timers: :mod:`kuota.core.preempting`.
+plans), fair sharing and WaitForPodsReady timers: :mod:`kuota.core.fold.preempting`.
 An ``ActuationFailed`` of an admission releases its quota (``_actuation_failed``).
 """
 
@@ -54,22 +54,21 @@ from kuota.api.types import (
     WorkloadPriorityClass,
     WorkloadSpec,
 )
-from kuota.core.dra import DraInventory
-from kuota.core.flavors import (
+from kuota.core.assign.flavors import (
     queue_view,
 )
+from kuota.core.dra.charging import DraInventory
+from kuota.core.fold.preempting import Preempting
 from kuota.core.pickling import register_by_fields
-from kuota.core.preempting import Preempting
-from kuota.core.quantity import format_quantity
-from kuota.core.queues import ClusterQueueQueue
-from kuota.core.quota import (
-    FlavorResource,
-)
-from kuota.core.verdict import Verdict, text_verdict
-from kuota.core.workload import (
+from kuota.core.queueing.queues import ClusterQueueQueue
+from kuota.core.queueing.verdict import Verdict, text_verdict
+from kuota.core.queueing.workload import (
     ADMITTED,
     FINISHED,
     WorkloadRecord,
+)
+from kuota.core.quota.tree import (
+    FlavorResource,
 )
 from kuota.events.schema import (
     ActuationFailed,
@@ -78,6 +77,7 @@ from kuota.events.schema import (
     decision_id,
     trusted_decision,
 )
+from kuota.quantity import format_quantity
 
 __all__ = ["ClusterQueueSummary", "Fold", "ResourceSummary"]
 

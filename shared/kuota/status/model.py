@@ -40,8 +40,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kuota.core.quantity import QuantityError, format_quantity, parse_quantity
 from kuota.events.schema import Decision
+from kuota.quantity import QuantityError, format_quantity, parse_quantity
 
 __all__ = ["ClusterQueueReadModel", "QuotaRow", "WorkloadPlace", "statuses"]
 

@@ -24,13 +24,13 @@ each group again and re-places only the members whose charge changed.
 
 from __future__ import annotations
 
-from kuota.core.dra import NotChargeable, charge_podset
-from kuota.core.flavors import (
+from kuota.core.assign.flavors import (
     PodSetRequest,
 )
-from kuota.core.state import ChargeGroup, ChargeKey, ChargeResult, FoldState
-from kuota.core.verdict import text_verdict
-from kuota.core.workload import (
+from kuota.core.dra.charging import NotChargeable, charge_podset
+from kuota.core.fold.state import ChargeGroup, ChargeKey, ChargeResult, FoldState
+from kuota.core.queueing.verdict import text_verdict
+from kuota.core.queueing.workload import (
     ADMITTED,
     DEACTIVATED,
     PENDING,
@@ -42,7 +42,7 @@ from kuota.core.workload import (
 class Placement(FoldState):
     def _requeue_time(self, rec: WorkloadRecord) -> float | None:
         """The time that orders a requeued workload instead of its creation, if
-        any (a hook: WaitForPodsReady's Eviction timestamp, ``kuota.core.preempting``)."""
+        any (a hook: WaitForPodsReady's Eviction timestamp, ``kuota.core.fold.preempting``)."""
         return None
 
     def _hold(self, rec: WorkloadRecord, keys: tuple[HoldKey, ...], why: tuple[str, str]) -> None:

@@ -17,7 +17,7 @@ its documentation tells users to guard lookups with ``has()``.
 
 The library (cel-rust) has no custom types, so a Quantity is carried as the
 one-entry map ``{"@quantity": milli}`` (exact integer milli-units, see
-``kuota.core.quantity``) and a semantic version as ``{"@semver": "1.2.3-rc.1"}``
+``kuota.quantity``) and a semantic version as ``{"@semver": "1.2.3-rc.1"}``
 (canonical text, build metadata dropped). Map equality then gives Kubernetes'
 ``==`` (``quantity('1') == quantity('1000m')``), and ``<`` on them fails as it
 does in Kubernetes, where only the member functions compare. The functions
@@ -51,7 +51,9 @@ from typing import Any
 import cel
 import cel.stdlib
 
-from kuota.core.quantity import MAX_MILLI, MILLI, QuantityError, parse_quantity
+from kuota.api.semver import Semver as _Semver
+from kuota.api.semver import parse_semver
+from kuota.quantity import MAX_MILLI, MILLI, QuantityError, parse_quantity
 
 # cel-rust logs every failing Python callback at WARNING on the "cel" logger
 # before raising; the failure reaches us as an exception and is reported as a
@@ -102,44 +104,6 @@ def semver_value(text: str) -> dict[str, str]:
     if parsed is None:
         raise ValueError(f"{text!r} is not a semantic version")
     return {_V: _semver_text(parsed)}
-
-
-_SEMVER = re.compile(
-    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
-    r"(?:-((?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*)(?:\.(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*))*))?"
-    r"(?:\+([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?$"
-)
-_Semver = tuple[int, int, int, tuple[str, ...]]
-
-
-def parse_semver(text: str, *, normalize: bool = False) -> _Semver | None:
-    """Parse a semantic version 2.0.0 string; ``None`` if it is not one.
-
-    ``normalize`` accepts what Kubernetes' ``semver(s, true)`` accepts: a leading
-    ``v``, missing minor/patch, and leading zeros.
-    """
-    if not isinstance(text, str) or len(text) > 256:
-        return None
-    if normalize:
-        text = text.removeprefix("v")
-        core, sep, rest = _split_core(text)
-        parts = core.split(".")
-        if not 1 <= len(parts) <= 3 or not all(p.isdigit() and p.isascii() for p in parts):
-            return None
-        parts = [str(int(p)) for p in parts] + ["0"] * (3 - len(parts))
-        text = ".".join(parts) + sep + rest
-    m = _SEMVER.match(text)
-    if not m:
-        return None
-    pre = tuple(m.group(4).split(".")) if m.group(4) else ()
-    return int(m.group(1)), int(m.group(2)), int(m.group(3)), pre
-
-
-def _split_core(text: str) -> tuple[str, str, str]:
-    for i, ch in enumerate(text):
-        if ch in "-+":
-            return text[:i], ch, text[i + 1 :]
-    return text, "", ""
 
 
 def _semver_text(v: _Semver) -> str:

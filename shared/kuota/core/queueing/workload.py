@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from kuota.api.types import WorkloadSpec
-from kuota.core.flavors import Assignment, PodSetRequest
+from kuota.core.assign.flavors import Assignment, PodSetRequest
 from kuota.core.pickling import register_by_fields
-from kuota.core.queues import OrderKey
-from kuota.core.quota import FlavorResource
+from kuota.core.queueing.queues import OrderKey
+from kuota.core.quota.tree import FlavorResource
 
 PENDING = "Pending"
 INADMISSIBLE = "Inadmissible"

@@ -7,7 +7,7 @@ flavors are tried in the order the ClusterQueue lists them, as Kueue's
 ``flavorassigner`` does:
 
 1. A flavor is *eligible* if it exists and the podset may run on its nodes
-   (:mod:`kuota.core.node_match`: taints, nodeSelector and required node
+   (:mod:`kuota.core.assign.node_match`: taints, nodeSelector and required node
    affinity against the flavor's labels).
 2. Each resource of the group is checked against the quota tree with the
    usage that earlier podsets of the same workload already put on that flavor:
@@ -46,10 +46,9 @@ from kuota.api.types import (
     ResourceFlavor,
     Toleration,
 )
-from kuota.core.node_match import flavor_mismatch
+from kuota.core.assign.node_match import flavor_mismatch
 from kuota.core.pickling import register_by_fields
-from kuota.core.quantity import format_quantity
-from kuota.core.quota import (
+from kuota.core.quota.tree import (
     FlavorResource,
     QuotaNode,
     available,
@@ -57,6 +56,7 @@ from kuota.core.quota import (
     limiting_factor,
     potential_available,
 )
+from kuota.quantity import format_quantity
 
 INSUFFICIENT_QUOTA = "InsufficientQuota"
 NO_MATCHING_FLAVOR = "NoMatchingFlavor"

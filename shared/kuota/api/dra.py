@@ -9,12 +9,12 @@ asks for). ``parse_dra_object`` turns a manifest into a frozen dataclass or a
 and the beta shapes where they differ cheaply: v1beta1 requests have no
 ``exactly`` wrapper and v1beta1 devices wrap their fields in ``basic``.
 
-Amounts are milli-units (``kuota.core.quantity``); collections are tuples in
+Amounts are milli-units (``kuota.quantity``); collections are tuples in
 manifest order (maps are sorted by key) so nothing depends on dict order.
 Checks here are the ones one object can answer on its own, as the apiserver's
 validation would: types, required fields, unique names, a device consuming a
 counter beyond what a counter set in the same slice shares. Checks that need
-the rest of the pool live in ``kuota.core.dra``.
+the rest of the pool live in ``kuota.core.dra.charging``.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from kuota.api.semver import parse_semver
 from kuota.api.types import ObjectRef, ValidationError
-from kuota.core.cel_env import parse_semver
-from kuota.core.quantity import QuantityError, parse_quantity
+from kuota.quantity import QuantityError, parse_quantity
 
 API_GROUP = "resource.k8s.io"
 API_VERSIONS = ("v1", "v1beta1", "v1beta2")

@@ -2,15 +2,15 @@
 
 Theory of operation
 -------------------
-This layer puts the pure searches of :mod:`kuota.core.preemption`,
-:mod:`kuota.core.fair_preemption`, :mod:`kuota.core.fairshare` and the rules of
-:mod:`kuota.core.podsready` to work on the fold's state. It sits on
-:class:`~kuota.core.cycle.Cycles` and fills in its hooks.
+This layer puts the pure searches of :mod:`kuota.core.preemption.classical`,
+:mod:`kuota.core.preemption.fair`, :mod:`kuota.core.quota.fairshare` and the rules of
+:mod:`kuota.core.preemption.podsready` to work on the fold's state. It sits on
+:class:`~kuota.core.fold.cycle.Cycles` and fills in its hooks.
 
 **Preemption.** A head whose flavor assignment is *Preempt* (and whose
 ClusterQueue has a preemption policy other than Never) gets a victim search
 on the live quota tree, through :class:`FoldView` (the fold as a
-:class:`~kuota.core.preemption.ClusterView`): classical, or fair sharing when
+:class:`~kuota.core.preemption.classical.ClusterView`): classical, or fair sharing when
 ``Configuration.fairSharing.enable``. Because the fold is the single writer,
 a ``Preempted`` decision *releases the victim's quota at once* (the victim is
 requeued, keeping its place by creation time, as in Kueue) and the preemptor
@@ -29,7 +29,7 @@ far after 5 s, 30 s, 2 min and 10 min of event time).
 :meth:`Preempting.preemption_plans` searches for every awaiting head (what the
 service's own fold of the same journal answers), an empty plan meaning "no
 victims would make room". A ``PreemptionPlan`` event is acted on only if
-:func:`~kuota.core.preemption.validate_plan` accepts it on this fold's state
+:func:`~kuota.core.preemption.classical.validate_plan` accepts it on this fold's state
 (the search, restricted to the plan's victims, picks exactly them); a stale
 plan changes nothing and the head keeps awaiting (the service searches again).
 An empty plan ends the wait with the ordinary quota reason, exactly where a
@@ -37,12 +37,12 @@ failed inline search leaves the head. In the default ``"inline"`` mode plans
 are validated the same way (and are normally stale).
 
 **Fair sharing** orders a cycle's heads by the tournament of
-:func:`~kuota.core.fairshare.tournament_winner`, one winner at a time, each
+:func:`~kuota.core.quota.fairshare.tournament_winner`, one winner at a time, each
 chosen after the previous one was admitted (or not).
 
 **WaitForPodsReady.** Each admission starts a timer (a heap of
 ``(instant, kind, key)``, validated lazily against the workload's
-:class:`~kuota.core.podsready.ReadyState`); ``PodsReady`` events stop or
+:class:`~kuota.core.preemption.podsready.ReadyState`); ``PodsReady`` events stop or
 restart it. When it fires: ``Evicted`` (``PodsReadyTimeout``, with
 ``requeue_at``) and the workload waits out its backoff outside any queue
 (``Requeued`` when it is over), or ``Deactivated`` (``RequeuingLimitExceeded``)
@@ -61,11 +61,21 @@ from functools import partial
 from typing import Any
 
 from kuota.api.types import PreemptionPolicy, WaitForPodsReady, WorkloadSpec
-from kuota.core.cycle import Cycles, Entry
-from kuota.core.fair_preemption import fair_targets
-from kuota.core.fairshare import FairEntry, Weights, tournament_winner
-from kuota.core.flavors import Assignment, Mode, assign_flavors, still_fits
-from kuota.core.podsready import (
+from kuota.core.assign.flavors import Assignment, Mode, assign_flavors, still_fits
+from kuota.core.fold.cycle import Cycles, Entry
+from kuota.core.preemption.classical import (
+    AdmittedWorkload,
+    Plan,
+    PreemptionResult,
+    Preemptor,
+    Search,
+    Victim,
+    classical_targets,
+    plan_victims,
+    validate_plan,
+)
+from kuota.core.preemption.fair import fair_targets
+from kuota.core.preemption.podsready import (
     PODS_READY_TIMEOUT,
     REQUEUING_LIMIT_EXCEEDED,
     Deactivate,
@@ -79,21 +89,11 @@ from kuota.core.podsready import (
     released,
     requeued,
 )
-from kuota.core.preemption import (
-    AdmittedWorkload,
-    Plan,
-    PreemptionResult,
-    Preemptor,
-    Search,
-    Victim,
-    classical_targets,
-    plan_victims,
-    validate_plan,
-)
-from kuota.core.queues import STRICT_FIFO
-from kuota.core.quota import QuotaTree
-from kuota.core.verdict import Verdict, assignment_verdict
-from kuota.core.workload import ADMITTED, DEACTIVATED, PENDING, Fit, WorkloadRecord
+from kuota.core.queueing.queues import STRICT_FIFO
+from kuota.core.queueing.verdict import Verdict, assignment_verdict
+from kuota.core.queueing.workload import ADMITTED, DEACTIVATED, PENDING, Fit, WorkloadRecord
+from kuota.core.quota.fairshare import FairEntry, Weights, tournament_winner
+from kuota.core.quota.tree import QuotaTree
 from kuota.events.schema import PreemptionPlan
 
 INLINE = "inline"
@@ -114,7 +114,7 @@ HUMAN_REASONS = {
 
 
 class FoldView:
-    """The fold's state as a :class:`~kuota.core.preemption.ClusterView`."""
+    """The fold's state as a :class:`~kuota.core.preemption.classical.ClusterView`."""
 
     __slots__ = ("_fold",)
 

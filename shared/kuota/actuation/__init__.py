@@ -1,0 +1,1 @@
+"""What the actuator does to a Job for a decision, as pure patch computation."""

@@ -1,0 +1,1 @@
+"""Flavor assignment: which ResourceFlavor each podset's resources come from, and fitting."""

@@ -1,0 +1,1 @@
+"""Preemption: classical and fair-sharing victim search, plans, and WaitForPodsReady."""

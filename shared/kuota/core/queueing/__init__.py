@@ -1,0 +1,1 @@
+"""Queues, workload records and verdicts: who waits where, in what order, and why."""

@@ -1,0 +1,1 @@
+"""The cohort tree: quotas, usage, lending and borrowing limits, and Dominant Resource Share."""

@@ -1,0 +1,1 @@
+"""ClusterQueue status from the decision stream: a small pure read model."""
