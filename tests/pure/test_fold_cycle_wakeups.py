@@ -17,7 +17,7 @@ import heapq
 
 from hypothesis import given
 from hypothesis import strategies as st
-from test_core_properties import SETTINGS, events, ops, topologies
+from test_fold_properties import SETTINGS, events, ops, topologies
 
 from kuota.core.fold.fold import Fold
 from kuota.core.fold.state import Waiter

@@ -18,7 +18,7 @@ from dra_builders import (
     template,
 )
 from dra_cases import NODES, Case, check
-from test_dra_charge import ARTICLE_CASES, COUNT_CASES, COUNTER_CASES
+from test_dra_charging import ARTICLE_CASES, COUNT_CASES, COUNTER_CASES
 
 from kuota.core.dra.charging import Reason
 

@@ -61,7 +61,7 @@ def decision_fields(draw: st.DrawFn) -> dict[str, Any]:
 
 def assert_same(trusted: BaseModel, validated: BaseModel) -> None:
     """Equal as pydantic models, field for field: values, their types and order,
-    the fields set, JSON and repr (also used by test_events_trusted_events)."""
+    the fields set, JSON and repr (also used by test_events_schema_trusted_events)."""
     assert trusted == validated
     assert list(trusted.__dict__.items()) == list(validated.__dict__.items())
     assert [type(v) for v in trusted.__dict__.values()] == [

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
-from test_events_trusted import assert_same as assert_same_fields
+from test_events_schema_trusted_decision import assert_same as assert_same_fields
 
 from kuota.core.fold.fold import Fold
 from kuota.events.schema import (

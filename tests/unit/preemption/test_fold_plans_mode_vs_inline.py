@@ -2,7 +2,7 @@
 
 - An empty plan sets its head aside as a failed inline search does. Found by
   running the reference scenarios in both modes (``kuota simulate --preemption
-  plans``, tests/unit/sim/test_sim_plans_mode.py): after an empty plan the
+  plans``, tests/unit/sim/test_sim_planning.py): after an empty plan the
   head's *group* kept the ``WaitingForPreemptionPlan`` verdict, so a victim
   requeued into that parked group later was told it waited for a plan that no
   one would write (it awaited none), where inline mode gives the quota reason.
