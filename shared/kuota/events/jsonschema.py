@@ -1,7 +1,7 @@
 """Export the public contract as JSON Schema (``docs/schemas/``).
 
 ``python -m kuota.events.jsonschema [DIR]`` writes one file per record kind and
-schema version; ``tests/unit/events/test_events_schema.py`` fails when the files
+schema version; ``tests/unit/events/test_events_jsonschema.py`` fails when the files
 drift from the pydantic models, so a model change must come with its schema.
 """
 

@@ -176,7 +176,7 @@ def trusted_decision(data: dict[str, Any]) -> Decision:
     only for ``data`` kuota built itself (the fold's decisions), never for
     input from outside (``parse_decision`` is for that). Same field values and
     order, same ``model_fields_set``, nested maps and lists copied as
-    validation copies them (``tests/unit/events/test_events_trusted.py``
+    validation copies them (``tests/unit/events/test_events_schema_trusted_decision.py``
     compares the two). A third of the cost of validation, per decision."""
     fields = _DECISION_TEMPLATE.copy()
     fields.update(data)
@@ -210,7 +210,7 @@ def trusted_decision(data: dict[str, Any]) -> Decision:
 # (``kuota.sim.engine``): the fields are an id string, a float time and values
 # it computed, so validation has nothing to check. Same values, field order and
 # ``model_fields_set`` as ``Model.model_validate(fields)``
-# (``tests/unit/events/test_events_trusted_events.py`` compares them).
+# (``tests/unit/events/test_events_schema_trusted_events.py`` compares them).
 def _template(model: type[BaseModel]) -> dict[str, Any]:
     return {
         name: None if info.is_required() else info.default

@@ -15,7 +15,7 @@ each offer one flavor has no choice at all (``PodSetPlan.single``).
 
 A fit's :class:`~kuota.core.assign.flavors.Assignment` follows from the plan and the
 picks alone (:func:`fit_assignment`), so the cycle caches it per
-(ClusterQueue, shape, picks). ``tests/unit/core/test_core_fastpaths.py``
+(ClusterQueue, shape, picks). ``tests/unit/core/test_assign_fitting_fastpaths.py``
 checks both against the full search on random forests.
 """
 
