@@ -14,6 +14,7 @@ import asyncio
 from typing import Any
 
 from aiokafka import ConsumerRecord, TopicPartition
+from builders.kafka import FakeProducer
 from fuzz_support import golden_records
 from prometheus_client import CollectorRegistry
 
@@ -71,14 +72,6 @@ class FakeConsumer:
         return 0
 
 
-class FakeProducer:
-    def __init__(self, log: Log) -> None:
-        self.log = log
-
-    async def send_and_wait(self, topic: str, **kw: Any) -> None:
-        self.log.events.append(("dead", (topic, kw)))
-
-
 class FakeActuator:
     def __init__(self, log: Log) -> None:
         self.log = log
@@ -106,7 +99,7 @@ async def test_poison_decisions_are_dead_lettered_before_their_offsets_commit() 
         FakeConsumer(log, records, stop),  # type: ignore[arg-type]
         FakeActuator(log),  # type: ignore[arg-type]
         stop,
-        producer=FakeProducer(log),  # type: ignore[arg-type]
+        producer=FakeProducer(lambda topic, kw: log.events.append(("dead", (topic, kw)))),  # type: ignore[arg-type]
         deadletter="u.deadletter",
     )
     dead = [kw for kind, (topic, kw) in ((k, v) for k, v in log.events if k == "dead")]

@@ -11,6 +11,7 @@ import logging
 from typing import Any
 
 import pytest
+from builders.kafka import FakeProducer
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from kuota.events.schema import ObjectDeleted, ObjectUpserted, parse_event
@@ -54,23 +55,6 @@ class FakeApi:
             return FakeResponse(lines=[])
         self.lists += 1
         return FakeResponse({"items": self.items, "metadata": {"resourceVersion": "1000"}})
-
-
-class FakeProducer:
-    def __init__(self) -> None:
-        self.log: list[str] = []
-        self.sent: list[bytes] = []
-
-    async def send(self, topic: str, *, value: bytes, key: bytes, headers: Any) -> Any:
-        self.sent.append(value)
-        ev = parse_event(value)
-        self.log.append(f"send {ev.id}")
-        return asyncio.ensure_future(_ack(self.log, ev.id))
-
-
-async def _ack(log: list[str], what: str) -> None:
-    await asyncio.sleep(0.01)
-    log.append(f"ack {what}")
 
 
 class FakePipeline:
