@@ -150,7 +150,7 @@ def test_the_four_service_commands_are_console_scripts() -> None:
 
 
 def test_exposed_ports_are_the_services_defaults() -> None:
-    from kuota.cli import SERVICE_METRICS_PORTS
+    from kuota.cli.healthcheck import SERVICE_METRICS_PORTS
     from kuota_ingest.settings import IngestSettings
 
     (expose,) = [i.args for i in dockerfile() if i.keyword == "EXPOSE"]
@@ -194,7 +194,9 @@ def test_build_context_has_what_the_dockerfile_copies() -> None:
         assert (REPO / src).exists(), src
         assert included(src.rstrip("/")), f".dockerignore leaves out {src}"
     # Everything the package needs is inside what is copied...
-    assert included("shared/kuota/cli.py") and included("services/ingest/kuota_ingest/main.py")
+    assert included("shared/kuota/cli/__init__.py") and included(
+        "services/ingest/kuota_ingest/main.py"
+    )
     # ...and local state stays out.
     for path in (
         ".venv/bin/python",
@@ -296,7 +298,7 @@ def test_healthcheck_without_a_port_to_probe_is_exit_2() -> None:
     ],
 )
 def test_healthcheck_port_from_pid_1(cmdline: bytes, want: int | None) -> None:
-    from kuota.cli import metrics_port as choose
+    from kuota.cli.healthcheck import metrics_port as choose
 
     port, source = choose(None, {}, cmdline)
     assert port == want, source

@@ -231,7 +231,7 @@ def test_settings_read_come_from_the_code() -> None:
 
 
 def test_healthcheck_default_ports_are_the_services_defaults() -> None:
-    from kuota.cli import SERVICE_METRICS_PORTS
+    from kuota.cli.healthcheck import SERVICE_METRICS_PORTS
 
     assert set(SERVICE_METRICS_PORTS) == {f"kuota-{s}" for s in SERVICES}
     for service in SERVICES:

@@ -6,31 +6,35 @@ Theory of operation: thin shells over :mod:`kuota.audit` (see
 auditor/explainer, and prints: the answer on stdout (rich text for people,
 one JSON document with ``--json``), progress on stderr when it is a terminal.
 
-Exit codes: 0 done (``audit replay``: identical), 1 ``audit replay`` found a
-divergence, 2 bad input or a source that cannot be read (a missing setting,
-an unreadable file, an unknown topic, Kafka or Redis unreachable).
-
-:func:`register` adds these commands (and ``events tail`` and ``status``) to
-the ``kuota`` app; ``kuota.cli`` calls it.
+Exit codes (:mod:`kuota.cli._common`): 0 done (``audit replay``: identical),
+1 ``audit replay`` found a divergence, 2 bad input or a source that cannot be
+read (a missing setting, an unreadable file, an unknown topic, Kafka or Redis
+unreachable).
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from kuota.cli._common import (
+    EXIT_FAILED,
+    check_workload,
+    fail,
+    kafka_settings,
+    progress_bar,
+    run_async,
+    stdout_console,
+)
+
 if TYPE_CHECKING:
     from aiokafka import TopicPartition
-    from rich.console import Console
-    from rich.progress import Progress
 
     from kuota.audit.explain import Explanation
     from kuota.audit.kafka import AuditRange
@@ -41,82 +45,6 @@ audit_app = typer.Typer(
     help="Re-fold the journal and compare with the decision topic.", no_args_is_help=True
 )
 journal_app = typer.Typer(help="The journal topic.", no_args_is_help=True)
-
-T = TypeVar("T")
-
-
-def fail(message: str, code: int = 2) -> typer.Exit:
-    sys.stderr.write(f"kuota: error: {message}\n")
-    return typer.Exit(code=code)
-
-
-def kafka_settings() -> KafkaSettings:
-    from kuota.bus.settings import KafkaSettings, SettingsError
-
-    try:
-        return KafkaSettings.from_env()
-    except SettingsError as err:
-        raise fail(str(err)) from None
-
-
-def run_async(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    """Run a coroutine; Kafka, Redis and source errors become one line and exit 2."""
-    import asyncio
-
-    from aiokafka.errors import KafkaError
-    from redis.exceptions import RedisError
-
-    from kuota.audit.files import ExportError
-    from kuota.audit.kafka import AuditSourceError
-    from kuota.bus.settings import SettingsError
-
-    # aiokafka logs connection retries itself; the one line below says it all.
-    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
-    try:
-        return asyncio.run(make())
-    except (AuditSourceError, ExportError, SettingsError) as err:
-        raise fail(str(err)) from None
-    except (KafkaError, RedisError, OSError) as err:
-        raise fail(f"{type(err).__name__}: {err}") from None
-    except KeyboardInterrupt:
-        raise typer.Exit(code=130) from None
-
-
-def stderr_console() -> Console:
-    from rich.console import Console
-
-    return Console(stderr=True)
-
-
-def stdout_console() -> Console:
-    from rich.console import Console
-
-    # Not a terminal (a pipe, a CI log, a test): lines are not wrapped, so one
-    # decision stays one line for grep; tables get a generous width.
-    tty = sys.stdout.isatty()
-    return Console(width=None if tty else 200, soft_wrap=not tty, highlight=False)
-
-
-def progress_bar(label: str, total: int | None) -> Progress:
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-    )
-
-    console = stderr_console()
-    return Progress(
-        TextColumn(label),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        transient=True,
-        disable=not console.is_terminal,
-    )
-
 
 PREEMPTION_HELP = (
     "The mode the admission service folded in: plans (the services since plans mode; "
@@ -131,13 +59,6 @@ def check_mode(preemption: str) -> str:
     if preemption not in (INLINE, PLANS):
         raise fail(f"--preemption: {preemption!r} is neither {PLANS!r} nor {INLINE!r}")
     return preemption
-
-
-def check_workload(key: str) -> str:
-    ns, sep, name = key.partition("/")
-    if not sep or not ns or not name or "/" in name:
-        raise fail(f"{key!r}: give the workload as namespace/name")
-    return key
 
 
 # ---------------------------------------------------------------------- audit replay
@@ -222,7 +143,7 @@ def replay(
         )
     _report(result, source=source, elapsed=elapsed, json_out=json_out)
     if not result.identical:
-        raise typer.Exit(code=1)
+        raise typer.Exit(code=EXIT_FAILED)
 
 
 async def _journal_and_decisions(
@@ -446,18 +367,3 @@ async def _explain_kafka(settings: KafkaSettings, key: str, preemption: str) -> 
                 explainer.event(record)
             bar.update(task, completed=records[-1].offset + 1)
     return explainer.explain()
-
-
-# ---------------------------------------------------------------------- registration
-
-
-def register(app: typer.Typer) -> None:
-    """Add the audit, journal, explain, events and status commands to ``app``."""
-    from kuota.cli_events import events_app
-    from kuota.cli_status import status
-
-    app.add_typer(audit_app, name="audit")
-    app.add_typer(journal_app, name="journal")
-    app.add_typer(events_app, name="events")
-    app.command("explain")(explain)
-    app.command("status")(status)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kuota.cli_audit import check_workload, kafka_settings, run_async, stdout_console
+from kuota.cli._common import check_workload, kafka_settings, run_async, stdout_console
 
 if TYPE_CHECKING:
     from kuota.bus.settings import KafkaSettings

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from kuota.cli_audit import fail, run_async, stdout_console
+from kuota.cli._common import fail, run_async, stdout_console
 
 if TYPE_CHECKING:
     from kuota.bus.settings import KafkaSettings

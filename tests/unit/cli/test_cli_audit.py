@@ -1,4 +1,4 @@
-"""The commands' offline paths (``--file``), their output and exit codes; renderers."""
+"""``kuota audit replay`` and ``kuota explain`` offline (``--file``): output and exit codes."""
 
 from __future__ import annotations
 
@@ -9,10 +9,7 @@ import pytest
 from test_audit_files import write_export
 from typer.testing import CliRunner
 
-from kuota.audit.render import decision_text, when
 from kuota.cli import app
-from kuota.cli_events import matches
-from kuota.events.schema import Decision
 
 runner = CliRunner()
 
@@ -91,28 +88,3 @@ def test_explain_from_an_export(tmp_path: Path) -> None:
     doc = json.loads(out)
     assert [s["decision"]["type"] for s in doc["history"]] == ["Admitted", "Finished"]
     assert doc["state"] == "Finished" and doc["waiting"] is None
-
-
-def test_decision_one_liners() -> None:
-    d = Decision(
-        id="x",
-        cause="c",
-        cause_offset=12,
-        at=1_767_225_605.25,
-        type="Preempted",
-        workload="team-a/low",
-        cluster_queue="cq",
-        reason="InClusterQueue",
-        message="preempted to admit team-a/high",
-        preemptor="team-a/high",
-        policy="LowerPriority",
-    )
-    line = decision_text(d).plain
-    assert line.startswith("2026-01-01T00:00:05.250Z  Preempted")
-    assert "team-a/low  cq=cq" in line and "by team-a/high, policy LowerPriority" in line
-    assert "InClusterQueue: preempted to admit team-a/high" in line and line.endswith("@12")
-    assert when(90.0) == "t=90s", "scenario time"
-    assert matches(d, workload="team-a/high", cluster_queue=None), "the preemptor's view"
-    assert matches(d, workload="team-a/low", cluster_queue="cq")
-    assert not matches(d, workload=None, cluster_queue="other")
-    assert not matches(d, workload="team-a/x", cluster_queue=None)
