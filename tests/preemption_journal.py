@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
+from builders import manifests
+from builders.manifests import cluster_queue, configuration, flavor, local_queue, priority_class
 
 from kuota.events.schema import JournalEvent, ObjectUpserted, Tick
 
-GPU = "nvidia.com/gpu"
-KUEUE = "kueue.x-k8s.io/v1beta2"
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 WAITING = "WaitingForPreemptionPlan"
 WAIT_MESSAGE = "waiting for a preemption plan from the preemption service"
@@ -81,101 +81,17 @@ def article_004() -> list[dict[str, Any]]:
     return [flavor, alpha, beta, alpha_lq, beta_lq]
 
 
-def flavor(name: str = "h100") -> dict[str, Any]:
-    return {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": name}, "spec": {}}
-
-
-def cluster_queue(
-    name: str,
-    *,
-    gpus: int,
-    cohort: str | None = None,
-    within: str | None = None,
-    reclaim: str | None = None,
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "namespaceSelector": {},
-        "resourceGroups": [
-            {
-                "coveredResources": [GPU],
-                "flavors": [{"name": "h100", "resources": [{"name": GPU, "nominalQuota": gpus}]}],
-            }
-        ],
-    }
-    if cohort:
-        spec["cohort"] = cohort
-    preemption = {}
-    if within:
-        preemption["withinClusterQueue"] = within
-    if reclaim:
-        preemption["reclaimWithinCohort"] = reclaim
-    if preemption:
-        spec["preemption"] = preemption
-    return {"apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
-
-
-def local_queue(namespace: str, cq: str, name: str = "lq") -> dict[str, Any]:
-    return {
-        "apiVersion": KUEUE,
-        "kind": "LocalQueue",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"clusterQueue": cq},
-    }
-
-
-def priority_class(name: str, value: int) -> dict[str, Any]:
-    return {
-        "apiVersion": KUEUE,
-        "kind": "WorkloadPriorityClass",
-        "metadata": {"name": name},
-        "value": value,
-    }
-
-
-def fair_sharing_config() -> dict[str, Any]:
-    """Kueue's Configuration (v1beta1) with ``fairSharing.enable: true``."""
-    return {
-        "apiVersion": "config.kueue.x-k8s.io/v1beta1",
-        "kind": "Configuration",
-        "metadata": {"name": "kueue-config"},
-        "fairSharing": {"enable": True},
-    }
-
-
-def job(
-    namespace: str,
-    name: str,
-    *,
-    gpus: int,
-    queue: str = "lq",
-    priority: str | None = None,
-    created: float,
-) -> dict[str, Any]:
-    labels = {"kueue.x-k8s.io/queue-name": queue}
-    if priority:
-        labels["kueue.x-k8s.io/priority-class"] = priority
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "uid": f"uid-{namespace}-{name}",
-            "labels": labels,
-            "annotations": {"kuota.dev/created-at": str(created)},
-        },
-        "spec": {
-            "suspend": True,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {"name": "main", "image": "busybox", "resources": {"requests": {GPU: gpus}}}
-                    ],
-                }
-            },
-        },
-    }
+def job(name: str, *, namespace: str, gpus: int, created: float, **kw: Any) -> dict[str, Any]:
+    """A suspended Job as ingest journals it (a uid, the creation time)."""
+    return manifests.job(
+        name,
+        namespace=namespace,
+        gpus=gpus,
+        created=created,
+        uid=f"uid-{namespace}-{name}",
+        suspend=True,
+        **kw,
+    )
 
 
 @dataclass
@@ -196,7 +112,7 @@ class Journal:
         return out
 
     def job(self, namespace: str, name: str, *, gpus: int, **kw: Any) -> list[JournalEvent]:
-        return self.objects(job(namespace, name, gpus=gpus, created=self.t + 1.0, **kw))
+        return self.objects(job(name, namespace=namespace, gpus=gpus, created=self.t + 1.0, **kw))
 
     def tick(self, after: float = 1.0) -> list[JournalEvent]:
         self.t += after
@@ -212,14 +128,14 @@ def within_cluster_queue(j: Journal) -> list[JournalEvent]:
     """One ClusterQueue of 4 GPUs, ``withinClusterQueue: LowerPriority``;
     ``team-a/low`` (2 GPUs, priority 10) and ``team-a/mid`` (2, 50) run."""
     return j.objects(
-        flavor(),
-        priority_class("low", 10),
-        priority_class("mid", 50),
-        priority_class("high", 100),
+        flavor("h100", spec={}),
+        priority_class("low", value=10),
+        priority_class("mid", value=50),
+        priority_class("high", value=100),
         cluster_queue("cq", gpus=4, within="LowerPriority"),
-        local_queue("team-a", "cq"),
-        job("team-a", "low", gpus=2, priority="low", created=j.t),
-        job("team-a", "mid", gpus=2, priority="mid", created=j.t + 0.5),
+        local_queue("lq", namespace="team-a", cluster_queue="cq"),
+        job("low", namespace="team-a", gpus=2, priority="low", created=j.t),
+        job("mid", namespace="team-a", gpus=2, priority="mid", created=j.t + 0.5),
     )
 
 
@@ -228,12 +144,16 @@ def fair_sharing(j: Journal) -> list[JournalEvent]:
     (``reclaimWithinCohort: Any``); team-a runs four Jobs of 2 GPUs: 8 GPUs,
     borrowing all of cq-b's."""
     evs = j.objects(
-        fair_sharing_config(),
-        flavor(),
+        configuration(
+            api_version="config.kueue.x-k8s.io/v1beta1",
+            metadata={"name": "kueue-config"},
+            fairSharing={"enable": True},
+        ),
+        flavor("h100", spec={}),
         cluster_queue("cq-a", gpus=4, cohort="pool", reclaim="Any"),
         cluster_queue("cq-b", gpus=4, cohort="pool", reclaim="Any"),
-        local_queue("team-a", "cq-a"),
-        local_queue("team-b", "cq-b"),
+        local_queue("lq", namespace="team-a", cluster_queue="cq-a"),
+        local_queue("lq", namespace="team-b", cluster_queue="cq-b"),
     )
     for i in range(1, 5):
         evs += j.job("team-a", f"a-{i}", gpus=2)

@@ -104,7 +104,7 @@ def job(
     gpus: int | str,
     queue: str = "lq",
     priority: str | None = None,
-    created: float | None = None,
+    created: float | None = 0.0,
     uid: str | None = None,
     active: bool = True,
     suspend: bool | None = None,
@@ -112,7 +112,8 @@ def job(
 ) -> dict[str, Any]:
     """A Job asking for ``gpus`` GPUs in one pod, labelled for LocalQueue
     ``queue``; ``created`` is the creation time ingest stamps
-    (``kuota.dev/created-at``), ``active=False`` marks it inactive."""
+    (``kuota.dev/created-at``, 0 unless told; ``None`` writes none),
+    ``active=False`` marks it inactive."""
     labels = {QUEUE_LABEL: queue}
     if priority:
         labels[PRIORITY_LABEL] = priority

@@ -33,17 +33,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from builders.manifests import cluster_queue, flavor, local_queue, priority_class
 from pipeline_helpers import Pipeline, pipeline
 from preemption_journal import (
     WAIT_MESSAGE,
     WAITING,
     Journal,
-    cluster_queue,
     cohort_reclaim,
     fair_sharing,
-    flavor,
-    local_queue,
-    priority_class,
     within_cluster_queue,
 )
 
@@ -245,11 +242,11 @@ async def test_admission_goes_on_without_the_preemption_service(pipe: Pipeline) 
     j = Journal()
     await pipe.produce(
         j.objects(
-            flavor(),
-            priority_class("low", 10),
-            priority_class("high", 100),
+            flavor("h100", spec={}),
+            priority_class("low", value=10),
+            priority_class("high", value=100),
             cluster_queue("cq", gpus=4, within="LowerPriority"),
-            local_queue("team-a", "cq"),
+            local_queue("lq", namespace="team-a", cluster_queue="cq"),
         )
         + j.job("team-a", "low", gpus=3, priority="low")
         + j.job("team-a", "high", gpus=2, priority="high")  # needs low's GPUs

@@ -6,25 +6,19 @@ borrowing limit 4 in flavor h100; ``job("ns", "j1").queue("lq").requests(cpu="1"
 is a Job with the queue label. Resource keyword names are short aliases
 (``gpu`` = ``nvidia.com/gpu``); quotas are ``n``, ``(n, borrowing)`` or
 ``(n, borrowing, lending)``. Builders return manifests (plain dicts) through
-``.m``; :class:`Driver` wraps them in journal events with increasing ids.
+``.m``; ``Driver`` (tests/builders/driver.py) wraps them in journal events.
 """
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
-from kuota.core.fold.fold import Fold
-from kuota.events.schema import (
-    Decision,
-    JournalEvent,
-    ObjectDeleted,
-    ObjectUpserted,
-    PodsReady,
-    PreemptionPlan,
-    Tick,
-    WorkloadFinished,
-)
+# The shared driver, as the core tests import it.
+from builders.driver import Driver as Driver
+from builders.driver import kinds as kinds
+from builders.driver import manifest as manifest
+
+from kuota.events.schema import Decision
 
 ALIASES = {"gpu": "nvidia.com/gpu", "mem": "memory"}
 Quota = int | str | tuple[Any, ...]
@@ -35,8 +29,8 @@ def res(name: str) -> str:
 
 
 class _Builder:
-    def __init__(self, manifest: dict[str, Any]) -> None:
-        self.m = manifest
+    def __init__(self, m: dict[str, Any]) -> None:
+        self.m = m
 
     def meta(self) -> dict[str, Any]:
         meta: dict[str, Any] = self.m["metadata"]
@@ -284,81 +278,6 @@ def job(namespace: str, name: str) -> Job:
             },
         }
     )
-
-
-def manifest(x: _Builder | dict[str, Any]) -> dict[str, Any]:
-    return copy.deepcopy(x.m if isinstance(x, _Builder) else x)
-
-
-class Driver:
-    """Feeds a Fold with events carrying increasing ids; keeps every decision."""
-
-    def __init__(self, fold: Fold | None = None) -> None:
-        self.fold = fold or Fold()
-        self.t = 0.0
-        self.n = 0
-        self.events: list[JournalEvent] = []
-        self.decisions: list[Decision] = []
-
-    def _next(self, at: float | None) -> tuple[str, float]:
-        self.n += 1
-        if at is not None:
-            self.t = at
-        return f"e{self.n}", self.t
-
-    def feed(self, event: JournalEvent) -> list[Decision]:
-        self.events.append(event)
-        out = self.fold.apply(event, offset=len(self.events) - 1)
-        self.decisions.extend(out)
-        return out
-
-    def apply(self, *objs: _Builder | dict[str, Any], at: float | None = None) -> list[Decision]:
-        out: list[Decision] = []
-        for o in objs:
-            eid, t = self._next(at)
-            out += self.feed(ObjectUpserted(id=eid, at=t, object=manifest(o)))
-        return out
-
-    def delete(
-        self, kind: str, name: str, namespace: str = "", *, at: float | None = None
-    ) -> list[Decision]:
-        eid, t = self._next(at)
-        return self.feed(ObjectDeleted(id=eid, at=t, kind=kind, name=name, namespace=namespace))
-
-    def finish(
-        self, key: str, *, succeeded: bool = True, at: float | None = None
-    ) -> list[Decision]:
-        ns, name = key.split("/")
-        eid, t = self._next(at)
-        return self.feed(
-            WorkloadFinished(id=eid, at=t, namespace=ns, name=name, succeeded=succeeded)
-        )
-
-    def tick(self, *, at: float | None = None) -> list[Decision]:
-        eid, t = self._next(at)
-        return self.feed(Tick(id=eid, at=t))
-
-    def ready(self, key: str, *, at: float | None = None) -> list[Decision]:
-        ns, name = key.split("/")
-        eid, t = self._next(at)
-        return self.feed(PodsReady(id=eid, at=t, namespace=ns, name=name))
-
-    def plan(self, preemptor: str, victims: list[str]) -> list[Decision]:
-        eid, t = self._next(None)
-        return self.feed(PreemptionPlan(id=eid, at=t, preemptor=preemptor, victims=victims))
-
-    def state(self, key: str) -> str | None:
-        return self.fold.workload_state(key)
-
-    def usage(self, cluster_queue: str) -> dict[tuple[str, str], int]:
-        for s in self.fold.summary():
-            if s.name == cluster_queue:
-                return {(r.flavor, r.resource): r.usage for r in s.resources if r.usage}
-        raise KeyError(cluster_queue)
-
-
-def kinds(decisions: list[Decision]) -> list[tuple[str, str | None]]:
-    return [(d.type, d.workload or d.object) for d in decisions]
 
 
 def admitted(decisions: list[Decision]) -> list[str]:

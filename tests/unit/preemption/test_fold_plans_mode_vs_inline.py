@@ -14,7 +14,14 @@
 
 from __future__ import annotations
 
-from fold_driver import Driver, cq, flavor, job, kinds, lq, wpc
+from builders.driver import Driver, kinds
+from builders.manifests import (
+    cluster_queue,
+    flavor,
+    job,
+    local_queue,
+    priority_class,
+)
 
 from kuota.core.fold.fold import Fold
 from kuota.events.schema import Decision
@@ -24,11 +31,20 @@ WAITING = "WaitingForPreemptionPlan"
 
 def setup(mode: str, *, strategy: str | None = None) -> Driver:
     d = Driver(Fold(preemption=mode))
-    queue = cq("a", gpu=8, within="LowerPriority")
+    queue = cluster_queue("a", gpus=8, within="LowerPriority")
     if strategy is not None:
         queue["spec"]["queueingStrategy"] = strategy
-    d.apply(flavor(), wpc("low", 10), wpc("high", 100), queue, lq("ns", "a"))
-    d.apply(job("ns", "low-1", gpu=4, priority="low"), job("ns", "low-2", gpu=4, priority="low"))
+    d.apply(
+        flavor("h100"),
+        priority_class("low", value=10),
+        priority_class("high", value=100),
+        queue,
+        local_queue("lq", namespace="ns", cluster_queue="a"),
+    )
+    d.apply(
+        job("low-1", namespace="ns", gpus=4, priority="low"),
+        job("low-2", namespace="ns", gpus=4, priority="low"),
+    )
     return d
 
 
@@ -47,11 +63,11 @@ def reasons(decisions: list[Decision], key: str) -> list[str | None]:
 
 def test_a_victim_requeued_into_a_group_whose_plan_was_empty_gets_the_quota_reason() -> None:
     d = setup("plans")
-    d.apply(job("ns", "high-1", gpu=4, priority="high", at=5), at=5)
+    d.apply(job("high-1", namespace="ns", gpus=4, priority="high", created=5), at=5)
     out = plan_now(d, at=5)  # high-1 preempts low-2; low-2 waits, then its plan is empty
     assert ("Admitted", "ns/high-1") in kinds(out)
     assert reasons(out, "ns/low-2") == [WAITING, "InsufficientQuota"]
-    d.apply(job("ns", "high-2", gpu=4, priority="high", at=10), at=10)
+    d.apply(job("high-2", namespace="ns", gpus=4, priority="high", created=10), at=10)
     out = plan_now(d, at=10)  # high-2 preempts low-1, requeued into low-2's parked group
     assert kinds(out)[:3] == [
         ("Preempted", "ns/low-1"),
@@ -69,8 +85,8 @@ def test_a_victim_requeued_into_a_group_whose_plan_was_empty_gets_the_quota_reas
 def test_after_the_fix_plans_mode_says_what_inline_mode_says() -> None:
     inline, plans = setup("inline"), setup("plans")
     for at, name in ((5, "high-1"), (10, "high-2"), (15, "high-3")):
-        inline.apply(job("ns", name, gpu=4, priority="high", at=at), at=at)
-        plans.apply(job("ns", name, gpu=4, priority="high", at=at), at=at)
+        inline.apply(job(name, namespace="ns", gpus=4, priority="high", created=at), at=at)
+        plans.apply(job(name, namespace="ns", gpus=4, priority="high", created=at), at=at)
         plan_now(plans, at=at)
     for key in ("ns/high-1", "ns/high-2"):
         inline.finish(key, at=20)
@@ -86,14 +102,14 @@ def test_after_the_fix_plans_mode_says_what_inline_mode_says() -> None:
 
 def test_strict_fifo_an_empty_plan_reblocks_the_queue_with_the_quota_reason() -> None:
     d = setup("plans", strategy="StrictFIFO")
-    out = d.apply(job("ns", "same", gpu=4, priority="low", at=5), at=5)
+    out = d.apply(job("same", namespace="ns", gpus=4, priority="low", created=5), at=5)
     assert reasons(out, "ns/same") == [WAITING]
     out = plan_now(d, at=5)
     assert reasons(out, "ns/same") == ["InsufficientQuota"]
     assert not d.fold.awaits_plan("ns/same")
     # The queue stays blocked at its head: a later, smaller job of the same
     # priority does not pass it (StrictFIFO), and is not told to wait for a plan.
-    out = d.apply(job("ns", "later", gpu=1, priority="low", at=6), at=6)
+    out = d.apply(job("later", namespace="ns", gpus=1, priority="low", created=6), at=6)
     assert ("Admitted", "ns/later") not in kinds(out)
     assert WAITING not in reasons(out, "ns/later")
     d.finish("ns/low-1", at=7)
@@ -105,26 +121,26 @@ def cohort_setup(mode: str) -> Driver:
     wait for their priority class, which arrives in one event: two heads, one cycle."""
     d = Driver(Fold(preemption=mode))
     d.apply(
-        flavor(),
-        wpc("low", 10),
-        cq("a", gpu=4, cohort="pool", reclaim="Any"),
-        cq("b", gpu=4, cohort="pool"),
-        lq("na", "a"),
-        lq("nb", "b"),
+        flavor("h100"),
+        priority_class("low", value=10),
+        cluster_queue("a", gpus=4, cohort="pool", reclaim="Any"),
+        cluster_queue("b", gpus=4, cohort="pool"),
+        local_queue("lq", namespace="na", cluster_queue="a"),
+        local_queue("lq", namespace="nb", cluster_queue="b"),
     )
-    d.apply(job("nb", "b-1", gpu=6, priority="low"))
+    d.apply(job("b-1", namespace="nb", gpus=6, priority="low"))
     d.apply(
-        job("na", "a-2", gpu=4, priority="high", at=1),
-        job("nb", "b-2", gpu=1, priority="high", at=2),
+        job("a-2", namespace="na", gpus=4, priority="high", created=1),
+        job("b-2", namespace="nb", gpus=1, priority="high", created=2),
         at=2,
     )
     return d
 
 
 def test_a_cycle_with_a_preemptor_and_a_fitting_head_decides_in_another_order() -> None:
-    inline = cohort_setup("inline").apply(wpc("high", 100), at=10)
+    inline = cohort_setup("inline").apply(priority_class("high", value=100), at=10)
     d = cohort_setup("plans")
-    plans = d.apply(wpc("high", 100), at=10)
+    plans = d.apply(priority_class("high", value=100), at=10)
     plans += plan_now(d, at=10)
     assert kinds(inline) == [
         ("Preempted", "nb/b-1"),

@@ -6,7 +6,15 @@ import copy
 import pickle
 
 import pytest
-from fold_driver import Driver, config, cq, flavor, job, kinds, lq, wpc
+from builders.driver import Driver, kinds
+from builders.manifests import (
+    cluster_queue,
+    configuration,
+    flavor,
+    job,
+    local_queue,
+    priority_class,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -18,19 +26,22 @@ from kuota.events.schema import ActuationFailed, Decision, JournalEvent
 
 def within_setup(d: Driver) -> None:
     d.apply(
-        flavor(),
-        wpc("low", 10),
-        wpc("high", 100),
-        cq("a", gpu=8, within="LowerPriority"),
-        lq("ns", "a"),
+        flavor("h100"),
+        priority_class("low", value=10),
+        priority_class("high", value=100),
+        cluster_queue("a", gpus=8, within="LowerPriority"),
+        local_queue("lq", namespace="ns", cluster_queue="a"),
     )
-    d.apply(job("ns", "low-1", gpu=4, priority="low"), job("ns", "low-2", gpu=4, priority="low"))
+    d.apply(
+        job("low-1", namespace="ns", gpus=4, priority="low"),
+        job("low-2", namespace="ns", gpus=4, priority="low"),
+    )
 
 
 def test_inline_preemption_releases_then_admits_in_one_event() -> None:
     d = Driver()
     within_setup(d)
-    out = d.apply(job("ns", "high", gpu=4, priority="high", at=5), at=5)
+    out = d.apply(job("high", namespace="ns", gpus=4, priority="high", created=5), at=5)
     assert kinds(out) == [
         ("Preempted", "ns/low-2"),
         ("Requeued", "ns/low-2"),
@@ -50,7 +61,7 @@ def test_inline_preemption_releases_then_admits_in_one_event() -> None:
 def test_a_victim_is_admitted_again_when_quota_frees() -> None:
     d = Driver()
     within_setup(d)
-    d.apply(job("ns", "high", gpu=4, priority="high"))
+    d.apply(job("high", namespace="ns", gpus=4, priority="high"))
     out = d.finish("ns/high", at=50)
     assert ("Admitted", "ns/low-2") in kinds(out)
 
@@ -58,7 +69,7 @@ def test_a_victim_is_admitted_again_when_quota_frees() -> None:
 def test_nothing_to_preempt_leaves_the_preemptor_waiting() -> None:
     d = Driver()
     within_setup(d)
-    out = d.apply(job("ns", "same", gpu=4, priority="low", at=5), at=5)
+    out = d.apply(job("same", namespace="ns", gpus=4, priority="low", created=5), at=5)
     assert kinds(out) == [("Inadmissible", "ns/same")]
     assert "preemption possible" in (out[0].message or "")
 
@@ -74,7 +85,7 @@ def plans_setup() -> Driver:
 
 def test_plans_mode_waits_for_a_plan_and_validates_it() -> None:
     d = plans_setup()
-    out = d.apply(job("ns", "high", gpu=4, priority="high", at=5), at=5)
+    out = d.apply(job("high", namespace="ns", gpus=4, priority="high", created=5), at=5)
     assert kinds(out) == [("Inadmissible", "ns/high")]
     assert out[0].reason == "WaitingForPreemptionPlan"
     assert (out[0].message or "").startswith("waiting for a preemption plan")
@@ -102,7 +113,7 @@ def test_plans_mode_waits_for_a_plan_and_validates_it() -> None:
 )
 def test_invalid_plans_are_ignored(victims: list[str]) -> None:
     d = plans_setup()
-    d.apply(job("ns", "high", gpu=4, priority="high", at=5), at=5)
+    d.apply(job("high", namespace="ns", gpus=4, priority="high", created=5), at=5)
     assert d.plan("ns/high", victims, at=6) == []
     assert d.fold.workload_state("ns/high") == "Inadmissible"
     assert d.fold.awaits_plan("ns/high")  # a stale or invalid plan: the wait goes on
@@ -110,7 +121,7 @@ def test_invalid_plans_are_ignored(victims: list[str]) -> None:
 
 def test_an_empty_plan_ends_the_wait_with_the_quota_reason() -> None:
     d = plans_setup()
-    out = d.apply(job("ns", "same", gpu=4, priority="low", at=5), at=5)
+    out = d.apply(job("same", namespace="ns", gpus=4, priority="low", created=5), at=5)
     assert [o.reason for o in out] == ["WaitingForPreemptionPlan"]
     (plan,) = d.fold.preemption_plans()
     assert plan.victims == ()  # nothing of lower priority to preempt
@@ -123,7 +134,7 @@ def test_an_empty_plan_ends_the_wait_with_the_quota_reason() -> None:
 
 def test_a_head_waiting_for_a_plan_is_announced_again_with_the_lag() -> None:
     d = plans_setup()
-    d.apply(job("ns", "high", gpu=4, priority="high", at=5), at=5)
+    d.apply(job("high", namespace="ns", gpus=4, priority="high", created=5), at=5)
     assert d.fold.next_wakeup() == 10
     assert d.tick(9) == []
     out = d.tick(10)
@@ -142,7 +153,7 @@ def test_a_head_waiting_for_a_plan_is_announced_again_with_the_lag() -> None:
 def test_the_planner_writes_a_plan_once_and_again_after_a_stale_one() -> None:
     d = plans_setup()
     planner = Planner()
-    d.apply(job("ns", "high", gpu=4, priority="high", at=5), at=5)
+    d.apply(job("high", namespace="ns", gpus=4, priority="high", created=5), at=5)
     (event,) = planner.plans(d.fold, based_on="e1", at=5)
     assert event.id == "plan/ns/high/e1" and event.victims == ["ns/low-2"]
     assert planner.plans(d.fold, based_on="e2", at=5) == []  # in flight: not repeated
@@ -157,7 +168,7 @@ def test_the_planner_writes_a_plan_once_and_again_after_a_stale_one() -> None:
 def test_a_stale_plan_leaves_the_head_waiting_and_the_planner_searches_again() -> None:
     d = plans_setup()
     planner = Planner()
-    d.apply(job("ns", "high", gpu=8, priority="high", at=5), at=5)
+    d.apply(job("high", namespace="ns", gpus=8, priority="high", created=5), at=5)
     (stale,) = planner.plans(d.fold, based_on="e1", at=5)
     assert sorted(stale.victims) == ["ns/low-1", "ns/low-2"]
     d.finish("ns/low-2", at=6)  # before the plan is folded: one victim is gone
@@ -180,9 +191,9 @@ def test_a_stale_plan_leaves_the_head_waiting_and_the_planner_searches_again() -
 
 def test_a_head_whose_queue_stops_preempting_no_longer_waits_for_a_plan() -> None:
     d = plans_setup()
-    d.apply(job("ns", "high", gpu=4, priority="high", at=5), at=5)
+    d.apply(job("high", namespace="ns", gpus=4, priority="high", created=5), at=5)
     assert d.fold.awaits_plan("ns/high")
-    out = d.apply(cq("a", gpu=8), at=6)  # the same quota, no preemption policy
+    out = d.apply(cluster_queue("a", gpus=8), at=6)  # the same quota, no preemption policy
     waits = [o for o in out if o.workload == "ns/high"]
     assert [o.reason for o in waits] == ["InsufficientQuota"], waits
     assert not d.fold.awaits_plan("ns/high") and d.fold.preemption_plans() == []
@@ -190,7 +201,9 @@ def test_a_head_whose_queue_stops_preempting_no_longer_waits_for_a_plan() -> Non
 
 def test_a_failed_start_releases_the_quota_and_holds_until_the_job_changes() -> None:
     d = plans_setup()
-    d.apply(job("ns", "big", gpu=8, at=10), at=10)  # waits: low-1 and low-2 hold the 8
+    d.apply(
+        job("big", namespace="ns", gpus=8, created=10), at=10
+    )  # waits: low-1 and low-2 hold the 8
     admitted = next(x for x in d.decisions if x.type == "Admitted" and x.workload == "ns/low-1")
     failed = ActuationFailed(
         id=f"actuationfailed/{admitted.id}",
@@ -214,14 +227,14 @@ def test_a_failed_start_releases_the_quota_and_holds_until_the_job_changes() -> 
     assert d.fold.workload_state("ns/big") == "Admitted"  # low-1 does not come back
     assert d.fold.workload_state("ns/low-1") == "Inadmissible"
     d.finish("ns/big", at=30)
-    d.apply(job("ns", "low-1", gpu=2, priority="low"), at=31)  # the user fixes the Job
+    d.apply(job("low-1", namespace="ns", gpus=2, priority="low"), at=31)  # the user fixes the Job
     assert d.fold.workload_state("ns/low-1") == "Admitted"
 
 
 @pytest.mark.parametrize("reason", ["Conflict", "ActuationLoop"])
 def test_an_admission_lost_to_contention_is_queued_again(reason: str) -> None:
     d = plans_setup()
-    d.apply(job("ns", "big", gpu=8, at=10), at=10)  # waits for low-1 and low-2
+    d.apply(job("big", namespace="ns", gpus=8, created=10), at=10)  # waits for low-1 and low-2
     admitted = next(x for x in d.decisions if x.type == "Admitted" and x.workload == "ns/low-1")
     out = d.feed(
         ActuationFailed(
@@ -259,7 +272,7 @@ def test_a_failed_stop_or_a_missing_job_keeps_the_quota() -> None:
 
 def test_a_stale_plan_is_ignored() -> None:
     d = plans_setup()
-    d.apply(job("ns", "high", gpu=4, priority="high", at=5), at=5)
+    d.apply(job("high", namespace="ns", gpus=4, priority="high", created=5), at=5)
     out = d.finish("ns/low-1", at=6)  # room appears: high is admitted without preemption
     assert ("Admitted", "ns/high") in kinds(out)
     assert d.plan("ns/high", ["ns/low-2"], at=7) == []
@@ -269,7 +282,9 @@ def test_a_stale_plan_is_ignored() -> None:
 def test_a_plan_in_inline_mode_is_validated_too() -> None:
     d = Driver()
     within_setup(d)
-    d.apply(job("ns", "high", gpu=4, priority="high", at=5), at=5)  # already preempted inline
+    d.apply(
+        job("high", namespace="ns", gpus=4, priority="high", created=5), at=5
+    )  # already preempted inline
     assert d.plan("ns/high", ["ns/low-1"], at=6) == []
 
 
@@ -283,13 +298,18 @@ def wfpr(**kw: object) -> dict[str, object]:
         section["blockAdmission"] = kw["blockAdmission"]
     if strategy:
         section["requeuingStrategy"] = strategy
-    return config(waitForPodsReady=section)
+    return configuration(waitForPodsReady=section)
 
 
 def test_timer_fires_and_backoff_requeues() -> None:
     d = Driver()
-    d.apply(wfpr(backoffBaseSeconds=10), flavor(), cq("a", gpu=4), lq("ns", "a"))
-    d.apply(job("ns", "w", gpu=4), at=0)
+    d.apply(
+        wfpr(backoffBaseSeconds=10),
+        flavor("h100"),
+        cluster_queue("a", gpus=4),
+        local_queue("lq", namespace="ns", cluster_queue="a"),
+    )
+    d.apply(job("w", namespace="ns", gpus=4), at=0)
     assert d.fold.next_wakeup() == 300
     assert d.tick(299.5) == []
     out = d.tick(300)
@@ -304,8 +324,13 @@ def test_timer_fires_and_backoff_requeues() -> None:
 
 def test_ready_pods_stop_the_timer() -> None:
     d = Driver()
-    d.apply(wfpr(), flavor(), cq("a", gpu=4), lq("ns", "a"))
-    d.apply(job("ns", "w", gpu=4), at=0)
+    d.apply(
+        wfpr(),
+        flavor("h100"),
+        cluster_queue("a", gpus=4),
+        local_queue("lq", namespace="ns", cluster_queue="a"),
+    )
+    d.apply(job("w", namespace="ns", gpus=4), at=0)
     d.ready("ns/w", at=100)
     assert d.fold.next_wakeup() is None
     assert d.tick(1000) == []
@@ -313,16 +338,26 @@ def test_ready_pods_stop_the_timer() -> None:
 
 def test_a_pods_ready_event_at_the_deadline_is_in_time() -> None:
     d = Driver()
-    d.apply(wfpr(), flavor(), cq("a", gpu=4), lq("ns", "a"))
-    d.apply(job("ns", "w", gpu=4), at=0)
+    d.apply(
+        wfpr(),
+        flavor("h100"),
+        cluster_queue("a", gpus=4),
+        local_queue("lq", namespace="ns", cluster_queue="a"),
+    )
+    d.apply(job("w", namespace="ns", gpus=4), at=0)
     assert d.ready("ns/w", at=300) == []
     assert d.fold.workload_state("ns/w") == "Admitted"
 
 
 def test_a_late_event_fires_the_overdue_timer_first() -> None:
     d = Driver()
-    d.apply(wfpr(), flavor(), cq("a", gpu=4), lq("ns", "a"))
-    d.apply(job("ns", "w", gpu=4), at=0)
+    d.apply(
+        wfpr(),
+        flavor("h100"),
+        cluster_queue("a", gpus=4),
+        local_queue("lq", namespace="ns", cluster_queue="a"),
+    )
+    d.apply(job("w", namespace="ns", gpus=4), at=0)
     out = d.ready("ns/w", at=301)
     assert kinds(out) == [("Evicted", "ns/w")]
 
@@ -331,10 +366,17 @@ def test_a_late_event_fires_the_overdue_timer_first() -> None:
 def test_requeuing_timestamp_decides_the_place_in_the_queue(timestamp: str, first: str) -> None:
     d = Driver()
     d.apply(
-        wfpr(timestamp=timestamp, backoffBaseSeconds=10), flavor(), cq("q", gpu=4), lq("ns", "q")
+        wfpr(timestamp=timestamp, backoffBaseSeconds=10),
+        flavor("h100"),
+        cluster_queue("q", gpus=4),
+        local_queue("lq", namespace="ns", cluster_queue="q"),
     )
-    d.apply(job("ns", "a", gpu=4, at=0), at=0)
-    d.apply(job("ns", "b", gpu=4, at=10), job("ns", "c", gpu=4, at=20), at=20)
+    d.apply(job("a", namespace="ns", gpus=4, created=0), at=0)
+    d.apply(
+        job("b", namespace="ns", gpus=4, created=10),
+        job("c", namespace="ns", gpus=4, created=20),
+        at=20,
+    )
     out = d.tick(300)  # a times out; b is admitted
     assert kinds(out) == [("Evicted", "ns/a"), ("Admitted", "ns/b")]
     d.ready("ns/b", at=301)
@@ -345,25 +387,37 @@ def test_requeuing_timestamp_decides_the_place_in_the_queue(timestamp: str, firs
 
 def test_the_requeue_limit_deactivates_until_the_job_changes() -> None:
     d = Driver()
-    d.apply(wfpr(backoffLimitCount=0), flavor(), cq("q", gpu=4), lq("ns", "q"))
-    d.apply(job("ns", "w", gpu=2, uid="u1"), at=0)
+    d.apply(
+        wfpr(backoffLimitCount=0),
+        flavor("h100"),
+        cluster_queue("q", gpus=4),
+        local_queue("lq", namespace="ns", cluster_queue="q"),
+    )
+    d.apply(job("w", namespace="ns", gpus=2, uid="u1"), at=0)
     out = d.tick(300)
     assert kinds(out) == [("Deactivated", "ns/w")]
     assert out[0].reason == "RequeuingLimitExceeded"
     assert d.fold.workload_state("ns/w") == "Deactivated"
     assert d.fold.next_wakeup() is None
-    d.apply(job("ns", "w", gpu=2, uid="u1"), at=301)  # the same Job again: nothing changes
+    d.apply(
+        job("w", namespace="ns", gpus=2, uid="u1"), at=301
+    )  # the same Job again: nothing changes
     assert d.fold.workload_state("ns/w") == "Deactivated"
-    out = d.apply(job("ns", "w", gpu=3, uid="u1"), at=302)  # the Job changed
+    out = d.apply(job("w", namespace="ns", gpus=3, uid="u1"), at=302)  # the Job changed
     assert ("Admitted", "ns/w") in kinds(out)
 
 
 def test_a_job_change_during_backoff_keeps_the_backoff() -> None:
     d = Driver()
-    d.apply(wfpr(backoffBaseSeconds=100), flavor(), cq("q", gpu=4), lq("ns", "q"))
-    d.apply(job("ns", "w", gpu=2, uid="u1"), at=0)
+    d.apply(
+        wfpr(backoffBaseSeconds=100),
+        flavor("h100"),
+        cluster_queue("q", gpus=4),
+        local_queue("lq", namespace="ns", cluster_queue="q"),
+    )
+    d.apply(job("w", namespace="ns", gpus=2, uid="u1"), at=0)
     d.tick(300)
-    assert d.apply(job("ns", "w", gpu=3, uid="u1"), at=310) == []
+    assert d.apply(job("w", namespace="ns", gpus=3, uid="u1"), at=310) == []
     out = d.tick(400.02)
     assert kinds(out) == [("Requeued", "ns/w"), ("Admitted", "ns/w")]
     assert out[1].usage == {"h100": {"nvidia.com/gpu": "3"}}
@@ -371,8 +425,17 @@ def test_a_job_change_during_backoff_keeps_the_backoff() -> None:
 
 def test_block_admission_admits_one_at_a_time() -> None:
     d = Driver()
-    d.apply(wfpr(blockAdmission=True), flavor(), cq("q", gpu=8), lq("ns", "q"))
-    out = d.apply(job("ns", "a", gpu=2, at=0), job("ns", "b", gpu=2, at=1), at=1)
+    d.apply(
+        wfpr(blockAdmission=True),
+        flavor("h100"),
+        cluster_queue("q", gpus=8),
+        local_queue("lq", namespace="ns", cluster_queue="q"),
+    )
+    out = d.apply(
+        job("a", namespace="ns", gpus=2, created=0),
+        job("b", namespace="ns", gpus=2, created=1),
+        at=1,
+    )
     assert kinds(out) == [("Admitted", "ns/a")]
     out = d.ready("ns/a", at=2)
     assert kinds(out) == [("Admitted", "ns/b")]
@@ -407,21 +470,29 @@ def events_of(script: list[Step], *, fair: bool) -> list[JournalEvent]:
     if fair:
         sections["fairSharing"] = {}
     d.fold = _Recorder()  # type: ignore[assignment]
-    d.apply(config(**sections), flavor(), wpc("p0", 0), wpc("p1", 10), wpc("p2", 20))
     d.apply(
-        cq("q0", gpu=(4, 4), cohort="pool", within="LowerPriority", reclaim="Any"),
-        cq("q1", gpu=4, cohort="pool", reclaim="LowerPriority", borrow="LowerPriority"),
-        cq("q2", gpu=2, cohort="pool", within="LowerOrNewerEqualPriority", reclaim="Any"),
+        configuration(**sections),
+        flavor("h100"),
+        priority_class("p0", value=0),
+        priority_class("p1", value=10),
+        priority_class("p2", value=20),
+    )
+    d.apply(
+        cluster_queue("q0", gpus=(4, 4), cohort="pool", within="LowerPriority", reclaim="Any"),
+        cluster_queue("q1", gpus=4, cohort="pool", reclaim="LowerPriority", borrow="LowerPriority"),
+        cluster_queue(
+            "q2", gpus=2, cohort="pool", within="LowerOrNewerEqualPriority", reclaim="Any"
+        ),
     )
     for i in range(3):
-        d.apply(lq(f"ns{i}", f"q{i}"))
+        d.apply(local_queue("lq", namespace=f"ns{i}", cluster_queue=f"q{i}"))
     made: list[str] = []
     for kind, a, b, c in script:
         t = d.t + 7
         if kind == "job":
             name = f"j{len(made)}"
             made.append(f"ns{a}/{name}")
-            d.apply(job(f"ns{a}", name, gpu=b, priority=f"p{c}", at=t), at=t)
+            d.apply(job(name, namespace=f"ns{a}", gpus=b, priority=f"p{c}", created=t), at=t)
         elif kind == "finish" and made:
             d.finish(made[a % len(made)], at=t)
         elif kind == "ready" and made:
