@@ -30,6 +30,8 @@ from test_deploy_manifests import (
     unique_namespace,
 )
 
+from kuota import kinds
+
 RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
 USER_NS = "team-a"  # some user's namespace
@@ -52,21 +54,27 @@ def cluster(group: str, resource: str, subresource: str = "") -> Res:
     return Res(group, resource, subresource, namespaced=False)
 
 
-NAMESPACES = cluster("", "namespaces")
-CONFIGMAPS = Res("", "configmaps")
+def of(kind: str, subresource: str = "") -> Res:
+    """The resource of a kind of kuota.kinds (its group, plural and scope)."""
+    k = kinds.get(kind)
+    return Res(k.group, k.plural, subresource, namespaced=k.namespaced)
+
+
+NAMESPACES = of("Namespace")
+CONFIGMAPS = of("ConfigMap")
 SECRETS = Res("", "secrets")
 EVENTS = Res("", "events")
-JOBS = Res("batch", "jobs")
-JOBS_STATUS = Res("batch", "jobs", "status")
-DEVICECLASSES = cluster("resource.k8s.io", "deviceclasses")
-RESOURCESLICES = cluster("resource.k8s.io", "resourceslices")
-RESOURCECLAIMTEMPLATES = Res("resource.k8s.io", "resourceclaimtemplates")
-CLUSTERQUEUES = cluster("kueue.x-k8s.io", "clusterqueues")
-CLUSTERQUEUES_STATUS = cluster("kueue.x-k8s.io", "clusterqueues", "status")
-LOCALQUEUES = Res("kueue.x-k8s.io", "localqueues")
-RESOURCEFLAVORS = cluster("kueue.x-k8s.io", "resourceflavors")
-COHORTS = cluster("kueue.x-k8s.io", "cohorts")
-PRIORITYCLASSES = cluster("kueue.x-k8s.io", "workloadpriorityclasses")
+JOBS = of("Job")
+JOBS_STATUS = of("Job", "status")
+DEVICECLASSES = of("DeviceClass")
+RESOURCESLICES = of("ResourceSlice")
+RESOURCECLAIMTEMPLATES = of("ResourceClaimTemplate")
+CLUSTERQUEUES = of("ClusterQueue")
+CLUSTERQUEUES_STATUS = of("ClusterQueue", "status")
+LOCALQUEUES = of("LocalQueue")
+RESOURCEFLAVORS = of("ResourceFlavor")
+COHORTS = of("Cohort")
+PRIORITYCLASSES = of("WorkloadPriorityClass")
 
 UNIVERSE: tuple[Res, ...] = (
     NAMESPACES,
@@ -97,7 +105,9 @@ UNIVERSE: tuple[Res, ...] = (
     cluster("rbac.authorization.k8s.io", "clusterroles"),
     cluster("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
     cluster("apiextensions.k8s.io", "customresourcedefinitions"),
+    *(of(k.kind) for k in kinds.KINDS if k.served),
 )
+UNIVERSE = tuple(dict.fromkeys(UNIVERSE))  # every served kind of kuota.kinds once
 
 # A question: (verb, resource, namespace, name). "@kuota" stands for the run's
 # namespace (kuota-system in a real deployment).

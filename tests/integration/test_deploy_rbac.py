@@ -30,21 +30,15 @@ import pytest_asyncio
 from rbac_helpers import (
     CLUSTERQUEUES,
     CLUSTERQUEUES_STATUS,
-    COHORTS,
     CONFIG,
     CONFIGMAPS,
-    DEVICECLASSES,
     EVENTS,
     HERE,
     JOBS,
     JOBS_STATUS,
-    LOCALQUEUES,
     NAMESPACES,
-    PRIORITYCLASSES,
     READ,
-    RESOURCECLAIMTEMPLATES,
     RESOURCEFLAVORS,
-    RESOURCESLICES,
     SECRETS,
     UNIVERSE,
     USER_NS,
@@ -53,47 +47,34 @@ from rbac_helpers import (
     Rbac,
     applied_rbac,
     everywhere,
+    of,
     rbac_documents,
 )
 from test_deploy_manifests import NAMESPACE, documents, find, render
+
+from kuota import kinds
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 live = pytest.mark.asyncio(loop_scope="module")
 
 EXPECTED: dict[str, set[Question]] = {
-    "kuota-ingest": everywhere(
-        READ,
-        NAMESPACES,
-        JOBS,
-        DEVICECLASSES,
-        RESOURCESLICES,
-        RESOURCECLAIMTEMPLATES,
-        CLUSTERQUEUES,
-        LOCALQUEUES,
-        RESOURCEFLAVORS,
-        COHORTS,
-        PRIORITYCLASSES,
-    )
+    # Every kind ingest lists and watches cluster-wide (kuota.kinds.WATCHED), and
+    # the one ConfigMap it watches in its own namespace.
+    "kuota-ingest": everywhere(READ, *(of(k.kind) for k in kinds.WATCHED))
     | {
         ("list", CONFIGMAPS, HERE, ""),
         ("watch", CONFIGMAPS, HERE, ""),
         ("get", CONFIGMAPS, HERE, CONFIG),
     },
-    "kuota-actuator": everywhere((*READ, "patch"), JOBS)
+    # A GET of any kind ingest journals (the object a Rejected decision names),
+    # and its caches, Job writes and ClusterQueue status.
+    "kuota-actuator": everywhere(("get",), *(of(k.kind) for k in kinds.WATCHED))
+    | {("get", CONFIGMAPS, HERE, CONFIG)}
+    | everywhere(("list", "watch", "patch"), JOBS)
     | everywhere(("patch",), JOBS_STATUS)
     | everywhere(("create",), EVENTS)
-    | everywhere(READ, RESOURCEFLAVORS, CLUSTERQUEUES)
-    | everywhere(("patch",), CLUSTERQUEUES_STATUS)
-    | everywhere(
-        ("get",),
-        COHORTS,
-        LOCALQUEUES,
-        PRIORITYCLASSES,
-        DEVICECLASSES,
-        RESOURCESLICES,
-        RESOURCECLAIMTEMPLATES,
-        NAMESPACES,
-    ),
+    | everywhere(("list", "watch"), RESOURCEFLAVORS, CLUSTERQUEUES)
+    | everywhere(("patch",), CLUSTERQUEUES_STATUS),
     "kuota-admission": set(),
     "kuota-preemption": set(),
 }

@@ -60,6 +60,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kuota import kinds
 from kuota.actuation.patch import (
     JOB_MUTATING,
     STOPPING,
@@ -82,44 +83,17 @@ from kuota_actuator.metrics import ActuatorMetrics
 
 log = logging.getLogger("kuota.actuator")
 
-FLAVORS_PATH = "/apis/kueue.x-k8s.io/v1beta2/resourceflavors"
+FLAVORS_PATH = kinds.get("ResourceFlavor").path()
 MAX_STEPS = 6  # writes per decision: a stop is suspend, reset startTime, restore
 
-# Rejected objects: kind -> (collection path template, namespaced)
-_KINDS: dict[str, tuple[str, bool]] = {
-    "ClusterQueue": ("/apis/kueue.x-k8s.io/v1beta2/clusterqueues", False),
-    "ResourceFlavor": ("/apis/kueue.x-k8s.io/v1beta2/resourceflavors", False),
-    "Cohort": ("/apis/kueue.x-k8s.io/v1beta2/cohorts", False),
-    "WorkloadPriorityClass": ("/apis/kueue.x-k8s.io/v1beta2/workloadpriorityclasses", False),
-    "LocalQueue": ("/apis/kueue.x-k8s.io/v1beta2/namespaces/{ns}/localqueues", True),
-    "Job": ("/apis/batch/v1/namespaces/{ns}/jobs", True),
-    "DeviceClass": ("/apis/resource.k8s.io/v1/deviceclasses", False),
-    "ResourceSlice": ("/apis/resource.k8s.io/v1/resourceslices", False),
-    "ResourceClaimTemplate": (
-        "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates",
-        True,
-    ),
-    "Namespace": ("/api/v1/namespaces", False),
-    "ConfigMap": ("/api/v1/namespaces/{ns}/configmaps", True),
-}
-_API_VERSIONS = {
-    "ClusterQueue": "kueue.x-k8s.io/v1beta2",
-    "ResourceFlavor": "kueue.x-k8s.io/v1beta2",
-    "Cohort": "kueue.x-k8s.io/v1beta2",
-    "WorkloadPriorityClass": "kueue.x-k8s.io/v1beta2",
-    "LocalQueue": "kueue.x-k8s.io/v1beta2",
-    "Job": "batch/v1",
-    "DeviceClass": "resource.k8s.io/v1",
-    "ResourceSlice": "resource.k8s.io/v1",
-    "ResourceClaimTemplate": "resource.k8s.io/v1",
-    "Namespace": "v1",
-    "ConfigMap": "v1",
-}
+# Rejected objects: any kind ingest journals from the apiserver, by name.
+_KINDS = {k.kind: k for k in kinds.JOURNALED}
+_JOB_PATH = kinds.get("Job").path("{ns}", "{name}")  # a template: workload keys are not checked
 
 
 def job_path(workload: str) -> str:
     namespace, _, name = workload.partition("/")
-    return f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}"
+    return _JOB_PATH.format(ns=namespace, name=name)
 
 
 def merge_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
@@ -508,13 +482,12 @@ class Actuator:
         known = _KINDS.get(kind)
         if known is None or not name:
             return None
-        collection, namespaced = known
-        if namespaced and not namespace:
+        if known.namespaced and not namespace:
             return None
-        obj = await self.kube.get(f"{collection.format(ns=namespace)}/{name}")
+        obj = await self.kube.get(known.path(namespace if known.namespaced else "", name))
         if obj is None:
             return None
-        ref = {"apiVersion": _API_VERSIONS[kind], "kind": kind, "name": name}
+        ref = {"apiVersion": known.api_version, "kind": kind, "name": name}
         if namespace:
             ref["namespace"] = namespace
         uid = (obj.get("metadata") or {}).get("uid")

@@ -32,12 +32,13 @@ from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
 
+from kuota import kinds
+from kuota.kinds import QUEUE_NAME_LABEL
 from kuota.kube.watch import Resource, Watcher
 
 log = logging.getLogger("kuota.actuator")
 
-JOBS_PATH = "/apis/batch/v1/jobs"
-QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+JOBS_PATH = kinds.get("Job").path()
 MAX_OVERLAY = 20_000  # own writes kept for Jobs the watch does not show (outside the selector)
 
 

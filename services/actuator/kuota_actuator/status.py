@@ -27,15 +27,16 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from kuota.quantity import format_quantity
-from kuota.status.model import ClusterQueueReadModel, QuotaRow, statuses
+from kuota import kinds
+from kuota.core.quota.rows import quota_fields
+from kuota.status.model import ClusterQueueReadModel, statuses
 from kuota_actuator.kubeapi import ApiError, Kube, Mirror
 from kuota_actuator.metrics import ActuatorMetrics
 
 log = logging.getLogger("kuota.actuator")
 
 REDIS_KEY = "kuota:status:clusterqueues"
-CQ_PATH = "/apis/kueue.x-k8s.io/v1beta2/clusterqueues"
+CQ_PATH = kinds.get("ClusterQueue").path()
 _DEFAULTS: dict[str, Any] = {
     "pendingWorkloads": 0,
     "reservingWorkloads": 0,
@@ -134,7 +135,7 @@ class StatusWriter:
             rows = self.model.quota(name)
             if rows is not None:  # for `kuota status`: Redis only, not the Kubernetes status
                 doc["cohort"] = self.model.cohort(name)
-                doc["quota"] = _quota(rows)
+                doc["quota"] = [quota_fields(r) for r in rows]  # the ClusterQueue's order
             text = json.dumps(doc, sort_keys=True)
             docs[name] = text
             if self._in_redis.get(name) != text:

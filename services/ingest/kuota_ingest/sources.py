@@ -26,7 +26,8 @@ from typing import Any
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from kuota.api.parse import QUEUE_NAME_LABEL
+from kuota import kinds
+from kuota.kinds import QUEUE_NAME_LABEL, Kind
 from kuota.kube.translate import (
     Seen,
     Translation,
@@ -43,41 +44,32 @@ from kuota_ingest.journal import Item, JournalWriter
 
 log = logging.getLogger("kuota_ingest.sources")
 
-KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
-
 
 @dataclass(frozen=True, slots=True)
 class Watched:
     resource: Resource
-    crd: str | None = None  # the CRD that serves it, when it may be missing
+    crd: str | None = None  # the CRD that serves it ("clusterqueues.kueue.x-k8s.io"), if any
     only_key: str | None = None  # keep only this object ("ConfigMap/<ns>/<name>")
 
 
-WATCHED: tuple[Watched, ...] = (
-    Watched(Resource("Namespace", "/api/v1/namespaces")),
-    Watched(Resource("DeviceClass", "/apis/resource.k8s.io/v1/deviceclasses")),
-    Watched(Resource("ResourceSlice", "/apis/resource.k8s.io/v1/resourceslices")),
-    Watched(Resource("ResourceClaimTemplate", "/apis/resource.k8s.io/v1/resourceclaimtemplates")),
-    Watched(Resource("ResourceFlavor", f"{KUEUE}/resourceflavors"), "resourceflavors"),
-    Watched(Resource("Cohort", f"{KUEUE}/cohorts"), "cohorts"),
-    Watched(Resource("ClusterQueue", f"{KUEUE}/clusterqueues"), "clusterqueues"),
-    Watched(Resource("LocalQueue", f"{KUEUE}/localqueues"), "localqueues"),
-    Watched(
-        Resource("WorkloadPriorityClass", f"{KUEUE}/workloadpriorityclasses"),
-        "workloadpriorityclasses",
-    ),
-    Watched(Resource("Job", "/apis/batch/v1/jobs", label_selector=QUEUE_NAME_LABEL)),
-)
+def _watched(kind: Kind, selector: str = "") -> Watched:
+    selector = selector or kind.label_selector
+    resource = Resource(kind.kind, kind.path(), label_selector=selector or None)
+    return Watched(resource, f"{kind.plural}.{kind.group}" if kind.crd else None)
+
+
+#: Every kind of kuota.kinds.WATCHED, in its order.
+WATCHED: tuple[Watched, ...] = tuple(_watched(k) for k in kinds.WATCHED)
 
 
 def jobs_watch(extra_selector: str | None) -> Watched:
     """The Job watch, narrowed by ``KUOTA_JOB_LABEL_SELECTOR`` when it is set."""
     selector = QUEUE_NAME_LABEL if not extra_selector else f"{QUEUE_NAME_LABEL},{extra_selector}"
-    return Watched(Resource("Job", "/apis/batch/v1/jobs", label_selector=selector))
+    return _watched(kinds.get("Job"), selector)
 
 
 def config_map_watch(namespace: str, name: str) -> Watched:
-    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    path = kinds.get("ConfigMap").path(namespace)
     return Watched(Resource("ConfigMap", path), None, f"ConfigMap/{namespace}/{name}")
 
 
@@ -192,7 +184,7 @@ class Sources:
                     if kind not in self.missing:
                         self.missing.add(kind)
                         log.warning(
-                            "%s: CRD %s.kueue.x-k8s.io (v1beta2) is not installed; "
+                            "%s: CRD %s is not installed; "
                             "looking again every %.0fs (install it: kubectl apply "
                             "--server-side -k deploy/crds)",
                             kind,

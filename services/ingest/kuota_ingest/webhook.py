@@ -15,12 +15,12 @@ from collections.abc import Collection
 
 from aiohttp import web
 
-from kuota.kube.admission_review import mutate_job
+from kuota.kube.admission_review import JOB, mutate_job
 from kuota_ingest import metrics
 
 log = logging.getLogger("kuota_ingest.webhook")
 
-PATH = "/mutate-batch-v1-job"
+PATH = JOB.mutate_path()  # /mutate-batch-v1-job, as deploy/base/webhook.yaml calls it
 MAX_BODY = 3 * 1024 * 1024  # the apiserver's own request limit is 3 MiB
 TRUSTED = web.AppKey("trusted_users", frozenset[str])
 

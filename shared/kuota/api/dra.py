@@ -21,16 +21,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from kuota.kinds import KINDS as _REGISTRY
 from typing import Literal
 
 from kuota.api.semver import parse_semver
 from kuota.api.types import ObjectRef, ValidationError
 from kuota.quantity import QuantityError, parse_quantity
 
-API_GROUP = "resource.k8s.io"
-API_VERSIONS = ("v1", "v1beta1", "v1beta2")
-_API_VERSIONS = frozenset(f"{API_GROUP}/{v}" for v in API_VERSIONS)
-KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaimTemplate")
+#: The DRA kinds read here (kuota.kinds: the "dra" role, watched by ingest).
+KINDS = tuple(k.kind for k in _REGISTRY if k.role == "dra" and k.watch)
+_API_VERSIONS = frozenset(v for k in _REGISTRY if k.kind in KINDS for v in k.api_versions)
 
 AttributeKind = Literal["int", "bool", "string", "version"]
 

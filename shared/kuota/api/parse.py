@@ -74,6 +74,15 @@ from kuota.api.fields import (
     seq,
     spec_of,
     string,
+from kuota.kinds import (
+    DRA_GROUP,
+    KINDS,
+    NAMESPACE_NAME_LABEL,
+    PRIORITY_CLASS_LABEL,
+    QUEUE_NAME_LABEL,
+    get,
+    names,
+)
     string_map,
     taint,
     tolerations,
@@ -83,8 +92,6 @@ from kuota.api.parse_job import (
     ACTIVE_ANNOTATION,
     CREATED_AT_ANNOTATION,
     MAX_PODS,
-    PRIORITY_CLASS_LABEL,
-    QUEUE_NAME_LABEL,
     read_job,
 )
 from kuota.api.types import (
@@ -131,28 +138,13 @@ __all__ = [
     "parse_object",
 ]
 
-NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 KUEUE_CONFIG_KEY = "controller_manager_config.yaml"  # in the kueue-manager-config ConfigMap
 
-_KUEUE = "kueue.x-k8s.io"
-_CONFIG_GROUP = "config.kueue.x-k8s.io"
-_QUEUE_VERSIONS = ("v1beta1", "v1beta2")
-_NAMESPACED = frozenset(
-    {"Job", "LocalQueue", "ConfigMap", "ResourceClaimTemplate", "ResourceClaim"}
-)
-_CLUSTER_SCOPED = frozenset(
-    {
-        "ResourceFlavor",
-        "ClusterQueue",
-        "Cohort",
-        "WorkloadPriorityClass",
-        "Namespace",
-        "DeviceClass",
-        "ResourceSlice",
-        "Kueue",
-    }
-)
-_DRA_KINDS = frozenset({"DeviceClass", "ResourceSlice", "ResourceClaimTemplate", "ResourceClaim"})
+# Scopes from kuota.kinds; a kind the apiserver does not serve (Configuration)
+# keeps the namespace it was written with.
+_NAMESPACED = frozenset(k.kind for k in KINDS if k.served and k.namespaced)
+_CLUSTER_SCOPED = frozenset(k.kind for k in KINDS if k.served and not k.namespaced)
+_DRA_KINDS = names("dra")
 _STOP_POLICIES = ("None", "Hold", "HoldAndDrain")
 
 _T = TypeVar("_T")
@@ -226,18 +218,18 @@ def _dispatch(raw: Raw, at: float) -> ParsedObject | None:
     kind = string(raw.get("kind"), "kind", required=True)
     api_version = string(raw.get("apiVersion"), "apiVersion")
     group, _, version = api_version.rpartition("/")
-    if group == "resource.k8s.io" or (not api_version and kind in _DRA_KINDS):
+    if group == DRA_GROUP or (not api_version and kind in _DRA_KINDS):
         return None  # DeviceClass, ResourceSlice, ResourceClaim(Template): kuota.core.dra.charging
     entry = _READERS.get(kind)
     if entry is None:
         raise FieldError("kind", f"unsupported kind {kind!r} (apiVersion {api_version!r})")
     want_group, versions, reader = entry
     if api_version and (group != want_group or version not in versions):
-        want = ", ".join(f"{want_group}/{v}" if want_group else v for v in versions)
+        want = ", ".join(sorted(f"{want_group}/{v}" if want_group else v for v in versions))
         raise FieldError(
             "apiVersion", f"unsupported apiVersion {api_version!r} for {kind}: want {want}"
         )
-    return reader(raw, version or versions[-1], at)
+    return reader(raw, version or versions[0], at)
 
 
 # --------------------------------------------------------------------------- queue kinds
@@ -542,26 +534,32 @@ def _config_map(raw: Raw, version: str, at: float) -> Configuration | None:
         raise FieldError(field, f"not YAML: {e}") from None
     config = mapping(config, field, required=True)
     api_version = string(config.get("apiVersion"), child(field, "apiVersion"))
-    group, _, version = api_version.rpartition("/")
-    if api_version and (group != _CONFIG_GROUP or version not in _QUEUE_VERSIONS):
+    version = api_version.rpartition("/")[2]
+    if api_version and api_version not in _CONFIGURATION.api_versions:
         raise FieldError(child(field, "apiVersion"), f"unsupported apiVersion {api_version!r}")
-    return upstream_configuration(config, version=version or _QUEUE_VERSIONS[-1], base=field)
+    return upstream_configuration(config, version=version or _CONFIGURATION.version, base=field)
 
 
 def _job_reader(raw: Raw, version: str, at: float) -> WorkloadSpec | None:
     return read_job(raw, at=at)
 
 
-# kind -> (API group, accepted versions (the last is assumed without apiVersion), reader)
+_CONFIGURATION = get("Configuration")
+
+# kind -> (API group, accepted versions (the first is assumed without apiVersion), reader);
+# the groups and versions are kuota.kinds'.
 _READERS: dict[str, tuple[str, tuple[str, ...], Reader]] = {
-    "ResourceFlavor": (_KUEUE, _QUEUE_VERSIONS, _resource_flavor),
-    "ClusterQueue": (_KUEUE, _QUEUE_VERSIONS, _cluster_queue),
-    "Cohort": (_KUEUE, ("v1alpha1", *_QUEUE_VERSIONS), _cohort),
-    "LocalQueue": (_KUEUE, _QUEUE_VERSIONS, _local_queue),
-    "WorkloadPriorityClass": (_KUEUE, _QUEUE_VERSIONS, _workload_priority_class),
-    "Namespace": ("", ("v1",), _namespace_object),
-    "ConfigMap": ("", ("v1",), _config_map),
-    "Job": ("batch", ("v1",), _job_reader),
-    "Configuration": (_CONFIG_GROUP, _QUEUE_VERSIONS, _configuration),
-    "Kueue": ("kueue.openshift.io", ("v1",), _kueue_operator),
+    kind: (get(kind).group, get(kind).versions, reader)
+    for kind, reader in (
+        ("ResourceFlavor", _resource_flavor),
+        ("ClusterQueue", _cluster_queue),
+        ("Cohort", _cohort),
+        ("LocalQueue", _local_queue),
+        ("WorkloadPriorityClass", _workload_priority_class),
+        ("Namespace", _namespace_object),
+        ("ConfigMap", _config_map),
+        ("Job", _job_reader),
+        ("Configuration", _configuration),
+        ("Kueue", _kueue_operator),
+    )
 }

@@ -44,6 +44,7 @@ import marshal
 import math
 from typing import Any, cast
 
+from kuota.kinds import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
 from kuota.api.duration import DurationError, parse_rfc3339
 from kuota.api.fields import (
     INT32_MAX,
@@ -69,8 +70,6 @@ from kuota.api.fields import (
 )
 from kuota.api.types import ClaimRef, NodeSelectorTerm, PodSet, WorkloadSpec
 
-QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
-PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 CREATED_AT_ANNOTATION = "kuota.dev/created-at"
 ACTIVE_ANNOTATION = "kuota.dev/active"
 MAX_PODS = 100_000  # parallelism beyond this is a typo, not a workload

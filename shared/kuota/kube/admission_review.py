@@ -52,7 +52,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from kuota.actuation.patch import ANN_DECISION_ID, ANN_DECISION_OFFSET, ANN_ORIGINAL
-from kuota.api.parse_job import ACTIVE_ANNOTATION, CREATED_AT_ANNOTATION, QUEUE_NAME_LABEL
+from kuota.api.parse_job import ACTIVE_ANNOTATION, CREATED_AT_ANNOTATION
+from kuota.kinds import QUEUE_NAME_LABEL, get
+
+JOB = get("Job")  # the kind this webhook mutates
 
 SUSPEND_PATCH = [{"op": "add", "path": "/spec/suspend", "value": True}]
 KUOTA_PREFIX = "kuota.dev/"
@@ -190,7 +193,7 @@ def mutate_job(body: object, *, trusted_users: Collection[str] = frozenset()) ->
         return Answer(_review("", warning=f"kuota: {why}; allowed unchanged"), "malformed", why)
     kind = request.get("kind")
     kind = kind if isinstance(kind, Mapping) else {}
-    if (kind.get("group"), kind.get("kind")) != ("batch", "Job"):
+    if (kind.get("group"), kind.get("kind")) != (JOB.group, JOB.kind):
         why = f"not a batch Job ({kind.get('group')}/{kind.get('kind')})"
         return Answer(_review(uid), "unchanged", why)
     operation = request.get("operation")

@@ -87,6 +87,7 @@ from typing import Any
 
 import yaml
 
+from kuota import kinds
 from kuota.api.parse_job import ACTIVE_ANNOTATION, CREATED_AT_ANNOTATION
 from kuota.events.schema import (
     JournalEvent,
@@ -97,19 +98,8 @@ from kuota.events.schema import (
     WorkloadFinished,
 )
 
-API_VERSIONS: dict[str, str] = {
-    "Job": "batch/v1",
-    "Namespace": "v1",
-    "ConfigMap": "v1",
-    "DeviceClass": "resource.k8s.io/v1",
-    "ResourceSlice": "resource.k8s.io/v1",
-    "ResourceClaimTemplate": "resource.k8s.io/v1",
-    "ClusterQueue": "kueue.x-k8s.io/v1beta2",
-    "LocalQueue": "kueue.x-k8s.io/v1beta2",
-    "ResourceFlavor": "kueue.x-k8s.io/v1beta2",
-    "Cohort": "kueue.x-k8s.io/v1beta2",
-    "WorkloadPriorityClass": "kueue.x-k8s.io/v1beta2",
-}
+# The apiVersion of every kind ingest journals, for LIST items (which carry none).
+API_VERSIONS: dict[str, str] = {k.kind: k.api_version for k in kinds.JOURNALED}
 KUOTA_ANNOTATION_PREFIX = "kuota.dev/"
 # kuota.dev/ annotations the fold reads on a real Job (kuota.api.parse_job):
 # kuota.dev/active is the user's lever to deactivate a workload (Kueue's
@@ -123,7 +113,7 @@ SIMULATION_ANNOTATIONS = frozenset({CREATED_AT_ANNOTATION})
 # Written by the actuator (kuota.actuation.patch.ANN_ORIGINAL): the pod template's
 # nodeSelector and tolerations before the first flavor was injected.
 ORIGINAL_SCHEDULING_ANNOTATION = "kuota.dev/original-pod-template-scheduling"
-CONFIG_KINDS = frozenset({"Configuration", "Kueue", "ConfigMap"})
+CONFIG_KINDS = kinds.names("config")
 CONFIG_FILE_NAME = "kuota-config-file"  # metadata.name of a file Configuration without one
 
 

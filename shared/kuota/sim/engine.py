@@ -35,6 +35,7 @@ Without ``until`` the run ends when no event is queued and the fold wants no
 wakeup: nothing can change any more. With ``until`` events after that instant
 are not applied.
 
+from kuota.kinds import names
 With a ``planning`` side (``kuota simulate --preemption plans``: the fold in
 plans mode and ``kuota.sim.planning.PreemptionService``, the preemption
 service in-process), every applied event is handed to it too, right after the
@@ -83,8 +84,8 @@ from kuota.sim.scenario import (
     timing_of,
 )
 
-#: Kinds the engine treats as workloads (timing of runs, ``created-at``).
-WORKLOAD_KINDS = frozenset({"Job"})
+#: Kinds the engine treats as workloads (timing of runs, ``created-at``): kuota.kinds'.
+WORKLOAD_KINDS = names("workload")
 #: Decisions after which a workload no longer holds its admission.
 ENDS_ADMISSION = frozenset({"Preempted", "Evicted", "Finished", "Deactivated"})
 #: Ticks the fold may ask for at one and the same instant before the engine

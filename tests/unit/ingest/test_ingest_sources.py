@@ -158,7 +158,7 @@ async def test_restart_journals_only_changes_and_missed_deletes() -> None:
 async def test_missing_crd_is_retried_then_watched(caplog: pytest.LogCaptureFixture) -> None:
     api = FakeApi([{"metadata": {"name": "cq", "resourceVersion": "3"}, "spec": {}}], missing=True)
     sources, writer, producer, _ = _setup(api, {})
-    watched = Watched(Resource("ClusterQueue", "/cq"), crd="clusterqueues")
+    watched = Watched(Resource("ClusterQueue", "/cq"), crd="clusterqueues.kueue.x-k8s.io")
     with caplog.at_level(logging.INFO, logger="kuota_ingest.sources"):
         tasks = [
             asyncio.create_task(writer.run()),

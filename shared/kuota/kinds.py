@@ -1,0 +1,167 @@
+"""The registry of the Kubernetes kinds kuota reads: one entry per kind.
+
+Theory of operation: :data:`KINDS` lists every kind once, as a frozen
+:class:`Kind` (group, the versions kuota reads with the one it watches first,
+kind, plural, scope, role, how ingest sees it). Everything else is derived:
+the apiVersion ingest fills into LIST items (``kuota.kube.translate``), the
+paths ingest watches and the actuator GETs (:meth:`Kind.path`), the
+group/version check of the parser (``kuota.api.parse``), the role sets (the
+workload kinds of the simulator, the DRA kinds, the config kinds) and the RBAC
+the tests expect of ``deploy/base``. The labels Kueue reads on workloads live
+here too. Adding a kind (a PyTorchJob, a JobSet) is one entry in
+:data:`KINDS`, plus its reader. Pure: no imports from kuota, no I/O.
+See docs/design/kinds.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+#: A workload's LocalQueue (Kueue's label; a workload without it is not kuota's).
+QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+#: A workload's WorkloadPriorityClass.
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+#: The label the apiserver sets on every Namespace to its name.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+#: The convention for several kuota pipelines on one apiserver: each one's
+#: ``KUOTA_JOB_LABEL_SELECTOR`` selects its own value (the e2e tests, the benches).
+PIPELINE_LABEL = "kuota.dev/pipeline"
+
+KUEUE_GROUP = "kueue.x-k8s.io"
+DRA_GROUP = "resource.k8s.io"
+
+#: What a kind is to kuota.
+Role = Literal["namespace", "workload", "queue", "dra", "config"]
+#: How ingest sees a kind: listed and watched in every namespace ("cluster"),
+#: in one namespace only ("namespace": the Configuration ConfigMap), or never
+#: ("": a file's document, or a kind kuota recognises but does not read).
+Watch = Literal["cluster", "namespace", ""]
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    group: str  # "" for the core group
+    versions: tuple[str, ...]  # every version read; versions[0] is watched, written, assumed
+    kind: str
+    plural: str
+    namespaced: bool
+    role: Role
+    watch: Watch = "cluster"
+    crd: bool = False  # served by a CRD that may not be installed
+    served: bool = True  # False: never an apiserver object (a file's document only)
+
+    @property
+    def version(self) -> str:
+        """The version kuota watches and assumes for a manifest without one."""
+        return self.versions[0]
+
+    @property
+    def api_version(self) -> str:
+        """``group/version`` (``v1`` for the core group) of :attr:`version`."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def api_versions(self) -> tuple[str, ...]:
+        return tuple(f"{self.group}/{v}" if self.group else v for v in self.versions)
+
+    @property
+    def label_selector(self) -> str:
+        """The selector a watch of this kind uses: workloads carry the queue label."""
+        return QUEUE_NAME_LABEL if self.role == "workload" else ""
+
+    def path(self, namespace: str = "", name: str = "") -> str:
+        """The collection's path (every namespace when ``namespace`` is empty), or
+        with ``name`` one object's: ``/apis/{group}/{version}/namespaces/{ns}/{plural}``."""
+        if not self.served:
+            raise ValueError(f"{self.kind} is not served by the apiserver")
+        if namespace and not self.namespaced:
+            raise ValueError(f"{self.kind} is cluster-scoped, not in namespace {namespace!r}")
+        if name and self.namespaced and not namespace:
+            raise ValueError(f"a {self.kind} is named within a namespace")
+        root = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        scope = f"/namespaces/{namespace}" if namespace else ""
+        leaf = f"/{name}" if name else ""
+        return f"{root}{scope}/{self.plural}{leaf}"
+
+    def mutate_path(self) -> str:
+        """The mutating webhook's path for this kind, as controller-runtime names it."""
+        return f"/mutate-{self.group.replace('.', '-')}-{self.version}-{self.kind.lower()}"
+
+
+_QUEUE_VERSIONS = ("v1beta2", "v1beta1")
+_DRA_VERSIONS = ("v1", "v1beta1", "v1beta2")
+
+
+def _queue(
+    kind: str, plural: str, *, namespaced: bool = False, older: tuple[str, ...] = ()
+) -> Kind:
+    versions = (*_QUEUE_VERSIONS, *older)
+    return Kind(KUEUE_GROUP, versions, kind, plural, namespaced, "queue", crd=True)
+
+
+def _dra(kind: str, plural: str, *, namespaced: bool = False, watch: Watch = "cluster") -> Kind:
+    return Kind(DRA_GROUP, _DRA_VERSIONS, kind, plural, namespaced, "dra", watch)
+
+
+#: Every kind, in the order ingest starts its watches.
+KINDS: tuple[Kind, ...] = (
+    Kind("", ("v1",), "Namespace", "namespaces", False, "namespace"),
+    _dra("DeviceClass", "deviceclasses"),
+    _dra("ResourceSlice", "resourceslices"),
+    _dra("ResourceClaimTemplate", "resourceclaimtemplates", namespaced=True),
+    _dra("ResourceClaim", "resourceclaims", namespaced=True, watch=""),
+    _queue("ResourceFlavor", "resourceflavors"),
+    _queue("Cohort", "cohorts", older=("v1alpha1",)),
+    _queue("ClusterQueue", "clusterqueues"),
+    _queue("LocalQueue", "localqueues", namespaced=True),
+    _queue("WorkloadPriorityClass", "workloadpriorityclasses"),
+    Kind("batch", ("v1",), "Job", "jobs", True, "workload"),
+    Kind("", ("v1",), "ConfigMap", "configmaps", True, "config", "namespace"),
+    Kind(
+        "config.kueue.x-k8s.io",
+        _QUEUE_VERSIONS,
+        "Configuration",
+        "configurations",
+        namespaced=False,
+        role="config",
+        watch="",
+        served=False,
+    ),
+    Kind("kueue.openshift.io", ("v1",), "Kueue", "kueues", False, "config", "", crd=True),
+)
+
+_BY_KIND = {k.kind: k for k in KINDS}
+_BY_PLURAL = {(k.group, k.plural): k for k in KINDS}
+if len(_BY_KIND) != len(KINDS) or len(_BY_PLURAL) != len(KINDS):
+    raise AssertionError("a kind or a plural is listed twice")
+
+#: Listed and watched by ingest in every namespace, in start order.
+WATCHED: tuple[Kind, ...] = tuple(k for k in KINDS if k.watch == "cluster")
+#: Every kind ingest journals from the apiserver (WATCHED and the ConfigMap).
+JOURNALED: tuple[Kind, ...] = tuple(k for k in KINDS if k.watch)
+
+
+def get(kind: str) -> Kind:
+    """The registered kind named ``kind``; ``KeyError`` if there is none."""
+    return _BY_KIND[kind]
+
+
+def find(kind: str) -> Kind | None:
+    return _BY_KIND.get(kind)
+
+
+def by_plural(group: str, plural: str) -> Kind | None:
+    """The kind served as ``plural`` in ``group`` (``""`` for the core group)."""
+    return _BY_PLURAL.get((group, plural))
+
+
+def by_api_version(api_version: str, kind: str) -> Kind | None:
+    """The registered kind, if kuota reads it in ``api_version`` (``group/version``)."""
+    k = _BY_KIND.get(kind)
+    return k if k is not None and api_version in k.api_versions else None
+
+
+def names(role: Role) -> frozenset[str]:
+    """The names of the kinds with ``role``."""
+    return frozenset(k.kind for k in KINDS if k.role == role)

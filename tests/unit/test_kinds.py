@@ -1,0 +1,339 @@
+"""kuota.kinds: the registry of kinds, what reads it, and deploy/base's RBAC against it.
+
+The registry's own facts (paths, versions, lookups), then that every table
+that used to list kinds by hand now says what the registry says (translate,
+ingest's watches, the actuator, the parser, the DRA reader, the simulator, the
+webhook), then that deploy/base's RBAC grants each service exactly the verbs it
+needs on the registry's kinds, read from the YAML (the apiserver's own answer
+to the same question is tests/integration/test_deploy_rbac.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kuota import kinds
+from kuota.api import dra, parse
+from kuota.api.types import ValidationError
+from kuota.kinds import KINDS, Kind
+from kuota.kube import admission_review, translate
+from kuota.sim import engine
+from kuota_actuator import apply, jobcache, status
+from kuota_ingest import sources, webhook
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "base"
+NAMESPACE = "kuota-system"  # deploy/base's
+CONFIG = "kuota-config"  # the Configuration ConfigMap ingest watches (KUOTA_CONFIG_CONFIGMAP)
+READ = frozenset({"get", "list", "watch"})
+
+# --------------------------------------------------------------------------- the registry
+
+
+def test_paths_follow_the_api_conventions() -> None:
+    job, cq, ns = kinds.get("Job"), kinds.get("ClusterQueue"), kinds.get("Namespace")
+    assert job.path() == "/apis/batch/v1/jobs"
+    assert job.path("team-a") == "/apis/batch/v1/namespaces/team-a/jobs"
+    assert job.path("team-a", "j") == "/apis/batch/v1/namespaces/team-a/jobs/j"
+    assert cq.path() == "/apis/kueue.x-k8s.io/v1beta2/clusterqueues"
+    assert cq.path(name="cq") == "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/cq"
+    assert ns.path(name="team-a") == "/api/v1/namespaces/team-a"
+    assert kinds.get("ConfigMap").path("s") == "/api/v1/namespaces/s/configmaps"
+    assert kinds.get("ResourceClaimTemplate").path() == (
+        "/apis/resource.k8s.io/v1/resourceclaimtemplates"
+    )
+    assert job.mutate_path() == "/mutate-batch-v1-job"
+
+
+@pytest.mark.parametrize(
+    ("kind", "namespace", "name", "why"),
+    [
+        ("ClusterQueue", "team-a", "", "cluster-scoped"),
+        ("Job", "", "j", "named within a namespace"),
+        ("Configuration", "", "", "not served"),
+    ],
+)
+def test_a_path_that_cannot_exist_is_refused(
+    kind: str, namespace: str, name: str, why: str
+) -> None:
+    with pytest.raises(ValueError, match=why):
+        kinds.get(kind).path(namespace, name)
+
+
+def test_versions_and_api_versions() -> None:
+    cohort = kinds.get("Cohort")
+    assert cohort.version == "v1beta2"
+    assert cohort.api_version == "kueue.x-k8s.io/v1beta2"
+    assert set(cohort.api_versions) == {
+        "kueue.x-k8s.io/v1beta2",
+        "kueue.x-k8s.io/v1beta1",
+        "kueue.x-k8s.io/v1alpha1",
+    }
+    assert kinds.get("Namespace").api_version == "v1"
+    assert kinds.get("Job").api_versions == ("batch/v1",)
+    assert kinds.get("DeviceClass").api_version == "resource.k8s.io/v1"
+
+
+def test_lookups() -> None:
+    assert kinds.find("Job") is kinds.get("Job")
+    assert kinds.find("Pod") is None
+    with pytest.raises(KeyError):
+        kinds.get("Pod")
+    assert kinds.by_plural("kueue.x-k8s.io", "localqueues") is kinds.get("LocalQueue")
+    assert kinds.by_plural("", "namespaces") is kinds.get("Namespace")
+    assert kinds.by_plural("batch", "localqueues") is None
+    assert kinds.by_api_version("kueue.x-k8s.io/v1beta1", "ClusterQueue") is kinds.get(
+        "ClusterQueue"
+    )
+    assert kinds.by_api_version("kueue.x-k8s.io/v1alpha1", "ClusterQueue") is None
+    assert kinds.by_api_version("v1", "ConfigMap") is kinds.get("ConfigMap")
+    assert kinds.by_api_version("batch/v1", "Pod") is None
+
+
+def test_each_kind_and_plural_once_and_the_roles() -> None:
+    assert len({k.kind for k in KINDS}) == len({(k.group, k.plural) for k in KINDS}) == len(KINDS)
+    assert kinds.names("workload") == {"Job"}
+    assert kinds.names("config") == {"ConfigMap", "Configuration", "Kueue"}
+    assert kinds.names("dra") == {
+        "DeviceClass",
+        "ResourceSlice",
+        "ResourceClaimTemplate",
+        "ResourceClaim",
+    }
+    assert kinds.names("queue") == {
+        "ResourceFlavor",
+        "ClusterQueue",
+        "Cohort",
+        "LocalQueue",
+        "WorkloadPriorityClass",
+    }
+    assert all(k.crd for k in KINDS if k.role == "queue")
+    assert [k.kind for k in KINDS if k.label_selector] == ["Job"]
+    assert kinds.get("Job").label_selector == kinds.QUEUE_NAME_LABEL
+
+
+def test_what_ingest_watches_and_journals() -> None:
+    assert [k.kind for k in kinds.WATCHED] == [
+        "Namespace",
+        "DeviceClass",
+        "ResourceSlice",
+        "ResourceClaimTemplate",
+        "ResourceFlavor",
+        "Cohort",
+        "ClusterQueue",
+        "LocalQueue",
+        "WorkloadPriorityClass",
+        "Job",
+    ]
+    assert [k.kind for k in kinds.JOURNALED] == [*(k.kind for k in kinds.WATCHED), "ConfigMap"]
+    assert all(k.served for k in kinds.JOURNALED)
+
+
+# --------------------------------------------------------------------------- the readers
+
+
+def test_translate_fills_in_the_watched_version() -> None:
+    assert translate.API_VERSIONS == {
+        "Job": "batch/v1",
+        "Namespace": "v1",
+        "ConfigMap": "v1",
+        "DeviceClass": "resource.k8s.io/v1",
+        "ResourceSlice": "resource.k8s.io/v1",
+        "ResourceClaimTemplate": "resource.k8s.io/v1",
+        "ClusterQueue": "kueue.x-k8s.io/v1beta2",
+        "LocalQueue": "kueue.x-k8s.io/v1beta2",
+        "ResourceFlavor": "kueue.x-k8s.io/v1beta2",
+        "Cohort": "kueue.x-k8s.io/v1beta2",
+        "WorkloadPriorityClass": "kueue.x-k8s.io/v1beta2",
+    }
+    assert {"Configuration", "Kueue", "ConfigMap"} == translate.CONFIG_KINDS
+
+
+def test_ingest_watches_the_registrys_paths() -> None:
+    got = {
+        w.resource.kind: (w.resource.path, w.resource.label_selector, w.crd)
+        for w in sources.WATCHED
+    }
+    assert got == {
+        k.kind: (
+            k.path(),
+            k.label_selector or None,
+            f"{k.plural}.kueue.x-k8s.io" if k.role == "queue" else None,
+        )
+        for k in kinds.WATCHED
+    }
+    assert got["Job"] == ("/apis/batch/v1/jobs", "kueue.x-k8s.io/queue-name", None)
+    assert got["LocalQueue"][0] == "/apis/kueue.x-k8s.io/v1beta2/localqueues"
+    cm = sources.config_map_watch(NAMESPACE, CONFIG)
+    assert cm.resource.path == f"/api/v1/namespaces/{NAMESPACE}/configmaps"
+    assert cm.only_key == f"ConfigMap/{NAMESPACE}/{CONFIG}"
+
+
+def test_the_actuators_paths() -> None:
+    assert apply.FLAVORS_PATH == "/apis/kueue.x-k8s.io/v1beta2/resourceflavors"
+    assert status.CQ_PATH == "/apis/kueue.x-k8s.io/v1beta2/clusterqueues"
+    assert jobcache.JOBS_PATH == "/apis/batch/v1/jobs"
+    assert jobcache.QUEUE_NAME_LABEL is kinds.QUEUE_NAME_LABEL
+    assert apply.job_path("team-a/j") == "/apis/batch/v1/namespaces/team-a/jobs/j"
+
+
+def test_the_webhook_mutates_the_registrys_job() -> None:
+    assert webhook.PATH == "/mutate-batch-v1-job"
+    assert admission_review.QUEUE_NAME_LABEL is kinds.QUEUE_NAME_LABEL
+    hooks = [d for d in _documents("webhook.yaml") if d["kind"] == "MutatingWebhookConfiguration"]
+    (hook,) = [w for d in hooks for w in d["webhooks"]]
+    assert hook["clientConfig"]["service"]["path"] == webhook.PATH
+    (rule,) = hook["rules"]
+    job = kinds.get("Job")
+    assert (rule["apiGroups"], rule["apiVersions"], rule["resources"]) == (
+        [job.group],
+        [job.version],
+        [job.plural],
+    )
+
+
+def test_dra_and_the_simulator_read_the_registry() -> None:
+    assert dra.KINDS == ("DeviceClass", "ResourceSlice", "ResourceClaimTemplate")
+    assert {"Job"} == engine.WORKLOAD_KINDS
+
+
+@pytest.mark.parametrize("kind", [k for k in KINDS if k.role in ("queue", "namespace")])
+def test_the_parser_reads_every_version_the_registry_lists(kind: Kind) -> None:
+    for api_version in kind.api_versions:
+        manifest = {"apiVersion": api_version, "kind": kind.kind, "metadata": {"name": "x"}}
+        got = parse.parse_object(manifest)
+        assert not (isinstance(got, ValidationError) and got.field == "apiVersion"), (
+            f"{api_version} {kind.kind}: {got}"
+        )
+    bad = {"apiVersion": f"{kind.group}/v9" if kind.group else "v9", "kind": kind.kind}
+    got = parse.parse_object({**bad, "metadata": {"name": "x"}})
+    assert isinstance(got, ValidationError) and got.field == "apiVersion"
+    assert got.message.endswith("want " + ", ".join(sorted(kind.api_versions)))
+
+
+def test_object_refs_take_the_registrys_scope() -> None:
+    for k in KINDS:
+        if not k.served:
+            continue
+        ref = parse.object_ref({"kind": k.kind, "metadata": {"name": "x", "namespace": "n"}})
+        assert ref.namespace == ("n" if k.namespaced else ""), k.kind
+    cfg = parse.object_ref({"kind": "Configuration", "metadata": {"name": "x", "namespace": "n"}})
+    assert cfg.namespace == "n"  # a file's document keeps what it says
+
+
+def test_dra_objects_are_left_to_the_dra_reader() -> None:
+    for k in KINDS:
+        if k.role == "dra":
+            for api_version in (*k.api_versions, ""):
+                manifest = {"apiVersion": api_version, "kind": k.kind, "metadata": {"name": "x"}}
+                assert parse.parse_object(manifest) is None, (api_version, k.kind)
+
+
+# --------------------------------------------------------------------------- deploy/base RBAC
+
+# A grant: (verb, group, resource["/subresource"], namespace ("*": every one), name ("": any)).
+Grant = tuple[str, str, str, str, str]
+
+
+def _documents(name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((DEPLOY / name).read_text()) if d]
+
+
+def _rules(role: dict[str, Any], namespace: str) -> Iterator[Grant]:
+    for rule in role.get("rules", []):
+        for group in rule.get("apiGroups", []):
+            for resource in rule.get("resources", []):
+                for verb in rule["verbs"]:
+                    for name in rule.get("resourceNames") or [""]:
+                        yield verb, group, resource, namespace, name
+
+
+def grants(sa: str) -> set[Grant]:
+    """What deploy/base's RBAC grants ServiceAccount ``sa`` of kuota-system."""
+    docs = [d for f in sorted(DEPLOY.glob("*.yaml")) for d in _documents(f.name)]
+    roles = {
+        (d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]): d
+        for d in docs
+        if d["kind"] in ("Role", "ClusterRole")
+    }
+    out: set[Grant] = set()
+    for b in docs:
+        if b["kind"] not in ("RoleBinding", "ClusterRoleBinding"):
+            continue
+        if not any(
+            s.get("kind") == "ServiceAccount"
+            and s.get("name") == sa
+            and s.get("namespace") == NAMESPACE
+            for s in b.get("subjects", [])
+        ):
+            continue
+        ref = b["roleRef"]
+        where = b["metadata"].get("namespace", "") if b["kind"] == "RoleBinding" else "*"
+        home = b["metadata"].get("namespace", "") if ref["kind"] == "Role" else ""
+        role = roles[(ref["kind"], home, ref["name"])]
+        out |= set(_rules(role, where))
+    return out
+
+
+def _on_registry_kinds(granted: set[Grant]) -> set[Grant]:
+    return {g for g in granted if kinds.by_plural(g[1], g[2].partition("/")[0]) is not None}
+
+
+def _everywhere(verbs: frozenset[str] | set[str], kind: Kind, sub: str = "") -> set[Grant]:
+    resource = f"{kind.plural}/{sub}" if sub else kind.plural
+    return {(v, kind.group, resource, "*", "") for v in verbs}
+
+
+def test_the_grants_are_read_from_the_yaml() -> None:
+    """The reader above is not vacuous: it sees the bindings deploy/base has."""
+    assert ("watch", "batch", "jobs", "*", "") in grants("kuota-ingest")
+    assert ("create", "", "events", "*", "") in grants("kuota-actuator")
+    assert grants("kuota-nobody") == set()
+
+
+def test_ingest_may_read_exactly_the_kinds_it_watches() -> None:
+    want: set[Grant] = set()
+    for k in kinds.WATCHED:
+        want |= _everywhere(READ, k)
+    (cm,) = [k for k in KINDS if k.watch == "namespace"]
+    want |= {
+        ("list", cm.group, cm.plural, NAMESPACE, ""),
+        ("watch", cm.group, cm.plural, NAMESPACE, ""),
+        ("get", cm.group, cm.plural, NAMESPACE, CONFIG),
+    }
+    assert _on_registry_kinds(grants("kuota-ingest")) == want
+    assert all(g[0] in READ for g in grants("kuota-ingest")), "ingest writes nothing"
+
+
+# The actuator: a GET of any journaled kind (the object a Rejected decision
+# names), and beyond it its list+watch caches, its Job writes and the
+# ClusterQueue status it keeps.
+ACTUATOR_MORE: dict[tuple[str, str], set[str]] = {
+    ("Job", ""): {"list", "watch", "patch"},
+    ("Job", "status"): {"patch"},
+    ("ResourceFlavor", ""): {"list", "watch"},
+    ("ClusterQueue", ""): {"list", "watch"},
+    ("ClusterQueue", "status"): {"patch"},
+}
+
+
+def test_the_actuator_may_do_exactly_what_its_calls_need_on_the_kinds() -> None:
+    want: set[Grant] = set()
+    for k in kinds.JOURNALED:
+        if k.watch == "cluster":
+            want |= _everywhere({"get"}, k)
+        else:  # the Configuration ConfigMap, in kuota-system, by name
+            want.add(("get", k.group, k.plural, NAMESPACE, CONFIG))
+    for (kind, sub), verbs in ACTUATOR_MORE.items():
+        want |= _everywhere(verbs, kinds.get(kind), sub)
+    assert _on_registry_kinds(grants("kuota-actuator")) == want
+    assert set(apply._KINDS) == {k.kind for k in kinds.JOURNALED}  # what it may GET
+
+
+@pytest.mark.parametrize("sa", ["kuota-admission", "kuota-preemption"])
+def test_admission_and_preemption_get_nothing(sa: str) -> None:
+    assert grants(sa) == set()
