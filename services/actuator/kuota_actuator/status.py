@@ -28,8 +28,8 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from kuota import kinds
-from kuota.core.quota.rows import quota_fields
-from kuota.status.model import ClusterQueueReadModel, statuses
+from kuota.quantity import format_quantity
+from kuota.status.model import ClusterQueueReadModel, QuotaRow, statuses
 from kuota_actuator.kubeapi import ApiError, Kube, Mirror
 from kuota_actuator.metrics import ActuatorMetrics
 
@@ -135,7 +135,7 @@ class StatusWriter:
             rows = self.model.quota(name)
             if rows is not None:  # for `kuota status`: Redis only, not the Kubernetes status
                 doc["cohort"] = self.model.cohort(name)
-                doc["quota"] = [quota_fields(r) for r in rows]  # the ClusterQueue's order
+                doc["quota"] = _quota(rows)
             text = json.dumps(doc, sort_keys=True)
             docs[name] = text
             if self._in_redis.get(name) != text:
