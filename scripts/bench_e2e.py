@@ -82,7 +82,11 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
 
-from bench_e2e_preempt import pct, preemption_phase  # noqa: E402 - after the path is set
+from bench_e2e_preempt import (  # noqa: E402 - after the path is set
+    delete_namespace,
+    pct,
+    preemption_phase,
+)
 from bench_e2e_report import (  # noqa: E402 - after the path is set
     apiserver_figures,
     apiserver_summary,
@@ -503,15 +507,7 @@ async def cleanup(api: Any, run: str, kafka: Any, env: dict[str, str]) -> None:
             say(f"bench_e2e: cleanup: waiting for {active} Jobs' pods to finish")
             next_note += 10
         await asyncio.sleep(1)
-    with contextlib.suppress(ApiException):
-        await core.delete_namespace(run, propagation_policy="Background")
-    while time.monotonic() - t < 600:
-        try:
-            await core.read_namespace(run)
-        except ApiException as err:
-            if err.status == 404:
-                break
-        await asyncio.sleep(2)
+    await delete_namespace(api, run, timeout=600 - (time.monotonic() - t))
     say(f"bench_e2e: cleanup took {time.monotonic() - t:.0f}s")
     objects = client.CustomObjectsApi(api)
     for plural in ("clusterqueues", "resourceflavors", "workloadpriorityclasses"):

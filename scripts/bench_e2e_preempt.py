@@ -288,8 +288,9 @@ async def preemption_phase(
         await remove_namespace(api, ns, say)
 
 
-async def remove_namespace(api: Any, ns: str, say: Callable[[str], None]) -> None:
-    """Delete the phase's namespace (its Jobs and pods) and wait until it is gone."""
+async def delete_namespace(api: Any, ns: str, *, timeout: float) -> None:
+    """Delete a namespace (its Jobs and pods) and wait until it is gone, at most
+    ``timeout`` seconds (shared with ``bench_e2e.cleanup``)."""
     from kubernetes_asyncio import client
     from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -297,11 +298,17 @@ async def remove_namespace(api: Any, ns: str, say: Callable[[str], None]) -> Non
     t = time.monotonic()
     with contextlib.suppress(ApiException):
         await core.delete_namespace(ns, propagation_policy="Background")
-    while time.monotonic() - t < 300:
+    while time.monotonic() - t < timeout:
         try:
             await core.read_namespace(ns)
         except ApiException as err:
             if err.status == 404:
                 break
         await asyncio.sleep(2)
+
+
+async def remove_namespace(api: Any, ns: str, say: Callable[[str], None]) -> None:
+    """Delete the phase's namespace and wait until it is gone."""
+    t = time.monotonic()
+    await delete_namespace(api, ns, timeout=300)
     say(f"bench_e2e: preemption phase cleanup took {time.monotonic() - t:.0f}s")

@@ -15,8 +15,6 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import signal
-import socket
 import subprocess
 import time
 import uuid
@@ -29,6 +27,7 @@ import pytest
 import redis.asyncio as aioredis
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from journal_builders import gpu_job, upserted
+from pipeline_helpers import Service, free_port
 from stack_helpers import delete_pipeline_topics
 
 from kuota.bus.settings import KafkaSettings
@@ -240,73 +239,10 @@ class Bus:
         return len(await self.read(self.topics.decisions, expect=0, timeout=0, settle=0.6))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Admission:
-    """The service as a subprocess with its log in a file."""
-
-    def __init__(self, env: dict[str, str], log: Path) -> None:
-        self.env = env
-        self.log = log
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.port = int(env["KUOTA_METRICS_PORT"])
-
-    def start(self) -> None:
-        assert BIN.exists(), f"{BIN} is missing: run .venv/bin/pip install -e '.[dev]'"
-        with self.log.open("ab") as f:
-            f.write(b"---- start\n")
-            self.proc = subprocess.Popen([str(BIN)], env=self.env, stdout=f, stderr=f)
-
-    def text(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def last_run(self) -> str:
-        return self.text().rsplit("---- start\n", 1)[-1]
-
-    async def wait_log(self, pattern: str, timeout: float = 60.0) -> re.Match[str]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            m = re.search(pattern, self.last_run())
-            if m:
-                return m
-            assert self.proc is not None and self.proc.poll() is None, (
-                f"kuota-admission exited ({self.proc and self.proc.returncode}) before "
-                f"logging {pattern!r}:\n{self.last_run()}"
-            )
-            await asyncio.sleep(0.1)
-        raise AssertionError(f"no log line {pattern!r} within {timeout}s:\n{self.last_run()}")
-
-    def metrics(self) -> str:
-        import urllib.request
-
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
-            return r.read().decode()
-
-    def kill9(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=10)
-
-    def terminate(self, timeout: float = 30.0) -> int:
-        if self.proc is None or self.proc.poll() is not None:
-            return self.proc.returncode if self.proc else 0
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            raise AssertionError(f"no exit {timeout}s after SIGTERM:\n{self.last_run()}") from None
-
-
 @dataclass
 class Rig:
     bus: Bus
-    admission: Admission
+    admission: Service
     redis: aioredis.Redis
     snapshot_key: str
 
@@ -319,7 +255,7 @@ async def rig(kafka_bootstrap: str, redis_url: str, tmp_path: Path) -> AsyncIter
         KUOTA_KAFKA_BOOTSTRAP=kafka_bootstrap,
         KUOTA_REDIS_URL=redis_url,
         KUOTA_TOPIC_PREFIX=prefix,
-        KUOTA_METRICS_PORT=str(_free_port()),
+        KUOTA_METRICS_PORT=str(free_port()),
         KUOTA_SNAPSHOT_KEY="test-admission-key",
         KUOTA_SNAPSHOT_EVERY="40",
         KUOTA_SNAPSHOT_SECONDS="30",
@@ -331,7 +267,7 @@ async def rig(kafka_bootstrap: str, redis_url: str, tmp_path: Path) -> AsyncIter
     instance = prefix.rstrip(".")
     rig = Rig(
         Bus(settings, topics),
-        Admission(env, tmp_path / "admission.log"),
+        Service("admission", env, tmp_path / "admission.log"),
         redis,
         f"kuota:snapshot:{instance}-admission-0",
     )
