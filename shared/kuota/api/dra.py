@@ -21,11 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from kuota.kinds import KINDS as _REGISTRY
 from typing import Literal
 
 from kuota.api.semver import parse_semver
 from kuota.api.types import ObjectRef, ValidationError
+from kuota.kinds import KINDS as _REGISTRY
 from kuota.quantity import QuantityError, parse_quantity
 
 #: The DRA kinds read here (kuota.kinds: the "dra" role, watched by ingest).

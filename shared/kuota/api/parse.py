@@ -74,15 +74,6 @@ from kuota.api.fields import (
     seq,
     spec_of,
     string,
-from kuota.kinds import (
-    DRA_GROUP,
-    KINDS,
-    NAMESPACE_NAME_LABEL,
-    PRIORITY_CLASS_LABEL,
-    QUEUE_NAME_LABEL,
-    get,
-    names,
-)
     string_map,
     taint,
     tolerations,
@@ -111,6 +102,15 @@ from kuota.api.types import (
     ValidationError,
     WorkloadPriorityClass,
     WorkloadSpec,
+)
+from kuota.kinds import (
+    DRA_GROUP,
+    KINDS,
+    NAMESPACE_NAME_LABEL,
+    PRIORITY_CLASS_LABEL,
+    QUEUE_NAME_LABEL,
+    get,
+    names,
 )
 
 ParsedObject: TypeAlias = (

@@ -44,7 +44,6 @@ import marshal
 import math
 from typing import Any, cast
 
-from kuota.kinds import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
 from kuota.api.duration import DurationError, parse_rfc3339
 from kuota.api.fields import (
     INT32_MAX,
@@ -69,6 +68,7 @@ from kuota.api.fields import (
     tolerations,
 )
 from kuota.api.types import ClaimRef, NodeSelectorTerm, PodSet, WorkloadSpec
+from kuota.kinds import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
 
 CREATED_AT_ANNOTATION = "kuota.dev/created-at"
 ACTIVE_ANNOTATION = "kuota.dev/active"

@@ -35,7 +35,6 @@ Without ``until`` the run ends when no event is queued and the fold wants no
 wakeup: nothing can change any more. With ``until`` events after that instant
 are not applied.
 
-from kuota.kinds import names
 With a ``planning`` side (``kuota simulate --preemption plans``: the fold in
 plans mode and ``kuota.sim.planning.PreemptionService``, the preemption
 service in-process), every applied event is handed to it too, right after the
@@ -67,6 +66,7 @@ from kuota.events.schema import (
     trusted_tick,
     trusted_upserted,
 )
+from kuota.kinds import names
 from kuota.sim.duration import (
     DurationError,
     exact_seconds,
