@@ -1,39 +1,23 @@
-"""Scheduling cycles, and what quota changes wake up.
+"""Scheduling cycles, admission, release, and what a release wakes.
 
 Theory of operation: after every event :meth:`Cycles._schedule` runs cycles
-until one admits nothing, as Kueue's scheduler does:
-
-1. take the head of every ClusterQueue in the ``ready`` set (sorted by name);
-   a head whose group (or StrictFIFO block) remembers what its last attempt
-   was short of, and none of that is available now, would fail the same way:
-   it is set aside again without a flavor assignment;
-2. assign flavors to every head against the same usage (the snapshot): first
-   :func:`~kuota.core.assign.fitting.fit_picks`, which answers without building
-   reasons when everything it looks at fits, its :class:`Fit` cached per
-   (ClusterQueue, shape, flavor choice); otherwise the full search, which says
-   why;
-3. order the entries as Kueue's classical iterator: not borrowing before
-   borrowing (lower borrowing level first), then priority, then creation
-   time, then key;
-4. admit each entry that still fits after the admissions before it; an entry
-   that no longer fits stays at its queue's head for the next cycle; one that
-   did not fit is *set aside*: its group parks (BestEffortFIFO) or its queue
-   blocks (StrictFIFO), and it registers as a *waiter* for each
-   flavor-resource it was short of, with the amount it needs, in its cohort
-   tree.
-
-Admission adds the usage to the quota tree (reserving it at the event's time)
-and emits Admitted. Releasing (finish, delete, eviction) removes it and wakes
-the waiters on the freed flavor-resources in that tree whose ClusterQueue now
-has what they need; the others stay parked with their verdict. A structural
-change (a ClusterQueue, Cohort, flavor or configuration) wakes whole trees.
+until one admits nothing, as Kueue's scheduler does: take the head of every
+ready ClusterQueue (by name), skipping a head whose last attempt was short of
+what is still short; assign flavors to each against the same usage (the fast
+:func:`~kuota.core.assign.fitting.fit_picks` first, the full search when
+something does not fit, to say why); take the entries in
+:func:`~kuota.core.fold.ordering.cycle_order`; admit each that still fits after
+the admissions before it. One that did not fit is *set aside*: its group parks
+(BestEffortFIFO) or its queue blocks (StrictFIFO), and it registers as a
+*waiter* for each flavor-resource it was short of. Releasing (finish, delete,
+eviction, a PodsReady timeout) wakes only the waiters of that cohort tree
+whose ClusterQueue now has what they need; a structural change wakes whole
+trees. The steps and why they are exact: docs/design/fold.md.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
-from operator import itemgetter
 
 from kuota.core.assign.fitting import fit_assignment, fit_picks
 from kuota.core.assign.flavors import (
@@ -43,12 +27,20 @@ from kuota.core.assign.flavors import (
     plan_podsets,
     still_fits,
 )
+from kuota.core.fold.decisions import admitted, deactivated, evicted, requeued
+from kuota.core.fold.ordering import Entry, cycle_order
 from kuota.core.fold.placement import Placement
 from kuota.core.fold.state import Waiter
-from kuota.core.queueing.queues import BLOCKED_HEAD, STRICT_FIFO, Needs, OrderKey
+from kuota.core.preemption.podsready import (
+    PODS_READY_TIMEOUT,
+    REQUEUING_LIMIT_EXCEEDED,
+    Deactivate,
+)
+from kuota.core.queueing.queues import BLOCKED_HEAD, STRICT_FIFO, Needs
 from kuota.core.queueing.verdict import Verdict, assignment_verdict
 from kuota.core.queueing.workload import (
     ADMITTED,
+    DEACTIVATED,
     INADMISSIBLE,
     PENDING,
     Admission,
@@ -65,32 +57,16 @@ from kuota.core.quota.tree import (
 )
 from kuota.quantity import format_quantity
 
-_BY_BORROWING_THEN_ORDER = itemgetter(0, 1)
-
-# (borrowing level, order key, ClusterQueue, record, assignment, its Fit when it fits)
-Entry = tuple[int, OrderKey, str, WorkloadRecord, Assignment, Fit | None]
-
 
 class Cycles(Placement):
-    # Hooks filled in by kuota.core.fold.preempting (preemption, fair sharing order,
-    # WaitForPodsReady's blockAdmission); here they do nothing.
+    """Scheduling cycles (module docstring); hooks: :mod:`kuota.core.fold.hooks`."""
 
     def _try_preempt(
         self, rec: WorkloadRecord, cq_name: str, assignment: Assignment, at: float
     ) -> bool:
-        """Make room for a Preempt head and admit it; False if it was not done."""
+        """Make room for a Preempt head and admit it; False if it was not done
+        (a hook: ``Preempting`` searches; here there is no preemption)."""
         return False
-
-    def _admission_blocked(self) -> bool:
-        """Whether no admission may happen now (blockAdmission)."""
-        return False
-
-    def _ordered(self, entries: list[Entry]) -> Iterable[Entry]:
-        """The order in which a cycle considers its entries (Kueue's classical
-        iterator: borrowing level, then priority, creation time, key)."""
-        if len(entries) > 1:
-            entries.sort(key=_BY_BORROWING_THEN_ORDER)
-        return entries
 
     def _schedule(self, at: float) -> None:
         ready = self._ready
@@ -98,8 +74,10 @@ class Cycles(Placement):
         workloads = self._workloads
         inactive = self._inactive
         tree_queues = self._tree.queues
+        timers = self._timers
+        config = self._config
         while ready:
-            if self._admission_blocked():
+            if timers.blocks_admission(config):
                 return
             # Each ready queue's head, assigned against the same usage (setting a
             # head aside changes no usage, so assigning as heads are found is the
@@ -153,11 +131,18 @@ class Cycles(Placement):
                 return
             root_of = self._tree.root_of
             changed: set[str] = set()  # trees with an admission earlier in this cycle
-            for _, _, cq_name, rec, assignment, fit in self._ordered(entries):
+            ordered = cycle_order(
+                entries,
+                fair_sharing=config.fair_sharing.enable,
+                tree=self._tree,
+                cqs=self._cqs,
+                cohorts=self._cohorts,
+            )
+            for _, _, cq_name, rec, assignment, fit in ordered:
                 if assignment.mode is Mode.FIT:
                     root = root_of[cq_name]
                     if root not in changed or still_fits(tree_queues[cq_name], assignment.usage):
-                        if self._admission_blocked():
+                        if timers.blocks_admission(config):
                             return  # heads stay; a PodsReady event unblocks
                         self._admit(rec, cq_name, fit or self._fit(assignment), at)
                         changed.add(root)
@@ -167,7 +152,7 @@ class Cycles(Placement):
                     root = root_of[cq_name]
                     if root in changed:
                         continue  # assigned before this cycle's admissions: again next cycle
-                    if self._admission_blocked():
+                    if timers.blocks_admission(config):
                         return
                     if self._try_preempt(rec, cq_name, assignment, at):
                         changed.add(root)
@@ -175,6 +160,8 @@ class Cycles(Placement):
                 self._not_admitted(rec, cq_name, assignment)
 
     def _not_admitted(self, rec: WorkloadRecord, cq_name: str, assignment: Assignment) -> None:
+        """Set aside a head the cycle could not admit (a hook: ``Preempting``
+        gives a head awaiting a preemption plan its own verdict)."""
         self._set_aside(rec, cq_name, assignment_verdict(assignment), assignment.blocking)
 
     def _set_aside(self, rec: WorkloadRecord, cq_name: str, verdict: Verdict, needs: Needs) -> None:
@@ -222,7 +209,17 @@ class Cycles(Placement):
             usage.setdefault(flavor, {})[res] = text
         return Fit(assignment, flavors, {name: dict(fl) for name, fl in flavors}, usage)
 
-    def _admit(self, rec: WorkloadRecord, cq_name: str, fit: Fit, at: float) -> None:
+    def _admit(
+        self,
+        rec: WorkloadRecord,
+        cq_name: str,
+        fit: Fit,
+        at: float,
+        victims: list[str] | None = None,
+    ) -> None:
+        """Charge the quota tree and emit Admitted (listing ``victims`` when it
+        preempted); start its PodsReady timer. (A hook: ``Preempting`` numbers
+        admissions.)"""
         self._detach(rec)
         node = self._tree.queues[cq_name]
         usage = fit.assignment.usage
@@ -233,25 +230,28 @@ class Cycles(Placement):
         rec.cluster_queue = cq_name
         rec.last_verdict = None
         key = rec.key
-        admitted = self._admitted.get(cq_name)
-        if admitted is None:
-            admitted = self._admitted[cq_name] = {}
-        admitted[key] = None
-        # The nested maps are shared by every admission with this fit: the
-        # Decision's validation copies them.
+        members = self._admitted.get(cq_name)
+        if members is None:
+            members = self._admitted[cq_name] = {}
+        members[key] = None
+        # The nested maps are shared by every admission with this fit:
+        # trusted_decision copies them.
         self._out.append(
-            {
-                "type": "Admitted",
-                "workload": key,
-                "uid": rec.spec.uid,
-                "cluster_queue": cq_name,
-                "flavors": fit.decision_flavors,
-                "usage": fit.decision_usage,
-            }
+            admitted(
+                workload=key,
+                uid=rec.spec.uid,
+                cluster_queue=cq_name,
+                flavors=fit.decision_flavors,
+                usage=fit.decision_usage,
+                victims=victims,
+            )
         )
+        self._timers.admitted(self._config, key, at)
 
     def _release(self, rec: WorkloadRecord) -> None:
-        """Give back an admitted workload's quota and wake who waited for it."""
+        """Give back an admitted workload's quota and wake who waited for it; stop
+        its PodsReady timer. (A hook: ``Preempting`` forgets its admission number.)"""
+        self._timers.released(rec.key)
         adm = rec.admission
         assert adm is not None
         cq_name = adm.cluster_queue
@@ -340,27 +340,69 @@ class Cycles(Placement):
         self._release(rec)
         rec.state = PENDING
         rec.cluster_queue = None
+        key, uid = rec.key, rec.spec.uid
         self._out.append(
-            {
-                "type": "Evicted",
-                "workload": rec.key,
-                "uid": rec.spec.uid,
-                "cluster_queue": cq_name,
-                "reason": reason,
-                "message": message,
-            }
+            evicted(workload=key, uid=uid, cluster_queue=cq_name, reason=reason, message=message)
         )
         if requeue:
-            self._out.append(
-                {
-                    "type": "Requeued",
-                    "workload": rec.key,
-                    "uid": rec.spec.uid,
-                    "cluster_queue": cq_name,
-                    "reason": reason,
-                }
-            )
+            self._out.append(requeued(workload=key, uid=uid, cluster_queue=cq_name, reason=reason))
             self._place(rec)
+
+    def _timed_out(self, key: str, when: float) -> None:
+        """A PodsReady timer fired: evict, to wait out a backoff outside any
+        queue, or deactivate once the requeue limit is reached."""
+        rec = self._workloads[key]
+        outcome = self._timers.timeout(self._config, rec, when)
+        cq_name = rec.cluster_queue
+        self._release(rec)
+        rec.cluster_queue = None
+        self._timers.timed_out(key, outcome)
+        uid = rec.spec.uid
+        if isinstance(outcome, Deactivate):
+            rec.state = DEACTIVATED
+            limit = self._config.wait_for_pods_ready.backoff_limit_count
+            message = (
+                f"exceeded the PodsReady timeout {key} after {outcome.count} "
+                f"requeue(s); the limit (backoffLimitCount) is {limit}"
+            )
+            self._out.append(
+                deactivated(
+                    workload=key,
+                    uid=uid,
+                    cluster_queue=cq_name,
+                    reason=REQUEUING_LIMIT_EXCEEDED,
+                    message=message,
+                )
+            )
+            return
+        rec.state = PENDING
+        message = (
+            f"Exceeded the PodsReady timeout {key}; requeued after a backoff "
+            f"of {outcome.delay:g}s (requeue {outcome.state.requeue_count})"
+        )
+        self._out.append(
+            evicted(
+                workload=key,
+                uid=uid,
+                cluster_queue=cq_name,
+                reason=PODS_READY_TIMEOUT,
+                message=message,
+                requeue_at=outcome.at,
+            )
+        )
+
+    def _end_backoff(self, key: str) -> None:
+        """A requeue backoff is over: the workload joins its queue again."""
+        self._timers.end_backoff(key)
+        rec = self._workloads[key]
+        lq = self._lqs.get((rec.spec.namespace, rec.spec.queue_name))
+        cq_name = lq.cluster_queue if lq is not None else None
+        self._out.append(
+            requeued(
+                workload=key, uid=rec.spec.uid, cluster_queue=cq_name, reason=PODS_READY_TIMEOUT
+            )
+        )
+        self._place(rec)
 
     def _wake_roots(self, roots: list[str]) -> None:
         for root in sorted(set(roots)):

@@ -1,39 +1,18 @@
 """The decision fold: journal events in, Kueue-style decisions out.
 
-Theory of operation
--------------------
-``Fold.apply`` takes one journal event, updates the state and returns the
-decisions it caused. Nothing else moves the state: no clock, no randomness,
-no I/O, and every iteration is over lists, sorted keys or insertion-ordered
-dicts (whose order is itself a function of the events), so the same events
-always give the same decisions, and a ``copy.deepcopy`` or pickle of a Fold
-continues exactly as the original (see ``docs/design/fold.md``).
-
-The Fold is built in layers, each a module with one idea:
-:mod:`kuota.core.fold.state` (what it knows), :mod:`kuota.core.fold.placement` (where a
-pending workload waits: a ClusterQueue's queue or a hold, with the
-Inadmissible reason), :mod:`kuota.core.fold.cycle` (scheduling cycles, admission,
-release and what a release wakes) and this module: the public API, the
-dispatch of journal events, and the queue objects (flavors, ClusterQueues,
-Cohorts, LocalQueues, priority classes, namespaces, the Configuration, DRA
-objects) whose changes re-evaluate or wake the workloads they affect:
-
-- a new or changed WorkloadPriorityClass, LocalQueue or Namespace re-places the
-  workloads held for it;
-- a ClusterQueue, Cohort or ResourceFlavor change rebuilds the quota forest
-  and wakes every queue of the affected cohort trees (admitted workloads keep
-  their admission); an invalid object is a Rejected decision and its previous
-  valid version stays in force; a cohort that would close a cycle likewise, and
-  it stays pending (taking effect once the cycle is broken) while the
-  ClusterQueues under the cycle are inactive with reason CohortCycle;
-- a Configuration or DRA inventory change charges pending workloads again.
-
-Decision ids are ``decision_id(event.id, i)`` for the i-th decision of the
-event, ``cause`` is the event id and ``cause_offset`` the journal offset given.
-
-Preemption (``Fold(preemption="plans")``: through the preemption service's
-plans), fair sharing and WaitForPodsReady timers: :mod:`kuota.core.fold.preempting`.
-An ``ActuationFailed`` of an admission releases its quota (``_actuation_failed``).
+Theory of operation: ``Fold.apply`` takes one journal event, updates the
+state and returns the decisions it caused. Nothing else moves the state: no
+clock, no randomness, no I/O, and every iteration is over lists, sorted keys
+or insertion-ordered dicts, so the same events always give the same
+decisions, and a deepcopy or pickle of a Fold continues exactly as the
+original. This module is the top layer (the layers: :mod:`kuota.core.fold.hooks`):
+the public API, the dispatch of journal events, and the queue objects whose
+changes re-evaluate or wake the workloads they affect (a priority class,
+LocalQueue or Namespace re-places those held for it; a ClusterQueue, Cohort or
+ResourceFlavor wakes whole cohort trees; a Configuration or DRA object charges
+pending workloads again). Decision ids are ``decision_id(event.id, i)``, with
+``cause`` the event id and ``cause_offset`` the offset given. Details, and the
+handling of invalid objects and cycles of cohorts: docs/design/fold.md.
 """
 
 from __future__ import annotations
@@ -58,6 +37,7 @@ from kuota.core.assign.flavors import (
     queue_view,
 )
 from kuota.core.dra.charging import DraInventory
+from kuota.core.fold.decisions import finished, quota_changed, quota_deleted
 from kuota.core.fold.preempting import Preempting
 from kuota.core.pickling import register_by_fields
 from kuota.core.queueing.queues import ClusterQueueQueue
@@ -151,7 +131,7 @@ class Fold(Preempting):
         self._out = out
         if self._preempted_now:
             self._preempted_now.clear()  # who was preempted during the previous event
-        if self._timers:
+        if self._timers.heap:
             self._fire_timers(at, inclusive=False)  # overdue: before the event
         # Dispatch on the discriminator: isinstance on pydantic models is slow.
         if event.type == "ObjectUpserted":
@@ -159,7 +139,8 @@ class Fold(Preempting):
         elif event.type == "WorkloadFinished":
             self._finished(f"{event.namespace}/{event.name}", event.succeeded, event.message)
         elif event.type == "PodsReady":
-            self._pods_ready(f"{event.namespace}/{event.name}", event.ready, at)
+            rec = self._workloads.get(f"{event.namespace}/{event.name}")
+            self._timers.pods_ready(self._config, rec, event.ready, at)
         elif event.type == "ObjectDeleted":
             self._delete(event.kind, event.name, event.namespace)
         elif event.type == "PreemptionPlan":
@@ -167,7 +148,7 @@ class Fold(Preempting):
         elif event.type == "ActuationFailed":
             self._actuation_failed(event)
         # else: Tick: time only.
-        if self._timers:
+        if self._timers.heap:
             self._fire_timers(at, inclusive=True)  # due at this instant: after the event
         if self._ready:
             self._schedule(at)
@@ -320,7 +301,7 @@ class Fold(Preempting):
                 rec.spec = spec
                 self._place(rec)
             return  # an admitted workload keeps its admission
-        if self._spec_changed(rec, spec):
+        if self._timers.spec_changed(rec, spec):
             return  # waiting out a PodsReady backoff with the new spec
         self._detach(rec)
         rec.spec = spec
@@ -339,14 +320,13 @@ class Fold(Preempting):
             self._detach(rec)
             message = "the Job was deleted before it was admitted"
         self._out.append(
-            {
-                "type": "Finished",
-                "workload": key,
-                "uid": rec.spec.uid,
-                "cluster_queue": rec.cluster_queue,
-                "reason": "Deleted",
-                "message": message,
-            }
+            finished(
+                workload=key,
+                uid=rec.spec.uid,
+                cluster_queue=rec.cluster_queue,
+                reason="Deleted",
+                message=message,
+            )
         )
 
     def _finished(self, key: str, succeeded: bool, message: str) -> None:
@@ -364,14 +344,13 @@ class Fold(Preempting):
         self._finished_uids[key] = rec.spec.uid
         reason = "Succeeded" if succeeded else "Failed"
         self._out.append(
-            {
-                "type": "Finished",
-                "workload": key,
-                "uid": rec.spec.uid,
-                "cluster_queue": rec.cluster_queue,
-                "reason": reason,
-                "message": message or f"the Job {reason.lower()}",
-            }
+            finished(
+                workload=key,
+                uid=rec.spec.uid,
+                cluster_queue=rec.cluster_queue,
+                reason=reason,
+                message=message or f"the Job {reason.lower()}",
+            )
         )
 
     def _actuation_failed(self, event: ActuationFailed) -> None:
@@ -451,15 +430,7 @@ class Fold(Preempting):
         if old is None or (old.cohort, old.resource_groups) != (cq.cohort, cq.resource_groups):
             # Before the decisions the change causes: readers charge them against it.
             cohort, quota = _quota_of(cq)
-            self._out.append(
-                {
-                    "type": "QuotaChanged",
-                    "cluster_queue": name,
-                    "object": f"ClusterQueue {name}",
-                    "cohort": cohort,
-                    "quota": quota,
-                }
-            )
+            self._out.append(quota_changed(cluster_queue=name, cohort=cohort, quota=quota))
         self._views[name] = queue_view(cq, fair_sharing=self._config.fair_sharing.enable)
         self._plans.clear()
         self._ns_cache.clear()
@@ -491,15 +462,7 @@ class Fold(Preempting):
         before = self._roots()
         queued = self._queues[name].queued_keys()
         del self._cqs[name]
-        self._out.append(
-            {
-                "type": "QuotaChanged",
-                "cluster_queue": name,
-                "object": f"ClusterQueue {name}",
-                "reason": "Deleted",
-                "message": f"ClusterQueue {name} was deleted",
-            }
-        )
+        self._out.append(quota_deleted(cluster_queue=name))
         del self._views[name]
         self._plans.clear()
         self._inactive.pop(name, None)

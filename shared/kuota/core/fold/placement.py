@@ -1,25 +1,17 @@
 """Where a pending workload waits: a ClusterQueue's queue, or a hold.
 
-Theory of operation: :meth:`Placement._place` walks the checks Kueue makes
-before a workload can compete for quota, in order, and stops at the first
-that fails, putting the workload on *hold* under an index key naming what
-could unblock it (its priority class, its ClusterQueue, the DRA inventory via
-its charge group, its LocalQueue via LocalQueue membership):
-
-1. active (``kuota.dev/active`` not ``false``), else Deactivated;
-2. its WorkloadPriorityClass exists (no class: priority 0);
-3. its LocalQueue exists and is not stopped;
-4. the LocalQueue's ClusterQueue exists;
-5. the ClusterQueue's namespaceSelector selects its namespace (labels of the
-   observed Namespace; nil selects nothing, ``{}`` everything);
-6. every podset is chargeable (``charge_podset``: per-pod vector × count);
-7. every charged resource with a non-zero amount is covered by the queue.
-
-Then it joins its queue under its *shape* (priority + charged podsets). Charges
-are computed once per (namespace, podsets) *charge group* for the current
-inventory and configuration; when either changes, :meth:`_recharge` charges
-each group again and re-places only the members whose charge changed.
-:meth:`_detach` is the inverse, used before re-placing, admitting or finishing.
+Theory of operation: :meth:`Placement._place` makes the checks Kueue makes
+before a workload can compete for quota, in order, and stops at the first that
+fails: deactivated (``kuota.dev/active: "false"``, a Deactivated decision),
+then an Inadmissible hold for a missing WorkloadPriorityClass, a missing or
+stopped LocalQueue, a missing ClusterQueue, a namespaceSelector that does not
+select the namespace (no selector at all selects every namespace, unlike
+Kueue: docs/design/namespace-selector.md), a podset that cannot be charged
+(DRA), a resource the ClusterQueue does not cover. A hold is filed under an
+index key naming what could unblock it. A workload that passes joins its
+queue under its *shape* (priority + charged podsets); charges are computed
+once per (namespace, podsets) *charge group*, again by :meth:`_recharge` when
+the DRA inventory or the configuration changes. :meth:`_detach` is the inverse.
 """
 
 from __future__ import annotations
@@ -28,6 +20,7 @@ from kuota.core.assign.flavors import (
     PodSetRequest,
 )
 from kuota.core.dra.charging import NotChargeable, charge_podset
+from kuota.core.fold.decisions import deactivated
 from kuota.core.fold.state import ChargeGroup, ChargeKey, ChargeResult, FoldState
 from kuota.core.queueing.verdict import text_verdict
 from kuota.core.queueing.workload import (
@@ -40,10 +33,7 @@ from kuota.core.queueing.workload import (
 
 
 class Placement(FoldState):
-    def _requeue_time(self, rec: WorkloadRecord) -> float | None:
-        """The time that orders a requeued workload instead of its creation, if
-        any (a hook: WaitForPodsReady's Eviction timestamp, ``kuota.core.fold.preempting``)."""
-        return None
+    """Placing pending workloads (module docstring)."""
 
     def _hold(self, rec: WorkloadRecord, keys: tuple[HoldKey, ...], why: tuple[str, str]) -> None:
         rec.holds = keys
@@ -105,13 +95,9 @@ class Placement(FoldState):
             if rec.last_verdict != verdict.key:
                 rec.last_verdict = verdict.key
                 self._out.append(
-                    {
-                        "type": "Deactivated",
-                        "workload": key,
-                        "uid": spec.uid,
-                        "reason": verdict.reason,
-                        "message": verdict.text,
-                    }
+                    deactivated(
+                        workload=key, uid=spec.uid, reason=verdict.reason, message=verdict.text
+                    )
                 )
             return
         lq_key = (spec.namespace, spec.queue_name)
@@ -132,7 +118,8 @@ class Placement(FoldState):
                 return
             priority = wpc.value
         rec.priority = priority
-        requeued_at = self._requeue_time(rec)
+        # After a PodsReady timeout, its Eviction time may order it instead of creation.
+        requeued_at = self._timers.requeue_time(self._config, rec)
         rec.order = (-priority, spec.creation_seconds if requeued_at is None else requeued_at, key)
         lq = self._lqs.get(lq_key)
         if lq is None or lq.stop_policy != "None":

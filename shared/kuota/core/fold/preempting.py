@@ -1,68 +1,32 @@
-"""The fold's preemption, fair-sharing order and WaitForPodsReady timers.
+"""The fold's preemption: victim searches, plans, and who awaits one.
 
-Theory of operation
--------------------
-This layer puts the pure searches of :mod:`kuota.core.preemption.classical`,
-:mod:`kuota.core.preemption.fair`, :mod:`kuota.core.quota.fairshare` and the rules of
-:mod:`kuota.core.preemption.podsready` to work on the fold's state. It sits on
-:class:`~kuota.core.fold.cycle.Cycles` and fills in its hooks.
-
-**Preemption.** A head whose flavor assignment is *Preempt* (and whose
-ClusterQueue has a preemption policy other than Never) gets a victim search
-on the live quota tree, through :class:`FoldView` (the fold as a
-:class:`~kuota.core.preemption.classical.ClusterView`): classical, or fair sharing when
-``Configuration.fairSharing.enable``. Because the fold is the single writer,
-a ``Preempted`` decision *releases the victim's quota at once* (the victim is
-requeued, keeping its place by creation time, as in Kueue) and the preemptor
-is admitted in the same cycle; its ``Admitted`` decision lists the victims.
-The actuator applies a batch in order, so the victims' Jobs are suspended
-before the preemptor's is unsuspended. A workload preempted during an event
-does not preempt during the same event: every preemption then admits a
-workload that has not yet been a victim, which bounds the work of one event
-and rules out ping-pong.
-
-With ``Fold(preemption="plans")`` (what the services run) the search is left
-to the preemption service: a Preempt head is set aside, its group parked as
-after a failed search, and remembered as *awaiting a plan*; its Inadmissible
-reason says so (``WaitingForPreemptionPlan``, re-announced with the wait so
-far after 5 s, 30 s, 2 min and 10 min of event time).
-:meth:`Preempting.preemption_plans` searches for every awaiting head (what the
-service's own fold of the same journal answers), an empty plan meaning "no
-victims would make room". A ``PreemptionPlan`` event is acted on only if
-:func:`~kuota.core.preemption.classical.validate_plan` accepts it on this fold's state
-(the search, restricted to the plan's victims, picks exactly them); a stale
-plan changes nothing and the head keeps awaiting (the service searches again).
-An empty plan ends the wait with the ordinary quota reason, exactly where a
-failed inline search leaves the head. In the default ``"inline"`` mode plans
-are validated the same way (and are normally stale).
-
-**Fair sharing** orders a cycle's heads by the tournament of
-:func:`~kuota.core.quota.fairshare.tournament_winner`, one winner at a time, each
-chosen after the previous one was admitted (or not).
-
-**WaitForPodsReady.** Each admission starts a timer (a heap of
-``(instant, kind, key)``, validated lazily against the workload's
-:class:`~kuota.core.preemption.podsready.ReadyState`); ``PodsReady`` events stop or
-restart it. When it fires: ``Evicted`` (``PodsReadyTimeout``, with
-``requeue_at``) and the workload waits out its backoff outside any queue
-(``Requeued`` when it is over), or ``Deactivated`` (``RequeuingLimitExceeded``)
-once the requeue limit is reached; it stays deactivated until its Job
-changes. Timers due before an event's instant fire before the event, those
-due at its instant after it (a PodsReady at the deadline is in time).
-``next_wakeup`` is the earliest live timer. With ``blockAdmission`` nothing
-is admitted while an admitted workload's pods are not ready.
+Theory of operation: this layer puts the pure searches of
+:mod:`kuota.core.preemption.classical` and :mod:`kuota.core.preemption.fair` to
+work on the live fold, through :class:`FoldView`, and implements the cycle's
+``_try_preempt`` hook (:mod:`kuota.core.fold.hooks`). Inline (the default), a
+Preempt head's search runs in the cycle: ``Preempted`` releases each victim's
+quota at once (the victim is requeued) and the preemptor is admitted in the
+same cycle, its Admitted listing the victims; a workload preempted during an
+event does not preempt during it. With ``Fold(preemption="plans")`` (what the
+services run) a Preempt head is set aside *awaiting a plan* from the
+preemption service (``WaitingForPreemptionPlan``, announced again after 5 s,
+30 s, 2 min and 10 min); a ``PreemptionPlan`` is acted on only if
+:func:`~kuota.core.preemption.classical.validate_plan` accepts it on this
+fold's state. Why, and the details: docs/design/preemption.md.
 """
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING
 
-from kuota.api.types import PreemptionPolicy, WaitForPodsReady, WorkloadSpec
+from kuota.api.types import PreemptionPolicy
 from kuota.core.assign.flavors import Assignment, Mode, assign_flavors, still_fits
-from kuota.core.fold.cycle import Cycles, Entry
+from kuota.core.fold.cycle import Cycles
+from kuota.core.fold.decisions import preempted, requeued
+from kuota.core.fold.ordering import fair_weights
+from kuota.core.fold.timers import BACKOFF, PLAN_WAIT, PLAN_WAIT_NOTICES
 from kuota.core.preemption.classical import (
     AdmittedWorkload,
     Plan,
@@ -75,35 +39,18 @@ from kuota.core.preemption.classical import (
     validate_plan,
 )
 from kuota.core.preemption.fair import fair_targets
-from kuota.core.preemption.podsready import (
-    PODS_READY_TIMEOUT,
-    REQUEUING_LIMIT_EXCEEDED,
-    Deactivate,
-    ReadyState,
-    admission_blocked,
-    admitted,
-    deadline,
-    on_timeout,
-    pods_ready,
-    queue_time,
-    released,
-    requeued,
-)
 from kuota.core.queueing.queues import STRICT_FIFO
 from kuota.core.queueing.verdict import Verdict, assignment_verdict
-from kuota.core.queueing.workload import ADMITTED, DEACTIVATED, PENDING, Fit, WorkloadRecord
-from kuota.core.quota.fairshare import FairEntry, Weights, tournament_winner
+from kuota.core.queueing.workload import ADMITTED, PENDING, Fit, WorkloadRecord
 from kuota.core.quota.tree import QuotaTree
 from kuota.events.schema import PreemptionPlan
 
+if TYPE_CHECKING:
+    from kuota.core.fold.hooks import FoldHooks
+
 INLINE = "inline"
 PLANS = "plans"
-_TIMEOUT = 0
-_BACKOFF = 1
-_PLAN_WAIT = 2
 WAITING_FOR_PLAN = "WaitingForPreemptionPlan"
-# Event-time seconds after which a head still awaiting a plan is announced again.
-PLAN_WAIT_NOTICES = (5.0, 30.0, 120.0, 600.0)
 
 HUMAN_REASONS = {
     "InClusterQueue": "prioritization in the ClusterQueue",
@@ -136,7 +83,7 @@ class FoldView:
 
 
 class Preempting(Cycles):
-    """Preemption, fair-sharing order and WaitForPodsReady (module docstring)."""
+    """Preemption, inline or through plans (module docstring)."""
 
     def __init__(self, *, preemption: str = INLINE) -> None:
         super().__init__()
@@ -148,11 +95,6 @@ class Preempting(Cycles):
         self._admission_number: dict[str, int] = {}  # admitted workload -> its number
         self._preempted_now: dict[str, None] = {}  # victims of the current event
         self._awaiting_plan: dict[str, float] = {}  # plans mode: Preempt head -> since
-        self._pods: dict[str, ReadyState] = {}  # WaitForPodsReady state per workload
-        self._not_ready: dict[str, None] = {}  # admitted workloads whose pods are not ready
-        self._backoff: dict[str, float] = {}  # workload -> requeue instant
-        self._limit_deactivated: dict[str, None] = {}
-        self._timers: list[tuple[float, int, str]] = []
 
     # ================================================================== preemption
 
@@ -184,13 +126,8 @@ class Preempting(Cycles):
         fs = self._config.fair_sharing
         if not fs.enable:
             return classical_targets
-        return partial(fair_targets, weights=self._weights(), strategies=fs.preemption_strategies)
-
-    def _weights(self) -> Weights:
-        return Weights(
-            {n: cq.fair_sharing_weight for n, cq in self._cqs.items()},
-            {n: c.fair_sharing_weight for n, c in self._cohorts.items()},
-        )
+        weights = fair_weights(self._cqs, self._cohorts)
+        return partial(fair_targets, weights=weights, strategies=fs.preemption_strategies)
 
     @staticmethod
     def _preemptor(rec: WorkloadRecord, cq_name: str, assignment: Assignment) -> Preemptor:
@@ -211,7 +148,7 @@ class Preempting(Cycles):
             if rec.key not in self._awaiting_plan:
                 self._awaiting_plan[rec.key] = at
                 for after in PLAN_WAIT_NOTICES:
-                    heapq.heappush(self._timers, (at + after, _PLAN_WAIT, rec.key))
+                    self._timers.push(at + after, PLAN_WAIT, rec.key)
             return False
         if rec.key in self._preempted_now:
             return False
@@ -235,8 +172,8 @@ class Preempting(Cycles):
         if not still_fits(self._tree.queues[cq_name], assignment.usage):
             return False  # cannot happen: the search checked the fit
         self._awaiting_plan.pop(rec.key, None)
-        self._admit(rec, cq_name, self._fit(assignment), at)
-        self._out[-1]["victims"] = [v.key for v in result.victims]
+        victims = [v.key for v in result.victims]
+        self._admit(rec, cq_name, self._fit(assignment), at, victims)
         return True
 
     def _preempt(self, rec: WorkloadRecord, victim: Victim, preemptor: str) -> None:
@@ -246,31 +183,20 @@ class Preempting(Cycles):
         rec.cluster_queue = None
         self._preempted_now[rec.key] = None
         human = HUMAN_REASONS.get(victim.reason, victim.reason)
+        key, uid = rec.key, rec.spec.uid
         self._out.append(
-            {
-                "type": "Preempted",
-                "workload": rec.key,
-                "uid": rec.spec.uid,
-                "cluster_queue": cq_name,
-                "reason": victim.reason,
-                "message": f"Preempted to accommodate a workload ({preemptor}) due to {human}",
-                "preemptor": preemptor,
-                "policy": victim.policy,
-            }
+            preempted(
+                workload=key,
+                uid=uid,
+                cluster_queue=cq_name,
+                reason=victim.reason,
+                message=f"Preempted to accommodate a workload ({preemptor}) due to {human}",
+                preemptor=preemptor,
+                policy=victim.policy,
+            )
         )
-        self._out.append(
-            {
-                "type": "Requeued",
-                "workload": rec.key,
-                "uid": rec.spec.uid,
-                "cluster_queue": cq_name,
-                "reason": "Preempted",
-            }
-        )
+        self._out.append(requeued(workload=key, uid=uid, cluster_queue=cq_name, reason="Preempted"))
         self._place(rec)
-
-    def _begin_event(self) -> None:
-        self._preempted_now.clear()
 
     def _not_admitted(self, rec: WorkloadRecord, cq_name: str, assignment: Assignment) -> None:
         since = self._awaiting_plan.get(rec.key) if self._awaiting_plan else None
@@ -388,57 +314,21 @@ class Preempting(Cycles):
         if self._carry_out(rec, p.cluster_queue, assignment, p, result, at):
             self._ready[p.cluster_queue] = None  # the queue has a new head
 
-    # ================================================================== fair sharing
+    # ================================================================== hooks
 
-    def _ordered(self, entries: list[Entry]) -> Iterable[Entry]:
-        if not self._config.fair_sharing.enable or len(entries) < 2:
-            return super()._ordered(entries)
-        return self._fair_ordered(entries)
-
-    def _fair_ordered(self, entries: list[Entry]) -> Iterator[Entry]:
-        weights = self._weights()
-        tree = self._tree
-        by_key: dict[str, Entry] = {}
-        groups: dict[str, list[FairEntry]] = {}
-        for entry in entries:
-            _, order, cq_name, rec, assignment, _ = entry
-            by_key[rec.key] = entry
-            node = tree.queues[cq_name]
-            group = "cohort:" + node.root().name if node.parent is not None else "cq:"
-            groups.setdefault(group, []).append(
-                FairEntry(rec.key, cq_name, rec.priority, order[1], assignment.usage)
-            )
-        for name in sorted(groups):
-            remaining = groups[name]
-            while remaining:
-                winner = tournament_winner(tree, weights, remaining)
-                assert winner is not None
-                remaining = [e for e in remaining if e is not winner]
-                yield by_key[winner.key]  # the consumer admits it (or not) before the next
-
-    # ================================================================== WaitForPodsReady
-
-    @property
-    def _wfpr(self) -> WaitForPodsReady:
-        return self._config.wait_for_pods_ready
-
-    def _admission_blocked(self) -> bool:
-        not_ready = self._not_ready  # empty unless WaitForPodsReady is on
-        return bool(not_ready) and admission_blocked(self._wfpr, not_ready=len(not_ready))
-
-    def _admit(self, rec: WorkloadRecord, cq_name: str, fit: Fit, at: float) -> None:
-        super()._admit(rec, cq_name, fit, at)
+    def _admit(
+        self,
+        rec: WorkloadRecord,
+        cq_name: str,
+        fit: Fit,
+        at: float,
+        victims: list[str] | None = None,
+    ) -> None:
+        super()._admit(rec, cq_name, fit, at, victims)
         if self._awaiting_plan:
             self._awaiting_plan.pop(rec.key, None)
         self._admissions += 1
         self._admission_number[rec.key] = self._admissions
-        cfg = self._config.wait_for_pods_ready
-        if cfg.enable:
-            key = rec.key
-            state = admitted(self._pods.get(key, ReadyState()), at=at)
-            self._pods[key] = state
-            self._not_ready[key] = None
-            self._arm(cfg, key, state)
 
     def _release(self, rec: WorkloadRecord) -> None:
         super()._release(rec)
@@ -446,156 +336,42 @@ class Preempting(Cycles):
         self._admission_number.pop(key, None)
         if self._admitted_info:
             self._admitted_info.pop(key, None)
-        if self._pods:
-            self._not_ready.pop(key, None)
-            state = self._pods.get(key)
-            if state is not None:
-                self._pods[key] = released(state)
-
-    def _arm(self, cfg: WaitForPodsReady, key: str, state: ReadyState) -> None:
-        when = deadline(cfg, state)
-        if when is not None:
-            heapq.heappush(self._timers, (when, _TIMEOUT, key))
-
-    def _pods_ready(self, key: str, ready: bool, at: float) -> None:
-        rec = self._workloads.get(key)
-        if rec is None:
-            return
-        rec.pods_ready = ready
-        state = self._pods.get(key)
-        if state is None or rec.state != ADMITTED:
-            return
-        state = pods_ready(state, ready=ready, at=at)
-        self._pods[key] = state
-        if ready:
-            self._not_ready.pop(key, None)
-        else:
-            self._not_ready[key] = None
-            self._arm(self._wfpr, key, state)
 
     def _forget(self, key: str) -> None:
-        """The workload finished or its Job is gone: drop its WaitForPodsReady memory."""
-        # Mostly all empty (no WaitForPodsReady, no plans): test before popping.
-        if self._pods:
-            self._pods.pop(key, None)
-        if self._not_ready:
-            self._not_ready.pop(key, None)
-        if self._backoff:
-            self._backoff.pop(key, None)
-        if self._limit_deactivated:
-            self._limit_deactivated.pop(key, None)
+        """The workload finished or its Job is gone: drop what preemption and the
+        timers remember of it."""
+        self._timers.forget(key)
+        # Mostly empty (no plans mode, no preemption): test before popping.
         if self._awaiting_plan:
             self._awaiting_plan.pop(key, None)
         if self._admitted_info:
             self._admitted_info.pop(key, None)
 
-    def _spec_changed(self, rec: WorkloadRecord, spec: WorkloadSpec) -> bool:
-        """A pending workload's Job changed. True if this layer handled it: a
-        workload in backoff keeps waiting (with the new spec); one deactivated
-        by the requeue limit starts afresh."""
-        key = rec.key
-        if key in self._backoff:
-            rec.spec = spec
-            return True
-        if key in self._limit_deactivated:
-            del self._limit_deactivated[key]
-            self._pods.pop(key, None)
-        return False
-
-    def _requeue_time(self, rec: WorkloadRecord) -> float | None:
-        """The queue time that replaces creation after a PodsReady timeout."""
-        state = self._pods.get(rec.key)
-        if state is None or state.evicted_at is None:
-            return None
-        return queue_time(self._wfpr, creation=rec.spec.creation_seconds, state=state)
-
-    def _next_timer(self) -> float | None:
-        timers = self._timers
-        while timers and not self._timer_live(*timers[0]):
-            heapq.heappop(timers)
-        return timers[0][0] if timers else None
-
-    def _timer_live(self, when: float, kind: int, key: str) -> bool:
-        if kind == _BACKOFF:
-            return self._backoff.get(key) == when and key in self._workloads
-        if kind == _PLAN_WAIT:
-            since = self._awaiting_plan.get(key)
-            return since is not None and any(since + a == when for a in PLAN_WAIT_NOTICES)
-        rec = self._workloads.get(key)
-        state = self._pods.get(key)
-        return (
-            rec is not None
-            and rec.state == ADMITTED
-            and state is not None
-            and deadline(self._wfpr, state) == when
-        )
+    # ================================================================== timers
 
     def _fire_timers(self, now: float, *, inclusive: bool) -> None:
-        """Fire the timers due before ``now`` (and at ``now`` if ``inclusive``)."""
+        """Fire the timers due before ``now`` (and at ``now`` if ``inclusive``),
+        in (instant, kind, key) order: plan-wait notices here, PodsReady
+        timeouts and backoffs in :class:`~kuota.core.fold.cycle.Cycles`."""
         timers = self._timers
-        while timers:
-            when, kind, key = timers[0]
-            if when > now or (when == now and not inclusive):
-                return
-            heapq.heappop(timers)
-            if not self._timer_live(when, kind, key):
-                continue
-            if kind == _BACKOFF:
+        while (
+            timer := timers.pop_due(
+                now, inclusive, self._config, self._workloads, self._awaiting_plan
+            )
+        ) is not None:
+            when, kind, key = timer
+            if kind == BACKOFF:
                 self._end_backoff(key)
-            elif kind == _PLAN_WAIT:
+            elif kind == PLAN_WAIT:
                 self._plan_wait_notice(key, when)
             else:
                 self._timed_out(key, when)
 
-    def _timed_out(self, key: str, when: float) -> None:
-        rec = self._workloads[key]
-        cfg = self._wfpr
-        state = self._pods[key]
-        outcome = on_timeout(cfg, state, at=when, uid=rec.spec.uid)
-        cq_name = rec.cluster_queue
-        self._release(rec)
-        rec.cluster_queue = None
-        self._pods[key] = outcome.state
-        base: dict[str, Any] = {"workload": key, "uid": rec.spec.uid, "cluster_queue": cq_name}
-        if isinstance(outcome, Deactivate):
-            rec.state = DEACTIVATED
-            self._limit_deactivated[key] = None
-            self._out.append(
-                {
-                    **base,
-                    "type": "Deactivated",
-                    "reason": REQUEUING_LIMIT_EXCEEDED,
-                    "message": f"exceeded the PodsReady timeout {key} after {outcome.count} "
-                    f"requeue(s); the limit (backoffLimitCount) is {cfg.backoff_limit_count}",
-                }
-            )
-            return
-        rec.state = PENDING
-        self._backoff[key] = outcome.at
-        heapq.heappush(self._timers, (outcome.at, _BACKOFF, key))
-        self._out.append(
-            {
-                **base,
-                "type": "Evicted",
-                "reason": PODS_READY_TIMEOUT,
-                "message": f"Exceeded the PodsReady timeout {key}; requeued after a backoff "
-                f"of {outcome.delay:g}s (requeue {outcome.state.requeue_count})",
-                "requeue_at": outcome.at,
-            }
-        )
+    def _next_timer(self) -> float | None:
+        return self._timers.next_wakeup(self._config, self._workloads, self._awaiting_plan)
 
-    def _end_backoff(self, key: str) -> None:
-        del self._backoff[key]
-        rec = self._workloads[key]
-        self._pods[key] = requeued(self._pods[key])
-        lq = self._lqs.get((rec.spec.namespace, rec.spec.queue_name))
-        self._out.append(
-            {
-                "type": "Requeued",
-                "workload": key,
-                "uid": rec.spec.uid,
-                "cluster_queue": lq.cluster_queue if lq is not None else None,
-                "reason": PODS_READY_TIMEOUT,
-            }
-        )
-        self._place(rec)
+
+if TYPE_CHECKING:
+    # Both the base layer and the full stack implement every hook.
+    _cycles_hooks: type[FoldHooks] = Cycles
+    _preempting_hooks: type[FoldHooks] = Preempting

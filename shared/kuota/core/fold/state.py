@@ -1,27 +1,18 @@
 """The fold's state, and the helpers every layer of it uses.
 
-Theory of operation: :class:`FoldState` holds everything a
-:class:`~kuota.core.fold.fold.Fold` knows, in plain picklable containers (dicts
-used as ordered sets, lists, frozen dataclasses), so that a deepcopy or pickle
-continues exactly as the original:
-
-- observed objects: ResourceFlavors, ClusterQueues (and their
-  :class:`~kuota.core.assign.flavors.QueueView`), Cohorts, LocalQueues, priority
-  classes, namespace labels, the Configuration, the DRA inventory;
-- the quota forest (:class:`~kuota.core.quota.tree.QuotaTree`);
-- one :class:`~kuota.core.queueing.queues.ClusterQueueQueue` per ClusterQueue, the
-  ``ready`` set of queues that may have a head to try, and the queues that are
-  inactive (stopped, or missing a flavor) with the verdict that says why;
-- workload records, the *holds* (index: what could unblock a workload that
-  cannot reach a queue -> its key), LocalQueue membership of pending
-  workloads, admitted workloads per ClusterQueue;
-- *waiters*: per cohort tree, per flavor-resource, per ClusterQueue, a heap of
-  (amount needed, shape, epoch) of parked groups and blocked heads;
-- caches keyed by interned ids (charge groups, shapes, assignment plans).
-
-The layers on top: :mod:`kuota.core.fold.placement` (where a pending workload
-waits), :mod:`kuota.core.fold.cycle` (scheduling cycles and quota changes) and
-:mod:`kuota.core.fold.fold` (events and objects).
+Theory of operation: :class:`FoldState` holds everything a Fold knows, in
+plain picklable containers (dicts used as ordered sets, lists, frozen
+dataclasses), so that a deepcopy or pickle continues exactly as the original:
+the observed objects (with each ClusterQueue's
+:class:`~kuota.core.assign.flavors.QueueView`), the quota forest, one queue
+per ClusterQueue and the ``ready`` set of those that may have a head to try,
+the workload records and their *holds* (what could unblock a workload that
+cannot reach a queue -> its key), the *waiters* (per cohort tree,
+flavor-resource and ClusterQueue, a heap of what parked groups and blocked
+heads need), caches keyed by interned ids, and the
+:class:`~kuota.core.fold.timers.Timers` component. Field by field:
+docs/design/fold.md. The layers on top: ``placement``, ``cycle``,
+``preempting``, ``fold`` (see :mod:`kuota.core.fold.hooks`).
 """
 
 from __future__ import annotations
@@ -47,6 +38,8 @@ from kuota.core.assign.flavors import (
     QueueView,
 )
 from kuota.core.dra.charging import DraInventory, NotChargeable
+from kuota.core.fold.decisions import inadmissible, rejected
+from kuota.core.fold.timers import Timers
 from kuota.core.queueing.queues import ClusterQueueQueue
 from kuota.core.queueing.verdict import Verdict
 from kuota.core.queueing.workload import (
@@ -149,7 +142,8 @@ class FoldState:
         self._plans: dict[tuple[str, int], tuple[tuple[PodSetPlan, ...], dict[Picks, Fit]]] = {}
         self._formatted: dict[int, str] = {}
         self._ns_cache: dict[tuple[str, str], bool] = {}
-        self._out: list[dict[str, Any]] = []
+        self._out: list[dict[str, Any]] = []  # the current event's decisions (decisions.py)
+        self._timers = Timers()  # WaitForPodsReady and plan-wait timers
 
     # ------------------------------------------------------------------ decisions
 
@@ -160,21 +154,18 @@ class FoldState:
             return
         rec.last_verdict = seen
         self._out.append(
-            {
-                "type": "Inadmissible",
-                "workload": rec.key,
-                "uid": rec.spec.uid,
-                "cluster_queue": rec.cluster_queue,
-                "reason": verdict.reason,
-                "message": _capped(verdict.message(), MAX_INADMISSIBLE_MESSAGE),
-            }
+            inadmissible(
+                workload=rec.key,
+                uid=rec.spec.uid,
+                cluster_queue=rec.cluster_queue,
+                reason=verdict.reason,
+                message=_capped(verdict.message(), MAX_INADMISSIBLE_MESSAGE),
+            )
         )
 
     def _rejected(self, ref: ObjectRef, message: str, reason: str = "InvalidObject") -> None:
         message = _capped(message, MAX_REJECTED_MESSAGE)  # it may quote a huge bad value
-        self._out.append(
-            {"type": "Rejected", "object": str(ref), "reason": reason, "message": message}
-        )
+        self._out.append(rejected(object=str(ref), reason=reason, message=message))
 
     # ------------------------------------------------------------------ lookups
 

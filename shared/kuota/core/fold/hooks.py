@@ -1,0 +1,62 @@
+"""The fold's layers, and the hooks an upper layer overrides.
+
+Theory of operation: a Fold is four layers of one object, each a module with
+one idea, plus components it holds:
+
+- ``state.FoldState``: what it knows (and the ``timers.Timers`` component:
+  WaitForPodsReady state and the timer heap);
+- ``placement.Placement``: where a pending workload waits;
+- ``cycle.Cycles``: scheduling cycles (in ``ordering.cycle_order``), admission,
+  release, evictions and what a release wakes;
+- ``preempting.Preempting``: preemption, inline or through plans; it fires
+  the timers;
+- ``fold.Fold``: the public API, journal events and the queue objects.
+
+Decisions are built by ``decisions``. A layer calls a hook it defines, which
+an upper layer overrides (calling ``super()``); :class:`FoldHooks` lists them
+all, and mypy checks that ``Cycles`` and ``Preempting`` implement it.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from kuota.core.assign.flavors import Assignment
+from kuota.core.queueing.workload import Fit, WorkloadRecord
+
+
+class FoldHooks(Protocol):
+    """The methods one layer defines and an upper layer overrides."""
+
+    def _try_preempt(
+        self, rec: WorkloadRecord, cq_name: str, assignment: Assignment, at: float
+    ) -> bool:
+        """Make room for a Preempt head and admit it. Defined (no preemption) and
+        called by ``cycle.Cycles._schedule``; implemented by
+        ``preempting.Preempting`` (an inline search, or awaiting a plan)."""
+        ...
+
+    def _not_admitted(self, rec: WorkloadRecord, cq_name: str, assignment: Assignment) -> None:
+        """Set aside a head that was not admitted. Defined and called by
+        ``cycle.Cycles``; extended by ``preempting.Preempting`` (a head awaiting a
+        plan gets WaitingForPreemptionPlan)."""
+        ...
+
+    def _admit(
+        self,
+        rec: WorkloadRecord,
+        cq_name: str,
+        fit: Fit,
+        at: float,
+        victims: list[str] | None = None,
+    ) -> None:
+        """Admit with a fitting assignment. Defined by ``cycle.Cycles`` (quota,
+        Admitted, PodsReady timer); extended by ``preempting.Preempting``
+        (admission number, end of a plan wait)."""
+        ...
+
+    def _release(self, rec: WorkloadRecord) -> None:
+        """Give back an admitted workload's quota. Defined by ``cycle.Cycles``
+        (quota, wake-ups, PodsReady timer); extended by ``preempting.Preempting``
+        (admission number, victim-search cache)."""
+        ...
