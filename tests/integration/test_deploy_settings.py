@@ -145,14 +145,14 @@ def loader(service: str) -> Callable[[Mapping[str, str]], Any]:
 
         return load
     if service == "admission":
-        from kuota_admission.main import load_config as admission
+        from kuota_admission.settings import load_config as admission
 
         return admission
     if service == "preemption":
-        from kuota_preemption.main import load_config as preemption
+        from kuota_preemption.settings import load_config as preemption
 
         return preemption
-    from kuota_actuator.main import load_config as actuator
+    from kuota_actuator.settings import load_config as actuator
 
     return actuator
 
@@ -160,13 +160,13 @@ def loader(service: str) -> Callable[[Mapping[str, str]], Any]:
 @pytest.fixture
 def in_cluster_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The service-account token file the in-cluster settings look for."""
-    import kuota_actuator.main
+    import kuota_actuator.settings
     import kuota_ingest.settings
 
     token = tmp_path / "token"
     token.write_text("t")
     monkeypatch.setattr(kuota_ingest.settings, "SERVICE_ACCOUNT_TOKEN", token)
-    monkeypatch.setattr(kuota_actuator.main, "SERVICE_ACCOUNT_TOKEN", token)
+    monkeypatch.setattr(kuota_actuator.settings, "SERVICE_ACCOUNT_TOKEN", token)
     return token
 
 

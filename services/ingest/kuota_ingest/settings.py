@@ -5,6 +5,7 @@
 ``KUOTA_REDIS_URL``              Redis, required (what was journaled, per object)
 ``KUBECONFIG``                   kubeconfig; unset: in-cluster service account
 ``KUOTA_METRICS_PORT``           Prometheus ``/metrics`` (default 9101; 0: off)
+``KUOTA_METRICS_HOST``           its bind address (default 0.0.0.0)
 ``KUOTA_TICK_SECONDS``           period of ``Tick`` events (default 1.0)
 ``KUOTA_WEBHOOK_PORT``           mutating webhook, HTTPS (default 9443; 0: off)
 ``KUOTA_WEBHOOK_HOST``           its bind address (default 0.0.0.0)
@@ -41,6 +42,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from kuota import service
 from kuota.bus.settings import KafkaSettings, SettingsError
 from kuota.store.settings import RedisSettings
 
@@ -78,11 +80,9 @@ class IngestSettings:
     def from_env(cls, env: Mapping[str, str] | None = None) -> IngestSettings:
         e = os.environ if env is None else env
         kafka = KafkaSettings.from_env(e)
-        redis_url = e.get("KUOTA_REDIS_URL", "").strip()
-        if not redis_url:
-            raise SettingsError(
-                "KUOTA_REDIS_URL is not set (for the local stack: `. .stack/stack.env`)"
-            )
+        redis_url = service.required(
+            e, "KUOTA_REDIS_URL", "for the local stack: `. .stack/stack.env`"
+        )
         RedisSettings.from_env(e)  # the ACL user and TLS settings: refused here
         kubeconfig = e.get("KUBECONFIG", "").strip() or None
         if kubeconfig is not None:
@@ -130,44 +130,18 @@ class IngestSettings:
             kafka=kafka,
             redis_url=redis_url,
             kubeconfig=kubeconfig,
-            metrics_port=_port(e, "KUOTA_METRICS_PORT", 9101),
-            metrics_host=e.get("KUOTA_METRICS_HOST", "0.0.0.0"),
-            tick_seconds=_positive(e, "KUOTA_TICK_SECONDS", 1.0),
-            webhook_port=_port(e, "KUOTA_WEBHOOK_PORT", 9443),
+            metrics_port=service.metrics_port(e, 9101),
+            metrics_host=service.metrics_host(e),
+            tick_seconds=service.number(e, "KUOTA_TICK_SECONDS", 1.0, positive=True),
+            webhook_port=service.port(e, "KUOTA_WEBHOOK_PORT", 9443),
             webhook_host=e.get("KUOTA_WEBHOOK_HOST", "0.0.0.0"),
             webhook_cert=cert,
             webhook_key=key,
             webhook_trusted_users=trusted or DEFAULT_TRUSTED_USERS,
             config_file=config_file,
             config_map=config_map,
-            crd_retry_seconds=_positive(e, "KUOTA_CRD_RETRY_SECONDS", 30.0),
+            crd_retry_seconds=service.number(e, "KUOTA_CRD_RETRY_SECONDS", 30.0, positive=True),
             seen_key=seen_key,
             job_label_selector=e.get("KUOTA_JOB_LABEL_SELECTOR", "").strip() or None,
-            log_level=e.get("KUOTA_LOG_LEVEL", "INFO").upper(),
+            log_level=service.log_level(e),
         )
-
-
-def _port(e: Mapping[str, str], var: str, default: int) -> int:
-    raw = e.get(var, "").strip()
-    if not raw:
-        return default
-    try:
-        port = int(raw)
-    except ValueError:
-        raise SettingsError(f"{var}={raw!r} is not a port number") from None
-    if not 0 <= port <= 65535:
-        raise SettingsError(f"{var}={port} is not a port number (0-65535)")
-    return port
-
-
-def _positive(e: Mapping[str, str], var: str, default: float) -> float:
-    raw = e.get(var, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise SettingsError(f"{var}={raw!r} is not a number of seconds") from None
-    if not value > 0:
-        raise SettingsError(f"{var}={raw!r} must be positive")
-    return value

@@ -20,9 +20,10 @@ from kuota.bus.settings import SettingsError
 from kuota.core.fold.fold import Fold
 from kuota.events.schema import Decision, ObjectUpserted, parse_decision
 from kuota.store.snapshots import Snapshot
-from kuota_admission.main import FatalError, Service, choose_start, load_config
+from kuota_admission.loop import FatalError, Service, choose_start
 from kuota_admission.metrics import AdmissionMetrics
 from kuota_admission.records import JournalFolder
+from kuota_admission.settings import load_config
 
 ENV = {"KUOTA_KAFKA_BOOTSTRAP": "127.0.0.1:1", "KUOTA_REDIS_URL": "redis://127.0.0.1:1/0"}
 

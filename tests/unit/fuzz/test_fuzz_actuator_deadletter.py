@@ -21,8 +21,9 @@ from prometheus_client import CollectorRegistry
 from kuota.bus.deadletter import CONSUMER_HEADER, REASON_HEADER, SOURCE_HEADER
 from kuota.bus.settings import KafkaSettings
 from kuota.events.schema import Decision, parse_decision
-from kuota_actuator.main import Config, Service
+from kuota_actuator.loop import Service
 from kuota_actuator.metrics import ActuatorMetrics
+from kuota_actuator.settings import Config
 
 TOPIC = "u.decisions"
 TP = TopicPartition(TOPIC, 0)

@@ -1,0 +1,97 @@
+"""The actuator's settings, from the environment (docs/design/actuator.md).
+
+- ``KUOTA_KAFKA_BOOTSTRAP`` and the other Kafka settings (``kuota.bus.settings``);
+- ``KUOTA_REDIS_URL`` (required); ``KUBECONFIG`` (or the in-cluster service account);
+- ``KUOTA_METRICS_PORT`` (9104; 0: off), ``KUOTA_METRICS_HOST``, ``KUOTA_LOG_LEVEL`` (INFO);
+- ``KUOTA_STATUS_INTERVAL`` (1 s) between ClusterQueue status syncs;
+- ``KUOTA_ACTUATOR_MAX_ATTEMPTS`` (8): 409 conflicts in a row (each followed by a
+  fresh GET) before a decision is reported as failed; transient errors are
+  retried without limit, ``KUOTA_ACTUATOR_MAX_BACKOFF`` (5 s) apart at most;
+- ``KUOTA_ACTUATOR_CONCURRENCY`` (64): API steps in flight at once;
+- ``KUOTA_ACTUATOR_EVENT_QUEUE`` (10000): Kubernetes Events queued (then dropped);
+- ``KUOTA_ACTUATOR_MAX_IN_FLIGHT`` (1000): decisions consumed, not applied, before
+  fetching pauses; ``KUOTA_MAX_BATCH`` (100) records per fetch;
+- ``KUOTA_ACTUATOR_STOP_TIMEOUT`` (60 s): how long a stop waits for a Job's pods;
+- ``KUOTA_JOB_LABEL_SELECTOR`` / ``KUOTA_CLUSTERQUEUE_SELECTOR``: the Jobs cached and
+  the ClusterQueues whose ``/status`` is written (pipelines sharing an apiserver).
+
+The group is ``<instance>-actuator``, the status hash ``<instance>:status:clusterqueues``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from kuota import service
+from kuota.bus.settings import KafkaSettings, SettingsError
+from kuota.store.settings import RedisSettings
+from kuota_actuator.kubeapi import SERVICE_ACCOUNT_TOKEN
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    kafka: KafkaSettings
+    redis_url: str
+    kubeconfig: str | None
+    metrics_port: int
+    log_level: str
+    status_interval: float
+    max_attempts: int
+    max_batch: int
+    concurrency: int = 64
+    max_in_flight: int = 1000
+    stop_timeout: float = 60.0
+    cq_selector: str | None = None
+    job_selector: str | None = None
+    max_backoff: float = 5.0
+    event_queue: int = 10_000
+    metrics_host: str = "0.0.0.0"
+
+    @property
+    def instance(self) -> str:
+        return service.instance(self.kafka.topic_prefix)
+
+    @property
+    def group_id(self) -> str:
+        return f"{self.instance}-actuator"
+
+    @property
+    def redis_key(self) -> str:
+        return f"{self.instance}:status:clusterqueues"
+
+
+def load_config(env: Mapping[str, str] | None = None) -> Config:
+    e = os.environ if env is None else env
+    kafka = KafkaSettings.from_env(e)
+    redis_url = service.required(
+        e, "KUOTA_REDIS_URL", "for the local stack: `scripts/stack up` then `. .stack/stack.env`"
+    )
+    RedisSettings.from_env(e)  # the ACL user and TLS settings: refused here
+    kubeconfig = e.get("KUBECONFIG", "").strip() or None
+    if kubeconfig is None and not SERVICE_ACCOUNT_TOKEN.exists():
+        raise SettingsError(
+            "KUBECONFIG is not set and there is no in-cluster service account token "
+            f"({SERVICE_ACCOUNT_TOKEN})"
+        )
+    if kubeconfig is not None and not os.path.isfile(kubeconfig.split(os.pathsep)[0]):
+        raise SettingsError(f"KUBECONFIG={kubeconfig}: no such file")
+    return Config(
+        kafka=kafka,
+        redis_url=redis_url,
+        kubeconfig=kubeconfig,
+        metrics_port=service.metrics_port(e, 9104),
+        metrics_host=service.metrics_host(e),
+        log_level=service.log_level(e),
+        status_interval=service.number(e, "KUOTA_STATUS_INTERVAL", 1, minimum=0.05),
+        max_attempts=service.integer(e, "KUOTA_ACTUATOR_MAX_ATTEMPTS", 8, minimum=1),
+        max_batch=service.integer(e, "KUOTA_MAX_BATCH", 100, minimum=1),
+        concurrency=service.integer(e, "KUOTA_ACTUATOR_CONCURRENCY", 64, minimum=1),
+        max_in_flight=service.integer(e, "KUOTA_ACTUATOR_MAX_IN_FLIGHT", 1000, minimum=1),
+        stop_timeout=service.number(e, "KUOTA_ACTUATOR_STOP_TIMEOUT", 60, minimum=0.1),
+        cq_selector=e.get("KUOTA_CLUSTERQUEUE_SELECTOR", "").strip() or None,
+        job_selector=e.get("KUOTA_JOB_LABEL_SELECTOR", "").strip() or None,
+        max_backoff=service.number(e, "KUOTA_ACTUATOR_MAX_BACKOFF", 5, minimum=0.01),
+        event_queue=service.integer(e, "KUOTA_ACTUATOR_EVENT_QUEUE", 10_000, minimum=1),
+    )

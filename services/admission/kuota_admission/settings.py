@@ -1,0 +1,76 @@
+"""Admission's settings, from the environment (see docs/design/admission.md).
+
+============================  ==================================================
+``KUOTA_KAFKA_BOOTSTRAP`` ... Kafka (``kuota.bus.settings``), required
+``KUOTA_REDIS_URL``           Redis, required (the fold's snapshots;
+                              ``kuota.store.settings``)
+``KUOTA_SNAPSHOT_KEY``        the snapshots' HMAC key (``kuota.store.snapshots``)
+``KUOTA_SNAPSHOT_EVERY``      events folded between snapshots (default 5000)
+``KUOTA_SNAPSHOT_SECONDS``    or seconds, whichever first (default 30)
+``KUOTA_MAX_BATCH``           journal records per transaction (default 500)
+``KUOTA_METRICS_PORT``        Prometheus ``/metrics`` (default 9102; 0: off),
+``KUOTA_METRICS_HOST``        on this address (default all)
+``KUOTA_LOG_LEVEL``           default INFO
+============================  ==================================================
+
+The consumer group is ``<instance>-admission``, the transactional id and the
+snapshot name ``<instance>-admission-<partition>``, where ``<instance>`` is the
+topic prefix without its trailing dot (``kuota.service.instance``), so
+deployments and tests with their own topic prefix never share a group, fence
+each other, or load each other's snapshot.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from kuota import service
+from kuota.bus.settings import KafkaSettings
+from kuota.store.settings import RedisSettings
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    kafka: KafkaSettings
+    redis_url: str
+    metrics_port: int
+    snapshot_every: int
+    snapshot_seconds: float
+    max_batch: int
+    log_level: str
+    metrics_host: str = "0.0.0.0"
+
+    @property
+    def instance(self) -> str:
+        return service.instance(self.kafka.topic_prefix)
+
+    @property
+    def group_id(self) -> str:
+        return f"{self.instance}-admission"
+
+    def transactional_id(self, partition: int) -> str:
+        return f"{self.instance}-admission-{partition}"
+
+    def snapshot_name(self, partition: int) -> str:
+        return f"{self.instance}-admission-{partition}"
+
+
+def load_config(env: Mapping[str, str] | None = None) -> Config:
+    e = os.environ if env is None else env
+    kafka = KafkaSettings.from_env(e)
+    redis_url = service.required(
+        e, "KUOTA_REDIS_URL", "for the local stack: `scripts/stack up` then `. .stack/stack.env`"
+    )
+    RedisSettings.from_env(e)  # the ACL user and TLS settings: refused here, not at first use
+    return Config(
+        kafka=kafka,
+        redis_url=redis_url,
+        metrics_port=service.metrics_port(e, 9102),
+        metrics_host=service.metrics_host(e),
+        snapshot_every=service.integer(e, "KUOTA_SNAPSHOT_EVERY", 5000, minimum=1),
+        snapshot_seconds=service.number(e, "KUOTA_SNAPSHOT_SECONDS", 30, minimum=0.001),
+        max_batch=service.integer(e, "KUOTA_MAX_BATCH", 500, minimum=1),
+        log_level=service.log_level(e),
+    )
