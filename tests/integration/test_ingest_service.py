@@ -151,10 +151,10 @@ class IngestProcess:
         return self.log.read_text(errors="replace")
 
 
-@pytest.fixture
-def certs(tmp_path: Path) -> dict[str, str]:
+def webhook_certs(folder: Path) -> dict[str, str]:
+    """A CA and the webhook's certificate and key (``scripts/webhook-certs``)."""
     out = subprocess.run(
-        [str(REPO / "scripts" / "webhook-certs"), str(tmp_path / "webhook")],
+        [str(REPO / "scripts" / "webhook-certs"), str(folder)],
         check=True,
         capture_output=True,
         text=True,
@@ -165,10 +165,11 @@ def certs(tmp_path: Path) -> dict[str, str]:
     return files
 
 
-@pytest.fixture
-def ingest_env(
-    kafka_bootstrap: str, redis_url: str, kubeconfig: str, certs: dict[str, str]
+def ingest_environment(
+    kafka_bootstrap: str, redis_url: str, kubeconfig: str, certs: dict[str, str], **extra: str
 ) -> dict[str, str]:
+    """kuota-ingest's environment: this test's topic prefix, free ports, the
+    webhook's certificate; no ambient ``KUOTA_*`` variable; ``extra`` on top."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("KUOTA_")}
     env.update(
         KUOTA_KAFKA_BOOTSTRAP=kafka_bootstrap,
@@ -181,10 +182,24 @@ def ingest_env(
         KUOTA_WEBHOOK_HOST="127.0.0.1",
         KUOTA_WEBHOOK_CERT_FILE=certs["KUOTA_WEBHOOK_CERT_FILE"],
         KUOTA_WEBHOOK_KEY_FILE=certs["KUOTA_WEBHOOK_KEY_FILE"],
-        KUOTA_TICK_SECONDS="0.5",
         KUOTA_LOG_LEVEL="INFO",
     )
+    env.update(extra)
     return env
+
+
+@pytest.fixture
+def certs(tmp_path: Path) -> dict[str, str]:
+    return webhook_certs(tmp_path / "webhook")
+
+
+@pytest.fixture
+def ingest_env(
+    kafka_bootstrap: str, redis_url: str, kubeconfig: str, certs: dict[str, str]
+) -> dict[str, str]:
+    return ingest_environment(
+        kafka_bootstrap, redis_url, kubeconfig, certs, KUOTA_TICK_SECONDS="0.5"
+    )
 
 
 @pytest_asyncio.fixture

@@ -32,7 +32,15 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 from stack_helpers import temp_namespace
 from test_deploy_rbac_services import token_kubeconfig
-from test_ingest_service import REPO, RUN_LABEL, IngestProcess, Journal, _free_port, _job
+from test_ingest_service import (
+    REPO,
+    RUN_LABEL,
+    IngestProcess,
+    Journal,
+    _job,
+    ingest_environment,
+    webhook_certs,
+)
 
 from kuota.api.duration import parse_rfc3339
 from kuota.api.parse import parse_job
@@ -123,28 +131,14 @@ async def ingest(
 ) -> AsyncIterator[IngestProcess]:
     """kuota-ingest with its webhook, trusting this namespace's ``kuota-actuator``,
     watching only this test's Jobs, and its webhook registered for them."""
-    out = subprocess.run(
-        [str(REPO / "scripts" / "webhook-certs"), str(tmp_path / "webhook")],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    certs = dict(line.split("=", 1) for line in out.split())
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KUOTA_")}
-    env.update(
-        KUOTA_KAFKA_BOOTSTRAP=kafka_bootstrap,
-        KUOTA_REDIS_URL=redis_url,
-        KUBECONFIG=kubeconfig,
-        KUOTA_TOPIC_PREFIX=f"test-{uuid.uuid4().hex[:12]}.",
-        KUOTA_METRICS_PORT=str(_free_port()),
-        KUOTA_METRICS_HOST="127.0.0.1",
-        KUOTA_WEBHOOK_PORT=str(_free_port()),
-        KUOTA_WEBHOOK_HOST="127.0.0.1",
-        KUOTA_WEBHOOK_CERT_FILE=certs["KUOTA_WEBHOOK_CERT_FILE"],
-        KUOTA_WEBHOOK_KEY_FILE=certs["KUOTA_WEBHOOK_KEY_FILE"],
+    certs = webhook_certs(tmp_path / "webhook")
+    env = ingest_environment(
+        kafka_bootstrap,
+        redis_url,
+        kubeconfig,
+        certs,
         KUOTA_WEBHOOK_TRUSTED_USERS=f"system:serviceaccount:{namespace}:kuota-actuator",
         KUOTA_JOB_LABEL_SELECTOR=f"{RUN_LABEL}={namespace}",
-        KUOTA_LOG_LEVEL="INFO",
     )
     p = IngestProcess(env, tmp_path / "ingest.log")
     register = [
