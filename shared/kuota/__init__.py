@@ -1,9 +1,14 @@
 """kuota: quota admission, borrowing, preemption and fair sharing for DRA GPU jobs.
 
-Layers (enforced by import-linter, see pyproject.toml):
-  kuota.core    the pure fold and everything it needs: no I/O, no clock, no randomness
-  kuota.events  versioned event and decision schemas (pydantic), the public contract
+Packages (docs/architecture.md is the map; the import rules are import-linter
+contracts in pyproject.toml):
+  kuota.api, kuota.quantity      typed views of the objects kuota reads; their parsers
+  kuota.core                     the pure fold: no I/O, no clock, no randomness
+  kuota.events                   versioned event and decision schemas, the public contract
+  kuota.actuation, kuota.status  pure Job patch planning; the ClusterQueue read model
+  kuota.sim, kuota.audit         the simulator and the audit, on the same fold
   kuota.bus / kuota.kube / kuota.store   adapters (Kafka, Kubernetes, Redis)
+  kuota.cli                      the ``kuota`` command
 """
 
 __version__ = "0.1.0"

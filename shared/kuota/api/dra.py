@@ -1,20 +1,16 @@
 """The DRA objects kuota reads, and how manifests become them.
 
-Theory of operation: three ``resource.k8s.io`` kinds matter for quota —
+Theory of operation: three ``resource.k8s.io`` kinds matter for quota:
 DeviceClass (which devices a class means, and its extended resource name),
 ResourceSlice (the devices a driver publishes, with attributes, capacity and
 the shared counters partitions consume) and ResourceClaimTemplate (what a pod
-asks for). ``parse_dra_object`` turns a manifest into a frozen dataclass or a
-``ValidationError`` naming the first bad field. It reads ``resource.k8s.io/v1``
-and the beta shapes where they differ cheaply: v1beta1 requests have no
-``exactly`` wrapper and v1beta1 devices wrap their fields in ``basic``.
-
-Amounts are milli-units (``kuota.quantity``); collections are tuples in
-manifest order (maps are sorted by key) so nothing depends on dict order.
-Checks here are the ones one object can answer on its own, as the apiserver's
-validation would: types, required fields, unique names, a device consuming a
-counter beyond what a counter set in the same slice shares. Checks that need
-the rest of the pool live in ``kuota.core.dra.charging``.
+asks for). ``parse_dra_object`` turns a manifest (``resource.k8s.io/v1``, or the
+beta shapes where they differ cheaply) into a frozen dataclass or a
+``ValidationError`` naming the first bad field. Amounts are milli-units
+(``kuota.quantity``); collections are tuples in manifest order, maps sorted by
+key. Only what one object can answer alone is checked here, as the apiserver's
+validation would; what needs the rest of the pool is checked by the fold's
+inventory (``kuota.core.dra.inventory``). Details: docs/design/dra-charging.md.
 """
 
 from __future__ import annotations

@@ -1,47 +1,18 @@
 """Manifests (plain dicts) -> ``kuota.api.types``, or a ``ValidationError``.
 
 Theory of operation: ``parse_object`` looks at ``apiVersion`` and ``kind``,
-hands the manifest to the reader for that kind, and returns the frozen object,
-``None`` for kinds another module owns or that are not ours (DRA kinds belong
-to ``kuota.core.dra.charging``; a Job without a queue-name label, an unrelated
-ConfigMap), or a ``ValidationError`` naming the object and the first bad
-field. It never raises: readers raise ``FieldError`` (``kuota.api.fields``)
-and the boundary converts it, and any other exception, into a
+hands the manifest to the reader for that kind and returns the frozen object,
+``None`` for kinds that are not read here (the DRA kinds, which ``kuota.api.dra``
+reads for the fold's DRA inventory; a Job without the queue-name label; an
+unrelated ConfigMap), or a ``ValidationError`` naming the object and the first
+bad field. It never raises: readers raise ``FieldError`` (``kuota.api.fields``)
+and the boundary turns it, and any other exception, into a
 ``ValidationError``, so one bad object never stops the rest of the journal.
 
-Kueue semantics kept (and checked against kubernetes-sigs/kueue):
-
-- Versions: ``kueue.x-k8s.io`` ``v1beta1`` and ``v1beta2`` for every queue
-  kind (and ``v1alpha1`` Cohort). The same field under its old and new name is
-  read in either version: ClusterQueue ``spec.cohortName`` (v1beta2) or
-  ``spec.cohort`` (v1beta1, and as article 004 writes it under v1beta2);
-  Cohort ``spec.parentName`` (v1beta1+) or ``spec.parent`` (v1alpha1).
-- ``namespaceSelector``: absent/null is kept as ``None`` and ``{}`` as an empty
-  ``LabelSelector``. In Kueue ``None`` is the *nothing* selector (no namespace
-  may submit); kuota's fold deliberately admits every namespace for ``None``
-  (docs/design/namespace-selector.md) and keeps ``{}`` as "every namespace".
-- ``flavorFungibility``: one internal vocabulary, v1beta2's: ``MayStopSearch``
-  or ``TryNextFlavor`` for both ``whenCanBorrow`` (default ``MayStopSearch``)
-  and ``whenCanPreempt`` (default ``TryNextFlavor``). v1beta1's deprecated
-  ``Borrow`` and ``Preempt`` are aliases of ``MayStopSearch``. ``preference``
-  is validated (only with both ``TryNextFlavor``) but not kept.
-- Webhook rules: at most 16 resource groups, 64 flavors per group and 256 in
-  all, 64 covered resources per group and 256 in all; each flavor lists the
-  covered resources in order; a resource and a flavor belong to one group;
-  quotas non-negative; ``borrowingLimit``/``lendingLimit`` only with a cohort
-  (a parent, for a Cohort); ``lendingLimit <= nominalQuota`` for a
-  ClusterQueue (not a Cohort); ``reclaimWithinCohort: Never`` forbids a
-  ``borrowWithinCohort`` policy. ``fairSharing.weight`` is in milli-units
-  (``"0.5"`` -> 500); rounding up keeps any positive weight positive, which is
-  what Kueue's "weight > 1e-9" rule protects.
-- Namespaces carry ``kubernetes.io/metadata.name`` as the apiserver sets it.
-- Namespaced objects written without a namespace are in ``default``, as
-  ``kubectl apply`` would put them.
-
-Layout: ``fields`` (typed readers, names, selectors, taints), ``duration``
-(Go durations, RFC 3339), ``parse_config`` (Configuration in its three
-shapes), ``parse_job`` (a Job as a ``WorkloadSpec`` with one PodSet ``main``);
-this module dispatches and holds the queue kinds.
+This module holds the Kueue queue kinds; ``parse_job``, ``parse_config`` and
+``dra`` read the others. The Kueue semantics kept (versions and renamed fields,
+namespaceSelector, flavorFungibility, the webhook's limits):
+docs/design/manifests.md.
 """
 
 from __future__ import annotations

@@ -1,41 +1,17 @@
 """Kueue's Configuration, in the three shapes users hand it to us.
 
-Theory of operation: the same settings arrive as
-
-1. upstream ``config.kueue.x-k8s.io/v1beta1`` or ``v1beta2`` kind
-   ``Configuration`` (top-level fields, no ``spec``), possibly wrapped in the
-   ``kueue-manager-config`` ConfigMap under ``controller_manager_config.yaml``;
-2. the Red Hat build of Kueue operator's ``kueue.openshift.io/v1`` kind
-   ``Kueue``, whose ``spec.config`` uses its own names (``gangScheduling``,
-   ``preemption.preemptionPolicy``, ``admissionFairSharing.custom``) and which
-   the operator translates to (1).
-
-Each shape is read into the one ``Configuration`` type, following the
-translation the operator does and the defaults Kueue applies:
-
-- ``resources.deviceClassMappings[].sources``: upstream writes
-  ``[{counter: {name, driver, deviceSelector}}]``; the operator writes
-  ``[{type: Counter, counter: {name, driver}}]``. Both are read; no sources
-  means the mapping charges device counts. ``deviceSelector`` is checked for
-  shape but not kept (``CounterSource`` has no field for it). Capacity sources
-  (consumable capacity, alpha upstream) are rejected rather than silently
-  charged as device counts, and so is more than one counter per mapping.
-- ``waitForPodsReady``: v1beta1 needs ``enable: true`` (timeout defaults to
-  5m, ``blockAdmission`` to the value of ``enable``). v1beta2 has no ``enable``
-  field: the section's presence enables it (timeout defaults to 30m,
-  ``blockAdmission`` to false); an explicit ``enable`` is honoured in either
-  version. Kueue >= 0.19 also enables it when the v1beta2 section is absent;
-  kuota does not (``WAIT_FOR_PODS_READY_WHEN_ABSENT``): an absent section is
-  disabled, as in every earlier release and as ``Configuration()`` defaults.
-  ``recoveryTimeout`` defaults to the timeout; ``"0s"`` disables it (``None``).
-  The operator's ``gangScheduling.policy`` ``ByWorkload`` and
-  ``ByWorkloadDefaults`` enable it (``byWorkload.admission: Sequential`` is
-  ``blockAdmission``), ``None`` disables it, unset follows the absent rule.
-- ``fairSharing``: v1beta1 needs ``enable: true``; v1beta2's presence enables
-  it; the operator's ``preemption.preemptionPolicy: FairSharing`` enables it.
-  ``preemptionStrategies`` defaults to both strategies, in Kueue's order.
-- ``admissionFairSharing``: durations in whole seconds (rounded up);
-  ``resourceWeights`` in milli-units (0.5 -> 500), sorted by resource name.
+Theory of operation: the same settings arrive as the upstream
+``config.kueue.x-k8s.io/v1beta1`` or ``v1beta2`` kind ``Configuration``
+(top-level fields, no ``spec``), possibly wrapped in the ``kueue-manager-config``
+ConfigMap under ``controller_manager_config.yaml``, or as the Red Hat build of
+Kueue operator's ``kueue.openshift.io/v1`` kind ``Kueue``, whose ``spec.config``
+has names of its own and which the operator translates to the first. Each
+shape is read into the one ``Configuration`` type, following the operator's
+translation and the defaults Kueue applies, which differ between v1beta1 and
+v1beta2 for ``waitForPodsReady`` and ``fairSharing``. Unlike Kueue >= 0.19,
+an absent v1beta2 ``waitForPodsReady`` section leaves it disabled
+(``WAIT_FOR_PODS_READY_WHEN_ABSENT``). The rules field by field:
+docs/design/manifests.md.
 """
 
 from __future__ import annotations

@@ -1,41 +1,17 @@
 """A ``batch/v1`` Job as the ``WorkloadSpec`` kuota admits.
 
-Theory of operation: Kueue turns a Job into a Workload with one PodSet
-``main``; kuota does the same, reading only what quota, flavor assignment and
-ordering need:
-
-- the Job is ours only with the label ``kueue.x-k8s.io/queue-name``
-  (otherwise ``None``); ``kueue.x-k8s.io/priority-class`` names its
-  WorkloadPriorityClass;
-- ``creation_seconds``: annotation ``kuota.dev/created-at`` (seconds), else
-  ``metadata.creationTimestamp`` (RFC 3339, parsed, never compared with a
-  clock), else the event time ``at``. The annotation is for synthetic journals
-  only (the simulator sets it at submission, tests use it): ingest journals
-  real Jobs without it (``kuota.kube.translate``) and the webhook refuses it
-  from users, so a real Job's place in its queue comes from the apiserver's
-  ``creationTimestamp`` (whole seconds; ties break by workload key);
-- pods: ``parallelism`` (default 1, at most ``MAX_PODS``) capped by
-  ``completions``, as Kueue's ``podsCount``;
-- per-pod requests as Kubernetes' ``PodRequests`` computes them: a resource
-  with only a limit requests its limit; containers are summed; a restartable
-  init container (``restartPolicy: Always``, a sidecar) adds to that sum and
-  runs beside every later init container; the result is the maximum of the
-  sum and the peak of the init phase, plus ``overhead``. Zero requests are
-  kept (Kueue skips them only for resources the ClusterQueue does not cover);
-- DRA claims from ``resourceClaims`` (template or claim name), the node
-  selector, required node affinity (``matchExpressions``; ``matchFields`` are
-  not read) and tolerations, for flavor matching;
-- ``active`` is false only with annotation ``kuota.dev/active: "false"``
-  (``spec.suspend`` is Kueue's lever, not the user's intent): the one
-  ``kuota.dev/`` annotation users may write, as Kueue's ``Workload.spec.active``.
-
-Jobs of one kind share their pod template: the PodSet read from a pod spec is
-memoised by ``(pod count, marshal.dumps(pod spec, 2))``. ``marshal`` accepts
-only the exact built-in types a decoded manifest is made of (dict, list, str,
-int, float, bool, None ...) and writes their types, values and key order, so
-equal bytes mean values that read the same; anything else (a subclass, a
-recursive value) raises and is read without the memo. A spec that does not
-read (a ``FieldError``) is never memoised, so its error is raised afresh.
+Theory of operation: as Kueue turns a Job into a Workload with one PodSet
+``main``, ``read_job`` reads only what quota, flavor assignment and ordering
+need: the queue (label ``kueue.x-k8s.io/queue-name``; without it the Job is not
+ours, ``None``) and the priority class; the creation time (the apiserver's
+``creationTimestamp``; the ``kuota.dev/created-at`` annotation only in
+synthetic journals); the pod count (``parallelism`` capped by ``completions``);
+per-pod requests as Kubernetes' ``PodRequests`` computes them (limits as
+requests, sidecars, the init peak, overhead); DRA claims, node selector,
+required node affinity and tolerations; and ``kuota.dev/active``. Jobs of one
+kind share their template, so the PodSet read from a pod spec is memoised by
+``(pod count, marshal.dumps(pod spec, 2))``; a spec that does not read is never
+memoised. Each rule in full: docs/design/manifests.md.
 """
 
 from __future__ import annotations

@@ -1,26 +1,16 @@
 """One workload's history: ``kuota explain ns/job``.
 
-Theory of operation
--------------------
-Two inputs, both replayable: the recorded decisions (the decision topic or an
-export file) and the journal.
-
-1. :func:`relevant` picks the decisions that concern the workload: its own
-   (``workload`` is it), those where it is the ``preemptor`` (a victim's
-   ``Preempted``) and the ``Rejected`` of its Job manifest, in topic order.
-2. An :class:`Explainer` re-folds the journal with the same ``Fold`` the
-   admission service runs, in its mode (``preemption="plans"``). Right after
-   the journal event that caused each of those decisions (``cause_offset``),
-   it keeps ``Fold.summary()`` for the decision's ClusterQueue and the other
-   ClusterQueues of its cohort: the quota state the decision left.
-3. At the end of the journal range it asks the fold where the workload is:
-   ``workload_state``, and for a workload that still waits, its position in
-   its ClusterQueue and LocalQueue (``Fold.pending_workloads``, Kueue's
-   pending-workloads visibility) and why it waits (the last ``Inadmissible``
-   decision's reason and message).
-
-A workload whose last decision is ``Finished`` needs no fold past that
-decision: :attr:`Explainer.needed_until` says how far the caller must read.
+Theory of operation: two replayable inputs, the recorded decisions and the
+journal. :func:`relevant` picks the decisions that concern the workload (its
+own, those naming it as ``preemptor``, the ``Rejected`` of its Job manifest),
+in topic order. An :class:`Explainer` re-folds the journal in the services'
+mode (``preemption="plans"``) and, right after the event that caused each of
+them (``cause_offset``), keeps ``Fold.summary()`` for the decision's
+ClusterQueue and the others of its cohort. At the end of the range it asks the
+fold where the workload is: ``workload_state`` and, while it waits, its
+position (``Fold.pending_workloads``) and the last ``Inadmissible`` reason. A
+workload whose last decision is ``Finished`` needs no fold past it
+(:attr:`Explainer.needed_until`).
 """
 
 from __future__ import annotations

@@ -1,30 +1,17 @@
 """The export format: the journal and the decision topic as JSON lines.
 
-Theory of operation
--------------------
-``kuota journal export FILE`` writes two files, so that ``kuota audit replay
---file FILE`` and ``kuota explain --file FILE`` work with no Kafka:
-
-- ``FILE``, the journal: a header line, then one line per record::
-
-      {"kuota":"journal-export","version":1,"topic":"kuota.journal","partition":0,
-       "start":0,"end":1234,"end_reason":"committed offset of group kuota-admission"}
-      {"offset":0,"event":{"schema_version":1,"id":"tick@1.0","at":1.0,"type":"Tick"}}
-      {"offset":7,"raw_b64":"AG5vdCBqc29u"}
-
-  ``event`` is the record's value exactly as it is in Kafka when that value is
-  one line of JSON (an event this build does not read stays as it was, and is
-  skipped on replay like admission skips it); any other value (garbage, an
-  empty record) is kept byte for byte as ``raw_b64``. Offsets are Kafka's:
-  they have gaps (transaction markers, aborted records), and decisions name
-  their cause by offset.
-- ``FILE.decisions``, the decision topic: a header line, then
-  ``{"offset":N,"partition":0,"decision":{...}}`` per record (or ``raw_b64``).
-
-``end`` is the first journal offset *not* covered: the admission group's
-committed offset at export time, so every decision caused before ``end`` is
+Theory of operation: ``kuota journal export FILE`` writes ``FILE`` (the
+journal: a header line, then ``{"offset":N,"event":{...}}`` per record) and
+``FILE.decisions`` (a header, then ``{"offset":N,"partition":0,"decision":{...}}``),
+so that ``kuota audit replay --file`` and ``kuota explain --file`` need no
+Kafka. A value that is one line of JSON is kept as it is in Kafka (an event
+this build does not read stays, and is skipped on replay as admission skips
+it); any other value is kept byte for byte as ``raw_b64``. Offsets are Kafka's,
+gaps included. The header's ``end`` is the first journal offset not covered,
+the admission group's committed offset, so every decision caused before it is
 in the decisions file. Readers skip blank lines; a line that is not JSON is an
-:class:`ExportError` with its line number.
+:class:`ExportError` with its line number. Examples: docs/design/audit.md
+("The export format").
 """
 
 from __future__ import annotations

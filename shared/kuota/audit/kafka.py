@@ -1,21 +1,15 @@
 """Reading what the audit needs from Kafka and Redis.
 
-Theory of operation: the audit reads like the admission service reads, with
-``read_committed`` consumers that join no group (so an audit never moves
-anybody's offsets) and are assigned one partition each:
-
-- :func:`audit_range` decides which journal offsets are audited: up to the
-  admission group's committed offset (``<instance>-admission``; every event
-  below it has its decisions committed, in the same transactions), or, when
-  the group has committed nothing, the journal's end, saying so;
-- :func:`read_batches` yields records of one partition from ``start`` up to
-  ``end`` (exclusive) in batches, and raises :class:`AuditSourceError` when
-  ``start`` is no longer in the log or the reader stops advancing;
-- :func:`load_snapshot` loads the admission service's snapshot from Redis
-  (``kuota:snapshot:<instance>-admission-0``, signed with ``KUOTA_SNAPSHOT_KEY``).
-
-One journal partition today, like admission: a topic with more is refused
-with one clear line.
+Theory of operation: the audit reads as admission does, with
+``read_committed`` consumers that join no group (an audit never moves anybody's
+offsets), assigned one partition each. :func:`audit_range` decides which
+journal offsets are audited: up to the admission group's committed offset
+(``<instance>-admission``), or, when it has committed nothing, the journal's
+end, saying so. :func:`read_batches` yields one partition's records in
+``[start, end)`` and raises :class:`AuditSourceError` when ``start`` is no
+longer in the log or the reader stops advancing. :func:`load_snapshot` loads
+admission's signed snapshot from Redis (``kuota:snapshot:<instance>-admission-0``).
+One journal partition, like admission: a topic with more is refused.
 """
 
 from __future__ import annotations

@@ -1,46 +1,17 @@
 """The auditor: re-fold the journal, recompute every decision, diff with the record.
 
-Theory of operation
--------------------
-An :class:`Auditor` is fed two streams, in any interleaving:
-
-- journal records, in offset order (:meth:`Auditor.feed` takes a batch and a
-  ``pull`` for recorded decisions, :meth:`Auditor.event` one record). Each is
-  folded with ``Fold.apply(event, offset=offset)`` exactly as the admission
-  service folds it, by default in the same mode, ``Fold(preemption="plans")``
-  (:func:`service_fold`; the journal's ``PreemptionPlan`` events are folded
-  like any other, and admission's decisions about them come out again;
-  docs/design/plans-mode.md): a record that does not decode (not JSON, not a journal
-  event, a schema version this build does not read) is skipped, and an
-  exception inside the fold is counted and the stream goes on — admission
-  dead-letters both and decides nothing for them. The decisions the fold
-  returns are *expected*.
-- recorded decisions (:meth:`Auditor.recorded`), in the decision topic's order.
-
-Admission produces a batch's decisions in fold order to one partition, so the
-two sequences must be equal element by element. The auditor matches their
-heads as soon as both have one and stops at the first difference, which it
-classifies:
-
-- ``changed``: same decision id, different content (a tampered field);
-- ``missing``: the fold expects a decision the record does not have (the
-  recorded head is caused by a later journal event, or is a later decision of
-  the same event, or the record ended);
-- ``extra``: the record has a decision the fold does not produce there (its
-  cause is an earlier event, or an id the cause never produced, or it is left
-  over when the journal ends);
-- ``unreadable``: a recorded value that is not a Decision.
-
-Only decisions caused by journal offsets in ``[compare_from, compare_to)`` are
-compared (``compare_to=None``: no upper bound): ``--from-offset N`` folds from
-the start (the state needs every event) but compares from ``N``; a snapshot
-start compares from the snapshot's offset; the upper bound is the journal
-offset the admission group has committed, so decisions not yet made are not
-"missing". A recorded decision without ``cause_offset`` is always compared.
-
-The last ``keep_events`` journal events are kept so that a divergence can show
-the event that caused it. Nothing here does I/O or reads a clock: sources,
-timing and progress belong to the caller.
+Theory of operation: an :class:`Auditor` is fed journal records in offset
+order (:meth:`Auditor.feed`, :meth:`Auditor.event`) and folds each with
+``Fold.apply(event, offset=offset)`` as admission does, by default in its mode
+(:func:`service_fold`, ``preemption="plans"``); an undecodable record is
+skipped and an exception in the fold counted, where admission dead-letters
+both. It is fed the recorded decisions too (:meth:`Auditor.recorded`), in
+topic order. Admission writes a batch's decisions in fold order to one
+partition, so the two sequences must be equal element by element: the auditor
+matches heads as they come and stops at the first difference, classified
+``changed``, ``missing``, ``extra`` or ``unreadable``. Only decisions caused at
+offsets in ``[compare_from, compare_to)`` are compared. Pure: sources, timing
+and progress are the caller's. Kinds and ranges: docs/design/audit.md.
 """
 
 from __future__ import annotations

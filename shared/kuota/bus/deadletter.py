@@ -1,33 +1,16 @@
 """Dead letters: a record a consumer cannot process, kept with why and where from.
 
 Theory of operation: a consumer that meets a record it cannot decode (or whose
-fold raised) does not stop and does not drop it silently. It writes the
-record's ORIGINAL key and value bytes, unchanged, to ``<prefix>deadletter``
-with three headers, and goes on with the next record:
-
-==================  ========================================================
-header              value
-==================  ========================================================
-``kuota-reason``    one line saying why (``kuota.events.decode.DecodeError``'s
-                    reason, or ``fold raised <Error>: ...``), at most 1,000
-                    characters
-``kuota-source``    ``<topic>/<partition>/<offset>`` of the original record
-``kuota-consumer``  the consumer group that gave up on it
-                    (``<instance>-admission``, ``<instance>-preemption``,
-                    ``<instance>-actuator``)
-``kuota-truncated`` only on a value longer than ``MAX_VALUE`` (1,000,000)
-                    bytes: its original length; the value holds the first
-                    ``MAX_VALUE`` bytes (the whole record stays in the source
-                    topic at ``kuota-source``)
-==================  ========================================================
-
-The journal has two readers (admission and preemption), so an undecodable
-journal record is dead-lettered once by each, told apart by
-``kuota-consumer``. Admission and preemption write the dead letter in the
-Kafka transaction that commits the offset past the record; the actuator
-(not transactional) writes it before it commits past the record, so a crash
-between the two writes it again (at least once). See docs/events.md and
-docs/design/bad-input.md.
+fold raised) neither stops nor drops it silently: it writes the record's
+original key and value bytes to ``<prefix>deadletter`` with the headers
+``kuota-reason`` (one line, at most 1,000 characters), ``kuota-source``
+(``<topic>/<partition>/<offset>``), ``kuota-consumer`` (the group that gave up)
+and, for a value over ``MAX_VALUE`` bytes (then cut to that), ``kuota-truncated``
+(its original length), and goes on. The journal's two readers each
+dead-letter an undecodable record, told apart by ``kuota-consumer``.
+Admission and preemption write it in the transaction that commits past the
+record; the actuator writes it before it commits (at least once). The format:
+docs/events.md ("Dead letters"); why: docs/design/bad-input.md.
 """
 
 from __future__ import annotations

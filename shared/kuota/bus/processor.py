@@ -1,34 +1,18 @@
 """Exactly-once consume-transform-produce with aiokafka transactions.
 
-Theory of operation: a processor reads a batch from its input topic with a
-``read_committed`` consumer (auto-commit off), hands the batch to a pure-ish
-``handle`` callback that returns the records to produce, and then, inside ONE
-Kafka transaction, produces those records and commits the consumer offsets
-that caused them (``send_offsets_to_transaction``). Either both become visible
-or neither does, so a decision and the journal offset that caused it commit
-together.
-
-A fixed ``transactional_id`` per (service, partition) fences zombies: a
-restarted processor's ``init_transactions`` aborts whatever its predecessor
-left open, so ``read_committed`` readers are not blocked for the transaction
-timeout.
-
-If producing or committing fails, the in-memory state that ``handle`` already
-advanced no longer matches the committed offsets. The processor does not try to
-undo it: it raises, the service exits, and on restart the state is rebuilt
-from the snapshot plus the journal tail. This is the same "re-initialise the
-task" recovery Kafka Streams uses. Why not faust: see
-docs/design/exactly-once.md.
-
-Recovery (see docs/design/admission.md): a stateful service starts in three
-steps instead of ``start()``. ``start_producer()`` runs ``init_transactions``,
-which fences a predecessor with the same transactional id and aborts its open
-transaction, so the group's committed offsets can no longer move;
-``committed_offsets()`` then reads them without joining the group, and
-``replay()`` feeds the input records from the snapshot's offset up to the
-committed offset to a callback that rebuilds the state and produces nothing
-(those outputs were committed already); finally ``start_consumer()`` joins the
-group, which resumes at the committed offset.
+Theory of operation: a processor reads a batch with a ``read_committed``
+consumer (auto-commit off), hands it to a ``handle`` callback that returns the
+records to produce, then produces them and commits the offsets that caused
+them in ONE Kafka transaction (``send_offsets_to_transaction``): a decision and
+its cause commit together or not at all. A fixed ``transactional_id`` per
+(service, partition) fences zombies. If producing or committing fails, the
+state ``handle`` advanced no longer matches the offsets: the processor raises,
+the service exits, and a restart rebuilds the state from the snapshot and the
+journal tail, as Kafka Streams re-initialises a task. A stateful service
+starts in steps instead of ``start()``: ``start_producer()`` (fences),
+``committed_offsets()``, ``replay()`` up to them (producing nothing), then
+``start_consumer()``. Why not faust: docs/design/exactly-once.md; the
+start-up in full: docs/design/admission.md.
 """
 
 from __future__ import annotations

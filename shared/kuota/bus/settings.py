@@ -1,36 +1,17 @@
 """Kafka client settings, read from the environment.
 
 Every service and CLI reads the same variables, so one env file (the local
-stack's ``.stack/stack.env``, a Kubernetes ConfigMap, or compose's
-``environment:``) configures them all:
-
-====================================  ========================================
-``KUOTA_KAFKA_BOOTSTRAP``             ``host:port[,host:port]`` (required)
-``KUOTA_KAFKA_SECURITY``              PLAINTEXT (default) | SSL | SASL_PLAINTEXT
-                                      | SASL_SSL
-``KUOTA_KAFKA_SASL_MECHANISM``        SCRAM-SHA-512 (default) | SCRAM-SHA-256
-                                      | PLAIN
-``KUOTA_KAFKA_SASL_USERNAME``         / ``KUOTA_KAFKA_SASL_PASSWORD``: both
-                                      required with SASL_*
-``KUOTA_KAFKA_CA_FILE``               CA bundle (PEM) for SSL / SASL_SSL; unset:
-                                      the system's CAs
-``KUOTA_KAFKA_CERT_FILE``             client certificate (PEM) for mTLS, with
-``KUOTA_KAFKA_KEY_FILE``              its key (unset: the key is in CERT_FILE)
-``KUOTA_KAFKA_SSL_CHECK_HOSTNAME``    true (default) | false: match the
-                                      broker's certificate to its address
-``KUOTA_KAFKA_REPLICATION_FACTOR``    replicas of the topics kuota creates
-                                      (default 1: one dev broker; 3 in
-                                      production)
-``KUOTA_KAFKA_MIN_INSYNC_REPLICAS``   their ``min.insync.replicas`` (default:
-                                      1 at RF 1 and 2, else 2)
-``KUOTA_TOPIC_PREFIX``                prefix of every topic name (default
-                                      ``kuota.``)
-``KUOTA_JOURNAL_PARTITIONS``          partitions of the journal (default 1)
-====================================  ========================================
-
-The security settings go to every aiokafka producer, consumer and admin client
-kuota creates (``client_kwargs``); docs/security.md shows them per broker
-setup (SASL/SCRAM, mTLS, Strimzi).
+stack's ``.stack/stack.env``, a Kubernetes ConfigMap, compose's
+``environment:``) configures them all: ``KUOTA_KAFKA_BOOTSTRAP`` (required),
+``KUOTA_TOPIC_PREFIX`` (``kuota.``), ``KUOTA_JOURNAL_PARTITIONS`` (1), the
+replication of the topics kuota creates (``KUOTA_KAFKA_REPLICATION_FACTOR``, 1;
+``KUOTA_KAFKA_MIN_INSYNC_REPLICAS``, 1 at 1 or 2 replicas, else 2) and the
+security settings (``KUOTA_KAFKA_SECURITY``: PLAINTEXT, SSL, SASL_PLAINTEXT or
+SASL_SSL; ``KUOTA_KAFKA_SASL_MECHANISM``, ``_SASL_USERNAME``, ``_SASL_PASSWORD``;
+``KUOTA_KAFKA_CA_FILE``, ``_CERT_FILE``, ``_KEY_FILE``,
+``_SSL_CHECK_HOSTNAME``). The security settings go to every aiokafka client
+kuota creates (``client_kwargs``). Every variable with its default and values:
+docs/security.md (per broker setup) and docs/deploy.md.
 """
 
 from __future__ import annotations

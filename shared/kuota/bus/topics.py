@@ -1,23 +1,16 @@
-"""The topic layout (see docs/events.md).
+"""The topic layout (docs/events.md): names, keys, replication.
 
-=====================  =========================================  ==============
-topic                  records                                    retention
-=====================  =========================================  ==============
-``kuota.journal``      JournalEvent JSON (what kuota knows)       forever
-``kuota.decisions``    Decision JSON (what kuota chose)           forever
-``kuota.deadletter``   undecodable journal records + reason       30 days
-=====================  =========================================  ==============
-
-Keys: a journal record's key is its *shard key*. Everything that can share
-quota must be folded in one order, so the shard key is the cohort tree's root
-once ingest knows it; until sharding is configured every record uses the one
-key ``kuota`` and the journal has one partition. Moving to a shard per cohort
-tree changes ``shard_key`` and the partition count, not the records.
-
-Replication: ``ensure_topics`` creates missing topics with
-``KUOTA_KAFKA_REPLICATION_FACTOR`` replicas (default 1, one dev broker) and
-``min.insync.replicas`` from ``KUOTA_KAFKA_MIN_INSYNC_REPLICAS`` (default 2
-of 3); topics that exist are left as they are.
+Theory of operation: three topics under ``KUOTA_TOPIC_PREFIX`` (default
+``kuota.``): ``journal`` (JournalEvent JSON, what kuota knows; kept forever),
+``decisions`` (Decision JSON, what kuota chose; forever) and ``deadletter``
+(records a consumer could not process, with the reason; 30 days). A journal
+record's key is its *shard key*: everything that can share quota must be
+folded in one order, so the key will be the cohort tree's root; until
+sharding is configured every record has the key ``kuota`` and the journal one
+partition, and moving to a shard per tree changes ``shard_key`` and the
+partition count, not the records. :func:`ensure_topics` creates missing topics
+with the replication ``kuota.bus.settings`` reads; topics that exist are left
+as they are.
 """
 
 from __future__ import annotations

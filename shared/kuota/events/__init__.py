@@ -3,8 +3,9 @@
 The journal (what kuota knows) carries ``JournalEvent`` records; the decision
 topic (what kuota chose) carries ``Decision`` records. Both are frozen pydantic
 models with a ``schema_version``; a released version is never edited, only
-extended additively, and older versions are upgraded on read
-(``kuota.events.upgrade``).
+extended additively (docs/events.md). ``kuota.events.decode`` reads records
+and refuses a version this build does not read; ``kuota.events.jsonschema``
+exports the schemas to ``docs/schemas/``.
 """
 
 from kuota.events.decode import DecodeError, decode_decision, decode_event

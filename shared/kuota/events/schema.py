@@ -1,28 +1,18 @@
 """Schema version 1 of the journal events and the decisions.
 
-Journal events (``type`` discriminates):
-
-- ``ObjectUpserted``: an observed Kubernetes object (any kind kuota reads:
-  Configuration, Namespace, DeviceClass, ResourceSlice, ResourceClaimTemplate,
-  ResourceFlavor, ClusterQueue, Cohort, LocalQueue, WorkloadPriorityClass, Job),
-  as the full manifest dict. The core parses and validates it.
-- ``ObjectDeleted``: that object is gone.
-- ``Tick``: event time advanced (written periodically by ingest); lets
-  timeouts fire when nothing else happens.
-- ``WorkloadFinished``: the Job completed or failed; frees its quota.
-- ``PodsReady``: the Job's pods became ready (or stopped being ready).
-- ``PreemptionPlan``: victims proposed by the preemption service for a
-  preemptor; admission re-checks it against its own state before acting.
-- ``ActuationFailed``: the actuator could not apply a decision to the cluster
-  (the Job is missing or was replaced, a permanent API error, a flavor that
-  cannot be injected). Written by the actuator; ``at`` is the decision's own
-  ``at``, so the actuator never moves event time forward.
-
-``at`` is event time in seconds (float) since the Unix epoch for the pipeline,
-or since the scenario's start for ``kuota simulate``. The fold reads no other
-clock.
-
-Decisions use Kueue's workload-condition vocabulary (``DECISION_TYPES``).
+Journal events (``type`` discriminates): ``ObjectUpserted`` (an observed
+Kubernetes object of a kind kuota reads, as the full manifest, which the core
+parses and validates) and ``ObjectDeleted``; ``Tick`` (event time advanced,
+written periodically by ingest, so timers fire when nothing else happens);
+``WorkloadFinished`` and ``PodsReady`` (from the Job's status);
+``PreemptionPlan`` (victims the preemption service proposes; admission
+re-checks them against its own state); ``ActuationFailed`` (the actuator could
+not apply a decision; its ``at`` is the decision's, so the actuator never moves
+event time forward). ``at`` is event time in seconds since the Unix epoch (the
+scenario's start in ``kuota simulate``); the fold reads no other clock.
+Decisions use Kueue's workload-condition vocabulary (``DECISION_TYPES``). The
+``trusted_*`` constructors build what the fold and the engine emit without
+re-validating it. Every field: docs/events.md.
 """
 
 from __future__ import annotations

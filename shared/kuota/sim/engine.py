@@ -1,48 +1,17 @@
 """The simulation engine: a scenario timeline folded through the real core.
 
-Theory of operation: the engine turns a list of manifests (in file order) into
-journal events on a virtual clock and feeds them, one at a time, to a fold
-(the same ``kuota.core`` fold the admission service runs). It reads no clock
-and draws no random numbers: the same manifests give the same decisions, bit
-for bit.
-
-Time is an ``int`` count of microseconds (see ``kuota.sim.duration``), so
-instants compare exactly. Pending events are taken in ``(instant, origin,
-sequence)`` order (file events, all known up front, from a list sorted once;
-engine events from a small heap; each step takes the earlier of the two):
-
-- origin 0, *file events*: ``ObjectUpserted`` at ``kuota.dev/submit-at`` and
-  ``ObjectDeleted`` at ``kuota.dev/delete-at``; sequence is the file position
-  (an object's submission before its own deletion), so ties keep file order.
-- origin 1, *engine events*: ``PodsReady`` at admission + ``ready-after`` and
-  ``WorkloadFinished`` at admission + ``run-for``, scheduled when the fold
-  emits ``Admitted``; sequence is the order they were scheduled (per
-  admission: PodsReady before WorkloadFinished). At one instant they come
-  after every file event.
-
-Each scheduled engine event carries the workload's *admission generation*;
-``Preempted``, ``Evicted``, ``Finished`` and ``Deactivated`` decisions and the
-Job's deletion bump the generation, so a run that was cut short never
-"finishes" later (a re-admission schedules afresh from its own instant).
-
-Before every step the engine asks ``fold.next_wakeup()``; when a timer
-(backoff, pods-ready timeout) is due strictly before the next queued event, a
-``Tick`` at that instant is applied first (an event at the very instant of the
-wakeup carries the time itself). Events get ids ``sim-<n>`` and offset ``n`` in
-the order they are applied; skipped (stale) engine events use no number.
-
-Without ``until`` the run ends when no event is queued and the fold wants no
-wakeup: nothing can change any more. With ``until`` events after that instant
-are not applied.
-
-With a ``planning`` side (``kuota simulate --preemption plans``: the fold in
-plans mode and ``kuota.sim.planning.PreemptionService``, the preemption
-service in-process), every applied event is handed to it too, right after the
-fold applied it, and the ``PreemptionPlan`` events it answers with are
-appended to the journal *right after*: they are the next events applied, at
-the same instant, before any file, engine or tick event, each handed back to
-the planning side in turn, until it answers with none. Plans keep the
-planner's ids (``plan/<preemptor>/<based_on>``) and take the next offsets.
+Theory of operation: the engine turns manifests (in file order) into journal
+events on a virtual clock and feeds them one at a time to a fold (the one the
+admission service runs); no clock, no randomness, so the same manifests give
+the same decisions bit for bit. Time is an ``int`` of microseconds. Events are
+taken in ``(instant, origin, sequence)`` order: at one instant file events
+(``submit-at``, ``delete-at``) come first, then engine events (``PodsReady``
+at admission + ``ready-after``, ``WorkloadFinished`` at admission +
+``run-for``), each tagged with the workload's admission generation so a
+cut-short run never finishes later. A timer of the fold (``next_wakeup``) due
+before the next event gets a ``Tick``. With a planning side (``--preemption
+plans``) every event is handed to it too, and the plans it answers are applied
+next, at the same instant. Rules in full: docs/design/simulate.md ("Time and order").
 """
 
 from __future__ import annotations

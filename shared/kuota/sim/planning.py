@@ -1,26 +1,16 @@
 """The preemption service, in-process, for ``kuota simulate --preemption plans``.
 
-Theory of operation: the services fold in plans mode (``Fold(preemption=
-"plans")``): admission sets a head that needs preemption aside, and the
-preemption service, folding the same journal in the same mode, writes a
-``PreemptionPlan`` back to the journal (``kuota.core.preemption.planner``). To simulate
-that, :class:`PreemptionService` keeps the preemption service's own fold; the
-engine (``kuota.sim.engine``) hands it every journal event right after the
-admission fold applied it (:meth:`PreemptionService.after`), and it answers
-with the plans to append to the simulated journal. The engine applies them
-next, at the same instant, to the admission fold and back to this object, which
-folds them, tells the planner (``Planner.folded``) and asks again, until no plan
-is produced: a preemption service with no lag. The decisions are the admission
-fold's; this fold's are dropped, as the service drops them.
-
-Both folds see the same events in the same order, so a plan is normally valid
-when admission folds it. A plan admission rejects (*stale*) makes the planner
-search again; should the same plan come back :data:`MAX_REPEATS` times in one
-instant, the two sides disagree for good and the run stops with a
-``SimulationError`` instead of looping (a core bug, the two halves of plans mode
-not agreeing).
-
-Pure, like the engine: no clock, no randomness.
+Theory of operation: :class:`PreemptionService` keeps the preemption
+service's own ``Fold(preemption="plans")``. The engine (``kuota.sim.engine``)
+hands it every journal event right after the admission fold applied it
+(:meth:`PreemptionService.after`) and appends the plans it answers
+(``kuota.core.preemption.planner``) to the simulated journal, applied next, at
+the same instant, to both folds, until no plan comes: a preemption service
+with no lag. The decisions are the admission fold's; this fold's are dropped,
+as the service drops them. A stale plan makes the planner search again; the
+same plan :data:`MAX_REPEATS` times in one instant means the two halves of
+plans mode disagree for good (a core bug), and the run stops with a
+``SimulationError`` instead of looping. Pure, like the engine.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Scenario files: ordinary Kubernetes manifests plus timing annotations.
 
 Theory of operation: a scenario is a multi-document YAML file that stays valid
-for ``kubectl apply``; *when* each object appears, runs and goes away is said
-by annotations on its ``metadata.annotations``:
+for ``kubectl apply``; its annotations say *when* each object appears, runs and goes away:
 
 ``kuota.dev/submit-at``   when the object is applied (default ``0s``)
 ``kuota.dev/run-for``     a Job finishes this long after its latest admission
@@ -11,10 +10,9 @@ by annotations on its ``metadata.annotations``:
                           ``never`` (default: at once)
 ``kuota.dev/delete-at``   when the object is deleted (default: never)
 
-Durations are Go-style (``1m30s``, ``500ms``, ``2h``) or a bare number of
-seconds. A bad value is a ``ScenarioError`` that names the object and the
-annotation. ``kind: List`` documents are expanded into their items, as
-``kubectl`` does.
+Durations are Go-style (``1m30s``) or bare seconds; a bad value is a
+``ScenarioError`` naming the object and the annotation; ``kind: List``
+documents are expanded, as ``kubectl`` does.
 """
 
 from __future__ import annotations

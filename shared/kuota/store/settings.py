@@ -1,4 +1,4 @@
-"""Redis connection settings, read from the environment.
+"""Redis connection settings, read from the environment (ACL rules: docs/security.md).
 
 ==============================  ==============================================
 ``KUOTA_REDIS_URL``             ``redis://[user:password@]host:port/db``, or
@@ -12,8 +12,6 @@
 ``KUOTA_REDIS_CERT_FILE``       client certificate and key (PEM) when the
 ``KUOTA_REDIS_KEY_FILE``        server wants them (``tls-auth-clients``)
 ==============================  ==============================================
-
-docs/security.md lists the ACL rules a kuota user needs.
 """
 
 from __future__ import annotations

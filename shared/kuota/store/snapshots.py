@@ -1,24 +1,17 @@
 """Fold snapshots in Redis.
 
-Theory of operation: a processor periodically stores its fold state together
-with the journal position it reflects (the offset of the NEXT record to fold).
-On restart it loads the snapshot and replays only the tail. A snapshot is an
-optimisation, never the source of truth: if it is missing, unreadable, or its
-signature does not verify, the processor folds the whole journal instead.
-
-The state is pickled (the fold's state is plain Python data) and signed with
-HMAC-SHA256 under ``KUOTA_SNAPSHOT_KEY``, so a process that can write to Redis
-but does not hold the key cannot make a service unpickle data of its choosing.
-One key holds the whole snapshot (``HSET`` of offset, version, signature and
-payload in one command), so readers never see a half-written snapshot.
-
-A pickle is only as good as the code that reads it: a fold pickled by an older
-build of ``kuota.core`` unpickles without complaint into the new classes and
-then fails on the first event (an attribute the old state lacks). So a store
-may be given a ``build`` (``code_build(kuota.core, kuota.api)``: a digest of
-the packages' source files); it is stored, signed, with each snapshot, and a
-snapshot of another build is refused like an unreadable one — the processor
-replays the journal instead.
+Theory of operation: a processor periodically stores its fold state with the
+journal position it reflects (the offset of the NEXT record to fold); on
+restart it loads it and replays only the tail. A snapshot is an optimisation,
+never the source of truth: missing, unreadable, badly signed or of another
+build, it is refused and the whole journal is folded instead. The state is
+pickled and signed with HMAC-SHA256 under ``KUOTA_SNAPSHOT_KEY``, so a process
+that can write to Redis but lacks the key cannot make a service unpickle data
+of its choosing; one ``HSET`` stores offset, version, signature and payload, so
+no reader sees half a snapshot. A store may be given a ``build``
+(:func:`code_build`, a digest of the source files of ``kuota.core`` and
+``kuota.api``), stored signed with each snapshot: a fold pickled by other code
+unpickles without complaint, then fails on the first event.
 """
 
 from __future__ import annotations

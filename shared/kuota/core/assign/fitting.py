@@ -2,21 +2,16 @@
 
 Theory of operation: most attempts the cycle makes either fit at once or fail
 on quota. :func:`fit_picks` follows :func:`kuota.core.assign.flavors.assign_flavors`
-only as far as it goes while every flavor-resource it looks at fits as it is,
-and then returns what the search would choose (per podset the flavor of each
-resource group, and the borrowing level), without building reasons or
-shortfalls; as soon as something does not plainly fit (a request beyond
-``available``, a missing flavor, an uncovered resource) it returns None and
-the caller runs the full search, which also says why. With only fitting
-flavors Kueue's search reduces to: the first eligible flavor that needs no
-borrowing, or that borrows while ``whenCanBorrow`` is ``MayStopSearch``;
-otherwise the least borrowing one, the earliest on ties. A podset whose groups
-each offer one flavor has no choice at all (``PodSetPlan.single``).
-
-A fit's :class:`~kuota.core.assign.flavors.Assignment` follows from the plan and the
-picks alone (:func:`fit_assignment`), so the cycle caches it per
-(ClusterQueue, shape, picks). ``tests/unit/core/test_assign_fitting_fastpaths.py``
-checks both against the full search on random forests.
+only while every flavor-resource it looks at fits as it is, and returns what
+that search would choose (per podset the flavor of each resource group, and the
+borrowing level) without building reasons or shortfalls; as soon as something
+does not plainly fit it returns None and the caller runs the full search, which
+also says why. With only fitting flavors Kueue's search reduces to: the first
+eligible flavor that needs no borrowing, or that borrows while
+``whenCanBorrow`` is ``MayStopSearch``; otherwise the least borrowing one.
+:func:`fit_assignment` derives the ``Assignment`` from the plan and the picks
+alone, so the cycle caches it per (ClusterQueue, shape, picks).
+``tests/unit/core/test_assign_fitting_fastpaths.py`` holds both to the full search.
 """
 
 from __future__ import annotations

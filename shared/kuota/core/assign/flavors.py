@@ -1,36 +1,18 @@
 """Flavor assignment: which ResourceFlavor each podset's resources come from.
 
-Theory of operation
--------------------
-For each podset (in order) and each resource group it requests, the group's
-flavors are tried in the order the ClusterQueue lists them, as Kueue's
-``flavorassigner`` does:
-
-1. A flavor is *eligible* if it exists and the podset may run on its nodes
-   (:mod:`kuota.core.assign.node_match`: taints, nodeSelector and required node
-   affinity against the flavor's labels).
-2. Each resource of the group is checked against the quota tree with the
-   usage that earlier podsets of the same workload already put on that flavor:
-   **Fit** (within ``available``), **Preempt** (within ``potential_available``
-   and Kueue's preconditions for preemption: the nominal quota covers it, or a
-   lower subtree could reclaim it, or the ClusterQueue may preempt while
-   borrowing) or **NoFit**. The flavor's mode is the worst of its resources,
-   with the *borrowing level* (height of the lowest cohort subtree that holds
-   the request; 0 when the ClusterQueue does not borrow).
-3. ``flavorFungibility`` decides whether to stop: a NoFit always tries the
-   next flavor; a Preempt tries the next one when ``whenCanPreempt`` is
-   ``TryNextFlavor``; a borrowing fit does when ``whenCanBorrow`` is
-   ``TryNextFlavor``. Otherwise the search stops. When all flavors were tried
-   the most preferred one wins: a better mode first, then less borrowing.
-
-All resources of one group in one podset get the same flavor. A podset with no
-flavor makes the whole workload NoFit (gang: all podsets or nothing).
-
-The result is data: per podset the chosen flavors, the mode, and the
-:class:`Shortfall` per flavor-resource that needs preemption (what a
-preemption search needs: flavor, resource, how much is missing), plus the
-flavor-resources whose shortage blocked the attempt (so the caller knows
-which quota releases could change the outcome) and a Kueue-style message.
+Theory of operation: as in Kueue's ``flavorassigner``, for each podset and each
+resource group it requests, the group's flavors are tried in listed order. A
+flavor is eligible if it exists and the podset may run on its nodes
+(:mod:`kuota.core.assign.node_match`). Each resource is checked against the
+quota tree, with what earlier podsets of the workload put on that flavor:
+**Fit**, **Preempt** or **NoFit**; the flavor's mode is the worst of its
+resources, with a *borrowing level*. ``flavorFungibility`` decides whether to
+try the next flavor; when all were tried, the best mode wins, then the least
+borrowing. A group's resources share one flavor in a podset, and a podset with
+no flavor fails the whole workload (gang). The result is data: the choice and
+mode per podset, a :class:`Shortfall` per flavor-resource to preempt for, the
+flavor-resources that blocked it, a Kueue-style message. Rules in full:
+docs/design/flavor-assignment.md.
 """
 
 from __future__ import annotations

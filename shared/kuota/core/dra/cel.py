@@ -1,42 +1,18 @@
 """Kubernetes' DRA CEL environment on top of the ``common-expression-language`` library.
 
 Theory of operation: a DRA selector is a CEL expression over one variable,
-``device``, that must return a bool. Kubernetes exposes a device as::
-
-    device.driver                       string
-    device.attributes[domain][id]       int | bool | string | semver
-    device.capacity[domain][id]         Quantity
-    device.allowMultipleAllocations     bool
-
-Attribute and capacity names are qualified (``gpu.nvidia.com/profile``); a name
-without a domain belongs to the driver's domain. Looking up a domain the
-device does not have yields an *empty map* (so ``has(...)`` on it is false),
-while looking up a missing id inside a domain is a runtime error. Kubernetes
-treats a runtime error as an error for the whole claim (allocation aborts), and
-its documentation tells users to guard lookups with ``has()``.
-
-The library (cel-rust) has no custom types, so a Quantity is carried as the
-one-entry map ``{"@quantity": milli}`` (exact integer milli-units, see
-``kuota.quantity``) and a semantic version as ``{"@semver": "1.2.3-rc.1"}``
-(canonical text, build metadata dropped). Map equality then gives Kubernetes'
-``==`` (``quantity('1') == quantity('1000m')``), and ``<`` on them fails as it
-does in Kubernetes, where only the member functions compare. The functions
-Kubernetes adds (``quantity``, ``isGreaterThan``, ``compareTo``, ``semver`` ...)
-are Python callbacks registered on each device's ``cel.Context``; CEL's
-``x.f(y)`` is sugar for ``f(x, y)``, so receiver-style calls work.
-
-Building a context converts the device to CEL values, which costs about as much
-as one evaluation against a plain dict; evaluating a compiled program against a
-prebuilt context is ~20x faster. So a :class:`DeviceEnv` is built once per
-device and caches its result per expression; compiled programs are cached by
-expression string. Errors are returned as :class:`SelectorError` values that
-name the expression, never raised.
-
-Known gaps against cel-go, documented in docs/design/dra-charging.md: no static
-type check (a non-bool result or an unknown function is reported when the
-expression is first evaluated), ``cel.bind`` is rewritten to a one-element
-``map`` comprehension, quantities are exact to a milli-unit only, and the
-``div`` family of quantity functions is absent.
+``device`` (``driver``, ``attributes[domain][id]``, ``capacity[domain][id]``,
+``allowMultipleAllocations``), that must return a bool. An unknown domain is an
+empty map, a missing id inside a domain a runtime error (for the whole claim,
+as in Kubernetes). cel-rust has no custom types, so a Quantity is the map
+``{"@quantity": milli}`` and a semantic version ``{"@semver": "1.2.3"}``: map
+equality gives Kubernetes' ``==``, and Kubernetes' functions (``quantity``,
+``compareTo``, ``semver`` ...) are Python callbacks on each ``cel.Context``. A
+:class:`DeviceEnv` is built once per device (converting a device costs about an
+evaluation; evaluating on a prebuilt context is ~20x faster) and caches its
+result per expression; compiled programs are cached by text. Errors are
+:class:`SelectorError` values, never raised. Gaps against cel-go:
+docs/design/dra-charging.md ("CEL").
 """
 
 from __future__ import annotations

@@ -1,37 +1,17 @@
 """What one pod of a PodSet charges against quota, DRA devices included.
 
 Theory of operation: ``charge_podset`` turns a PodSet's per-pod requests plus
-its ResourceClaimTemplates into one per-pod resource vector, following Kueue's
-DRA integration (``pkg/dra`` in kubernetes-sigs/kueue):
-
-* Device counts: a request ``exactly{deviceClassName, count}`` whose DeviceClass
-  is in a ``deviceClassMappings`` entry without a counter source charges
-  ``count`` devices to that entry's ``name``. When the request carries CEL
-  selectors, enough devices must match them (and the class's selectors) in the
-  inventory, or the pod is not chargeable yet (``InsufficientDevices``); a
-  device taken by one request of the pod is not counted for another.
-* Counters (partitionable devices): a mapping with ``counter: {name, driver}``
-  charges the named counter that the matching devices consume
-  (``consumesCounters``), times ``count``. When matching devices consume
-  different amounts the largest is charged, as Kueue does: quota must cover
-  whichever device the scheduler picks. A whole 80 GiB GPU charges 80Gi, a
-  ``1g.10gb`` MIG partition 10Gi.
-* Extended resources: ``nvidia.com/gpu: 1`` where a DeviceClass declares that
-  ``extendedResourceName`` (or ``deviceclass.resource.kubernetes.io/<class>``)
-  is charged to the class's mapping instead, so both paths draw from one quota
-  and nothing is counted twice; an unmapped class keeps the original name.
-* Everything else passes through, minus ``excludeResourcePrefixes`` (applied to
-  the pod's own requests only, as Kueue does).
-
-What cannot be charged comes back as :class:`NotChargeable` with a CamelCase
-reason, a message naming the object, and ``retryable``: True when a change of
-cluster state (a slice, class or template appearing) can fix it by itself,
-False when someone has to change the workload, a template or the configuration.
-The first problem found wins, in claim, request and selector order.
-
-Results depend only on the arguments; the inventory caches CEL results per
-device and matches per generation, so the fold can call this once per
-(workload, inventory generation).
+its ResourceClaimTemplates into one per-pod resource vector, as Kueue's DRA
+integration (``pkg/dra``) does. A request of a DeviceClass mapped in
+``deviceClassMappings`` charges ``count`` devices to the mapping's name, or,
+for a mapping with a counter source, the largest amount of that counter the
+matching devices consume, times ``count`` (a whole 80 GiB GPU 80Gi, a
+``1g.10gb`` MIG slice 10Gi). An extended resource backed by a DeviceClass is
+charged to the class's mapping, so both paths draw from one quota. The rest
+passes through, minus ``excludeResourcePrefixes``. What cannot be charged is a
+:class:`NotChargeable`: a CamelCase reason, a message naming the object, and
+``retryable`` (a cluster change alone can fix it); the first problem found
+wins. Results depend only on the arguments. Rules: docs/design/dra-charging.md.
 """
 
 from __future__ import annotations

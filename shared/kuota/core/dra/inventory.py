@@ -2,31 +2,17 @@
 
 Theory of operation: the fold feeds every observed DRA object to
 :meth:`DraInventory.upsert` / :meth:`DraInventory.delete`; each change bumps
-:attr:`DraInventory.generation`, so callers may cache what they computed from
-the inventory per generation. Reading devices follows the scheduler's rules for
-resource pools: slices are grouped by (driver, pool name); only the newest
-``pool.generation`` counts, and only when all ``resourceSliceCount`` slices of
-that generation are present. An incomplete pool is ignored until it completes
-(a driver is mid-update, and its devices are not all known yet).
-
-Contradictions make a pool unusable, as an invalid pool is for the scheduler:
-a slice naming a device or counter set that another slice of the same pool
-generation already names is rejected at upsert (a ValidationError, the slice is
-not stored, so its pool stays incomplete); a device consuming a counter that no
-counter set of the pool shares, or more of it than the set holds, makes the
-whole pool ignored when it is read (:meth:`DraInventory.ignored_pools` says why),
-and the upsert of any slice of such a pool returns a ValidationError saying so
-(the slice stays stored: it is what the cluster holds) so the fold emits a
-Rejected decision naming the slice and the contradiction. The same device name
-in two *different* pools is not a contradiction: a device is (driver, pool,
-name), as in Kubernetes.
-
-CEL results are cached per (expression, device) in a :class:`DeviceEnv` per
-device, kept until that device's slice changes (devices with the same driver,
-attributes, capacity and allowMultipleAllocations share one: that is all a
-selector sees); device matches for a tuple of selectors are cached until the
-next generation. Every iteration is over sorted keys, so results never depend
-on the order objects arrived in beyond what the generation rules say.
+:attr:`DraInventory.generation`, so callers may cache per generation. Devices
+are read by the scheduler's rules for resource pools: slices group by (driver,
+pool name), and only the newest ``pool.generation`` counts, once all its slices
+are present. Contradictions make a pool unusable: a device or counter set named
+twice in one pool generation is rejected at upsert; a device consuming a
+counter its pool does not share, or more than the set holds, makes the pool
+ignored (:meth:`DraInventory.ignored_pools`) and the upsert of its slices a
+``ValidationError``. CEL results are cached in one :class:`DeviceEnv` per
+distinct (driver, attributes, capacity, allowMultipleAllocations), device
+matches per generation; iteration is over sorted keys. Details:
+docs/design/dra-charging.md ("Inventory").
 """
 
 from __future__ import annotations

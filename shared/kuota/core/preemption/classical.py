@@ -1,58 +1,18 @@
 """Classical preemption: which admitted workloads to evict so a pending one fits.
 
-Theory of operation
--------------------
-The search is Kueue's classical one (``pkg/scheduler/preemption`` and its
-``classical`` package), written as a pure function over a read-only
-:class:`ClusterView`: the quota forest (limits, subtree quotas and usage per
-node, see :mod:`kuota.core.quota.tree`), each ClusterQueue's preemption policy and
-its admitted workloads. It returns data (:class:`PreemptionResult`); issuing
-the evictions is the caller's business.
-
-1. **Candidates.** Only admitted workloads that use a flavor-resource the
-   preemptor needs preemption for (``Preemptor.contested``) are considered:
-
-   - in the preemptor's own ClusterQueue, those ``withinClusterQueue`` allows
-     (``LowerPriority``: strictly lower priority; ``LowerOrNewerEqualPriority``:
-     also equal priority queued after the preemptor);
-   - in other ClusterQueues of the cohort tree, when ``reclaimWithinCohort`` is
-     not ``Never``: the workloads it allows (``LowerPriority``,
-     ``LowerOrNewerEqualPriority`` or ``Any``) of queues (and cohorts) that are
-     *above their nominal quota* in some contested flavor-resource. Walking
-     from the preemptor's cohort up to the root, a candidate is a *hierarchy*
-     candidate when the preemptor's requests fit in the quota of the subtree
-     being walked (the preemptor has preferential access to that quota: Kueue's
-     hierarchical advantage); otherwise a *priority* candidate, which may only
-     be preempted while the preemptor borrows if ``borrowWithinCohort`` allows
-     it (strictly lower priority, and at most ``maxPriorityThreshold``).
-
-2. **Order.** Kueue's ``CandidatesOrdering``: workloads already being evicted
-   first, then hierarchy candidates, priority candidates, own-queue
-   candidates; within each: other ClusterQueues before the preemptor's own,
-   lower priority first, most recently admitted first, then the key.
-
-3. **Minimal set.** On the view's quota tree, candidates are removed in that
-   order (skipping one whose ClusterQueue, or a cohort between it and the
-   common ancestor, is back within its nominal quota: reclaiming never takes
-   a queue below its nominal quota) until the preemptor fits; then every
-   victim but the last is added back, in reverse order, wherever the
-   preemptor still fits. Whether the preemptor may borrow after the
-   preemptions follows Kueue's attempts: with borrowing first, or without it
-   first when ``borrowWithinCohort`` is ``Never`` and no hierarchy candidate
-   exists, or with borrowing only when no candidate lives in another queue (or
-   borrowing is forbidden and the preemptor's queue is at its nominal quota).
-
-The tree is changed in place while searching (add/remove usage, as Kueue's
-snapshot does) and restored exactly before returning, even on an exception:
-callers hand in their cycle's tree or a copy (:func:`copy_tree`).
-
-:func:`plan_victims` plans several preemptors of one cycle in order, each
-on the state the previous ones leave (their victims gone, their usage
-reserved), so no two preemptors ever claim the same victim.
-
-:class:`Plan` is one preemptor's result as the preemption service writes it
-(``kuota.core.preemption.planner``): a ``PreemptionPlan`` journal event that admission
-validates with :func:`validate_plan` against its own state before acting.
+Theory of operation: Kueue's classical search (``pkg/scheduler/preemption``)
+as a pure function over a read-only :class:`ClusterView` (the quota forest,
+each ClusterQueue's preemption policy and admitted workloads), returning data
+(:class:`PreemptionResult`). Candidates use a flavor-resource the preemptor
+must preempt for: in its own ClusterQueue, by ``withinClusterQueue``; in other
+queues of the cohort tree that are above their nominal quota, by
+``reclaimWithinCohort``, as *hierarchy* or *priority* candidates (these only
+as ``borrowWithinCohort`` allows). In Kueue's ``CandidatesOrdering`` they are
+removed on the tree until the preemptor fits, then all but the last are added
+back wherever it still fits; the tree is restored exactly before returning.
+:func:`plan_victims` plans several preemptors in order, never sharing a
+victim; a :class:`Plan` is one result as the preemption service writes it, and
+:func:`validate_plan` is admission's check of it. Rules: docs/design/preemption.md.
 """
 
 from __future__ import annotations

@@ -1,38 +1,18 @@
 """Fair-sharing preemption: victims chosen by Dominant Resource Share.
 
-Theory of operation
--------------------
-When ``Configuration.fairSharing.enable`` is set, Kueue replaces the classical
-search (:mod:`kuota.core.preemption.classical`) by this one (``fair_strategy.go`` and the
-``fairsharing`` package):
-
-1. **Candidates**: as classical preemption's original rule: the preemptor's
-   own ClusterQueue by ``withinClusterQueue``; other ClusterQueues of the
-   cohort tree that borrow some contested flavor-resource, by
-   ``reclaimWithinCohort`` (``borrowWithinCohort`` plays no part). Sorted by
-   :func:`~kuota.core.preemption.classical.candidate_order`.
-2. The preemptor's usage is added to its ClusterQueue for the whole search,
-   so every share counts it.
-3. **Target queues**: from the root cohort down, the child with the highest
-   share (a cohort wins a tie, and then the search descends into it); a queue
-   with no candidate left, or a queue/cohort off the preemptor's path that
-   no longer borrows, is pruned. The preemptor's own queue yields its
-   candidates one by one (reason ``InClusterQueue``).
-4. **Strategy** (rule S2-a first, by default ``LessThanOrEqualToFinalShare``):
-   for a target queue, the shares compared are those of the two *almost
-   least common ancestors* (the children of the lowest cohort holding both
-   queues): the preemptor's side after admission, the target's side before
-   and after losing the candidate. The first candidate that passes is taken
-   (``InCohortFairSharing``) and the target queue is chosen afresh; the ones
-   that fail are kept for the second strategy.
-5. **Second strategy** (S2-b, ``LessThanInitialShare``): over the kept
-   candidates, at most one per queue, if the preemptor's share stays below
-   the target's share before preemption.
-6. As soon as the preemptor fits (borrowing allowed), the victims are
-   minimised by adding them back in reverse order wherever it still fits.
-
-The tree is restored before returning. Each victim's ``policy`` says what
-allowed it: ``withinClusterQueue=<policy>`` or ``fairSharing=<strategy>``.
+Theory of operation: with ``Configuration.fairSharing.enable`` Kueue replaces
+the classical search (:mod:`kuota.core.preemption.classical`) by this one
+(``fair_strategy.go``). Candidates follow the original rule (the preemptor's
+own queue by ``withinClusterQueue``, borrowing queues of the tree by
+``reclaimWithinCohort``), in
+:func:`~kuota.core.preemption.classical.candidate_order`, and the preemptor's
+usage counts on its queue throughout. Target queues are chosen from the root
+down by the highest share; for each, the shares of the two *almost lowest
+common ancestors* are compared by strategy S2-a
+(``LessThanOrEqualToFinalShare``), then S2-b (``LessThanInitialShare``) over
+the candidates S2-a refused, at most one per queue. Once the preemptor fits,
+the victims are minimised as in the classical search and the tree restored;
+each victim's ``policy`` says what allowed it. Rules: docs/design/preemption.md.
 """
 
 from __future__ import annotations

@@ -2,19 +2,15 @@
 
 Theory of operation: the preemption service folds the same journal as
 admission, in ``preemption="plans"`` mode, so its fold knows the same heads
-awaiting a plan. After a batch of journal records it asks :meth:`Planner.plans`
-for the plans to write: one per awaiting head (an empty one when no victims
-would make room), skipping a head whose identical plan is already written
-and not yet folded back (*in flight*), so a burst of ticks does not repeat
-it. When a plan comes back through the journal, :meth:`Planner.folded` forgets
-it and says whether to search again: its head still waits (a stale plan that
-admission, and this fold, rejected), or the plan made another head wait (a
-requeued victim that may preempt in its turn) with no plan in flight.
-
-Plan ids are ``plan/<preemptor>/<based_on>``, ``based_on`` being the id of
-the last journal event the search had folded. The in-flight memory is not
-state of the fold: after a restart a plan may be written twice, and the
-second is stale by the time it is folded (its preemptor admitted).
+awaiting a plan. After a batch :meth:`Planner.plans` gives one plan per
+awaiting head (an empty one when no victims would make room), skipping a head
+whose identical plan is *in flight* (written, not yet folded back), so a burst
+of ticks does not repeat it. :meth:`Planner.folded` forgets a plan that came
+back and says whether to search again: its head still waits (a stale plan), or
+the plan made another head wait (a requeued victim) with no plan in flight.
+Plan ids are ``plan/<preemptor>/<based_on>``, ``based_on`` being the last
+event the search had folded. The in-flight memory is not fold state: after a
+restart a plan may be written twice, and the second is stale when folded.
 """
 
 from __future__ import annotations

@@ -1,36 +1,18 @@
 """WaitForPodsReady: timeouts, requeue backoff, deactivation, blockAdmission.
 
-Theory of operation
--------------------
-Kueue's ``waitForPodsReady`` (``pkg/controller/core/workload_controller.go``,
-``pkg/workload``), as pure functions over a small per-workload
-:class:`ReadyState` and the :class:`~kuota.api.types.WaitForPodsReady`
-configuration. Every instant is an argument (event time); nothing here reads
-a clock or draws a random number.
-
-- **Timeout.** From admission, the pods have ``timeout`` seconds to become
-  ready. A workload that was ready and stops being ready has
-  ``recoveryTimeout`` seconds (None: no recovery timeout) from that moment.
-  :func:`deadline` is the instant at which the current timer fires, if any.
-- **On expiry** (:func:`on_timeout`): the workload is evicted with reason
-  ``PodsReadyTimeout`` and requeued after a backoff, unless it has already
-  been requeued ``backoffLimitCount`` times, in which case it is deactivated
-  (Kueue's ``RequeuingLimitExceeded``). The n-th requeue waits
-  ``backoffBaseSeconds × 2^(n-1)``, plus a jitter, capped by
-  ``backoffMaxSeconds``. Kueue draws the jitter at random (up to 0.01% of the
-  delay); here it is a fraction of the same size derived from a hash of the
-  workload's uid and n (:func:`jitter_fraction`), so replays agree bit for bit.
-  Delays are rounded to whole microseconds (the simulator's resolution).
-- **Queue position** (:func:`queue_time`): with ``requeuingStrategy.timestamp:
-  Eviction`` (the default) a workload evicted by the PodsReady timeout queues
-  by its eviction time (behind those that waited meanwhile); with
-  ``Creation`` it goes back to its original place.
-- **blockAdmission** (:func:`admission_blocked`): while any admitted workload
-  is not ready, nothing else is admitted (sequential admission, to avoid two
-  half-started gangs deadlocking each other).
-
-The requeue count survives re-admission (that is how the limit is reached)
-and is forgotten when the workload finishes or is deactivated.
+Theory of operation: Kueue's ``waitForPodsReady`` as pure functions over a
+per-workload :class:`ReadyState` and the configuration; every instant is an
+argument (event time). :func:`deadline`: admission + ``timeout``, or, once
+readiness was lost, + ``recoveryTimeout``. :func:`on_timeout`: evict with
+``PodsReadyTimeout`` and requeue after ``backoffBaseSeconds × 2^(n-1)`` plus a
+jitter, capped by ``backoffMaxSeconds``, or deactivate once requeued
+``backoffLimitCount`` times. Kueue draws the jitter at random; here it comes
+from a hash of the uid and n (:func:`jitter_fraction`), so replays agree bit
+for bit. :func:`queue_time`: the eviction time under the ``Eviction``
+requeuing timestamp (the default), else the creation time.
+:func:`admission_blocked`: blockAdmission. The requeue count survives
+re-admission and is forgotten on finish or deactivation. Rules:
+docs/design/preemption.md ("WaitForPodsReady").
 """
 
 from __future__ import annotations

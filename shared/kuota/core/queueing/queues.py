@@ -1,32 +1,17 @@
 """Per-ClusterQueue ordering, parking and requeueing of pending workloads.
 
-Theory of operation
--------------------
-Pending workloads of a ClusterQueue are ordered by priority (higher first),
-then creation time (earlier first), then key — Kueue's order without fair
-sharing. They are kept in *shape groups*: workloads of one ClusterQueue with
-the same shape (priority, and per podset the name, count, charged vector and
-node constraints) are interchangeable for admission, so whatever happens to the
-head of a group would happen to every member in the same state of the quota
-tree. Each group is a heap of its members; the ClusterQueue keeps a heap of
-the groups' heads, so its head is the best member of any *active* group.
-
-- **BestEffortFIFO**: a head that cannot be admitted *parks* its whole group
-  (Kueue's inadmissible list, moved in bulk as with scheduling-equivalence
-  hashing); later groups go ahead. A workload that arrives in a parked group
-  is parked at once and shares the group's verdict. :meth:`wake` (one group)
-  and :meth:`wake_all` put parked groups back, one heap push per group,
-  however many members they have.
-- **StrictFIFO**: a head that cannot be admitted *blocks* the queue until it
-  is woken; a new workload that sorts before it becomes the head and is tried.
-
-Waiter entries (kept by the fold, per flavor-resource) carry the group's
-*epoch*: a group re-parked with the same needs keeps its epoch, so its other
-entries stay valid and only consumed ones are registered again; new needs or
-a wake_all start a new epoch and every older entry becomes stale. Heaps use lazy deletion:
-entries are checked against the members when they surface, and rebuilt when
-stale ones pile up. Everything is plain lists and insertion-ordered dicts, so
-the structure pickles and deep-copies and iterates deterministically.
+Theory of operation: pending workloads are ordered by priority (higher first),
+creation time, then key, and kept in *shape groups*: members with the same
+shape (priority, and per podset its name, count, charge and node constraints)
+are interchangeable for admission, so one attempt settles the whole group. Each
+group is a heap; the queue keeps a heap of the groups' heads. **BestEffortFIFO**:
+a head that cannot be admitted *parks* its group (in bulk, as Kueue's
+inadmissible list with scheduling-equivalence hashing) and later groups go
+ahead; :meth:`wake` and :meth:`wake_all` put parked groups back. **StrictFIFO**:
+such a head *blocks* the queue until woken; a newcomer that sorts first is
+tried. Waiter entries carry the group's *epoch*, so stale ones are recognised;
+heaps delete lazily and are compacted when stale entries pile up. Plain lists
+and dicts keep it picklable and deterministic. More: docs/design/fold.md.
 """
 
 from __future__ import annotations

@@ -1,24 +1,17 @@
 """Workload records: what the fold remembers about each Job it queues.
 
-Theory of operation
--------------------
-A record is created when a Job with the queue label is first seen and lives
-until the workload finishes (the fold then keeps only its uid, so that a late
-update of the finished Job is ignored) or the Job is deleted. Its ``state``
-is one of :data:`STATES` (never Finished: that is the uid-only memory); where it
-waits is said by ``queued`` (in a ClusterQueue's queue, under ``shape``) or
-``holds`` (index keys of the object whose change could unblock it: its
-LocalQueue, its ClusterQueue, its priority class, its namespace, the DRA
-inventory). A pending record is in exactly one of the two places; an admitted
-one is in neither and carries its :class:`Admission` (the charged usage per
-flavor-resource, released on finish, delete or eviction).
-
-``last_verdict`` is the (reason, signature) of the last Inadmissible decision
-emitted for it, so the fold never emits the same one twice in a row (the
-signature is the message without the figures that move with usage, so a
-parked workload is not re-announced each time "N available" changes).
-``requests`` caches the charged podsets (per-pod charge × count) for the
-current spec, DRA inventory and configuration.
+Theory of operation: a record is created when a Job with the queue label is
+first seen and lives until the workload finishes (the fold then keeps only its
+uid, so a late update of the finished Job is ignored) or the Job is deleted.
+Its ``state`` is one of :data:`STATES` (never Finished: that is the uid-only
+memory). A pending record waits in exactly one place: ``queued`` (in a
+ClusterQueue's queue, under ``shape``) or ``holds`` (index keys of what could
+unblock it: its LocalQueue, ClusterQueue, priority class, namespace, the DRA
+inventory); an admitted one is in neither and carries its :class:`Admission`
+(the charged usage, released on finish, delete or eviction). ``last_verdict``
+is the (reason, signature) of its last Inadmissible decision, so the same one
+is never emitted twice in a row; ``requests`` caches the charged podsets for
+the current spec, DRA inventory and configuration.
 """
 
 from __future__ import annotations

@@ -1,43 +1,18 @@
-"""Fair sharing: Dominant Resource Share, the preemption strategies, and the
-order in which a cohort's heads are considered.
+"""Fair sharing: Dominant Resource Share, the preemption strategies, the admission order.
 
-Theory of operation
--------------------
-**Dominant Resource Share (DRS)** of a ClusterQueue or Cohort that has a
-parent (Kueue's ``pkg/cache/scheduler/fair_sharing.go``): per resource name,
-what the node uses above its subtree quota (its nominal quota, plus for a
-cohort what its children lend it), summed over flavors; divided by what the
-parent could lend of that resource (``potential_available`` of the parent,
-summed over every flavor the tree knows); times 1000; the largest ratio over
-resources (ties: the alphabetically first resource) is the share, divided by
-the node's ``fairSharing.weight`` (milli-units: weight 1 is 1000). A node
-within its quota has share 0; a node of weight 0 that borrows has an
-*infinite* share (it yields to everyone); a node without a parent has 0.
-
-Shares are exact fractions, so comparisons never depend on float rounding;
-:class:`Share` orders as Kueue's ``CompareDRS`` (finite shares by weighted
-value, infinite after every finite one, infinite among themselves by the
-unweighted ratio). :meth:`Share.rounded` is Kueue's integer figure
-(``ceil``; the largest int64 when infinite), for messages and metrics.
-
-**Preemption strategies** (KEP-1714 rules S2-a/S2-b) are plain predicates
-over the preemptor's share after admission and the target's share before
-and after losing a workload (:func:`less_than_or_equal_to_final_share`,
-:func:`less_than_initial_share`, :data:`STRATEGIES`); the victim search that
-uses them is :mod:`kuota.core.preemption.fair`.
-
-**Admission order** (Kueue's ``fair_sharing_iterator.go``): for each cohort
-tree, a tournament: each entry's share is computed as if it were admitted,
-for its ClusterQueue and every cohort on the way to the root; at each cohort
-the child (queue or sub-cohort winner) with the lowest share wins, then the
-higher priority, then the earlier queue time, then the key. The root's winner
-is taken; if the caller admits it (``admit`` callback, which changes the
-tree's usage) the next tournament sees the new shares. Trees are independent
-and processed in the order of their root's name.
-
-Shares are computed on the tree's current usage; where an entry's or a
-victim's usage must be counted, it is added to (or removed from) the tree and
-taken back before returning, as Kueue's snapshot simulation does.
+Theory of operation: a node's **DRS** (Kueue's ``fair_sharing.go``) is, over
+resources, the largest ratio of what it uses above its subtree quota to what
+its parent could lend, times 1000, divided by its ``fairSharing.weight``: 0
+within quota or without a parent, infinite for a weight-0 node that borrows.
+:class:`Share` keeps it as an exact fraction and orders as Kueue's
+``CompareDRS``; :meth:`Share.rounded` is Kueue's integer figure. The
+**preemption strategies** (KEP-1714 rules S2-a, S2-b) are predicates over
+shares (:data:`STRATEGIES`) for :mod:`kuota.core.preemption.fair`. The
+**admission order** (:func:`fair_order`, Kueue's
+``fair_sharing_iterator.go``) is a tournament per cohort tree on the shares
+each head would have once admitted. Usage counted for a share is added to the
+tree and taken back before returning. Rules in full: docs/design/preemption.md
+("Fair sharing").
 """
 
 from __future__ import annotations

@@ -1,36 +1,17 @@
 """Quotas, usage and the cohort tree.
 
-Theory of operation
--------------------
-ClusterQueues and Cohorts are *nodes* of a forest. A ClusterQueue is a leaf
-whose parent is the Cohort it names; a Cohort's parent is its ``parentName``.
-A cohort that is named (by a ClusterQueue or as a parent) but not defined as an
-object exists implicitly, with no quota and no parent.
-
-Every node keeps, per ``(flavor, resource)`` (a :data:`FlavorResource`):
-
-- its own *limits* (nominal quota, borrowing limit, lending limit),
-- its *subtree quota*: own nominal plus what each child lends up, where a child
-  lends ``subtree - local`` and ``local = max(0, subtree - lendingLimit)``
-  (nothing kept back when there is no lending limit),
-- its *usage*: for a ClusterQueue the sum of its admitted workloads; for a
-  Cohort the part of its children's usage that exceeds their local quota (what
-  they draw from the cohort).
-
-``available`` and ``potential_available`` follow Kueue's recursion
-(``pkg/cache/scheduler/resource_node.go``): what is free locally plus what the
-parent can give, the latter capped by the node's borrowing limit minus what it
-already draws from the parent. ``add_usage``/``remove_usage`` bubble the part
-beyond the local quota up the chain, so the whole tree stays consistent in
-O(depth) per change; a structural change (a queue or cohort added, removed or
-edited) rebuilds every node's subtree quota and cohort usage from the
-ClusterQueues' usage, which is the single source of truth.
-
-Cycles: a Cohort whose parent chain would come back to itself is refused by
-:meth:`QuotaTree.set_cohort` (the caller emits a Rejected decision and the
-previous version stays in force), so the structure is always a forest and no
-walk can loop. Children are kept sorted by name so every walk is
-deterministic.
+Theory of operation: ClusterQueues and Cohorts are nodes of a forest (a
+ClusterQueue's parent is the Cohort it names, a Cohort's its ``parentName``; a
+cohort named but not defined exists implicitly, with no quota). Every node
+keeps, per ``(flavor, resource)``: its limits (nominal, borrowing, lending), its
+subtree quota (own nominal plus what each child lends up) and its usage (for a
+Cohort, what its children draw beyond their local quota). ``available`` and
+``potential_available`` follow Kueue's recursion (``resource_node.go``);
+``add_usage``/``remove_usage`` bubble a change up in O(depth); a structural
+change rebuilds subtree quotas and cohort usage from the ClusterQueues' usage,
+the single source of truth. A cohort that would close a cycle is refused by
+:meth:`QuotaTree.set_cohort`, so no walk can loop, and children are kept
+sorted by name. Formulas: docs/design/fold.md ("Quota forest").
 """
 
 from __future__ import annotations
