@@ -23,12 +23,11 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 from aiokafka import AIOKafkaProducer
+from pipeline_helpers import Service, free_port
 from stack_helpers import delete_pipeline_topics
 from test_admission_service import (
-    Admission,
     Bus,
     Journal,
-    _free_port,
     assert_same,
     expected,
     gpu_job,
@@ -51,7 +50,7 @@ KUOTA = REPO / ".venv" / "bin" / "kuota"
 class Rig:
     env: dict[str, str]
     bus: Bus
-    admission: Admission
+    admission: Service
     redis: aioredis.Redis
     instance: str
 
@@ -68,7 +67,7 @@ async def rig(kafka_bootstrap: str, redis_url: str, tmp_path: Path) -> AsyncIter
         KUOTA_KAFKA_BOOTSTRAP=kafka_bootstrap,
         KUOTA_REDIS_URL=redis_url,
         KUOTA_TOPIC_PREFIX=prefix,
-        KUOTA_METRICS_PORT=str(_free_port()),
+        KUOTA_METRICS_PORT=str(free_port()),
         KUOTA_SNAPSHOT_KEY="test-audit-key",
         # Snapshots only at shutdown: the test knows their offsets.
         KUOTA_SNAPSHOT_EVERY="1000000",
@@ -80,7 +79,13 @@ async def rig(kafka_bootstrap: str, redis_url: str, tmp_path: Path) -> AsyncIter
     topics = await ensure_topics(settings)
     redis = aioredis.from_url(redis_url)
     instance = prefix.rstrip(".")
-    r = Rig(env, Bus(settings, topics), Admission(env, tmp_path / "admission.log"), redis, instance)
+    r = Rig(
+        env,
+        Bus(settings, topics),
+        Service("admission", env, tmp_path / "admission.log"),
+        redis,
+        instance,
+    )
     try:
         yield r
     finally:

@@ -42,7 +42,8 @@ import pytest
 import redis.asyncio as aioredis
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
-from test_admission_service import Admission, Bus, Journal, assert_same, expected
+from pipeline_helpers import Service, free_port
+from test_admission_service import Bus, Journal, assert_same, expected
 
 from kuota.bus import connect
 from kuota.bus.settings import KafkaSettings
@@ -241,12 +242,6 @@ async def test_plaintext_client_on_a_tls_listener_is_told_so(scram_env: dict[str
     assert "is the listener TLS" in text and "KUOTA_KAFKA_SECURITY" in text, text
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _base_env(prefix: str) -> dict[str, str]:
     """The test process's environment minus kuota's client settings."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("KUOTA_KAFKA_")}
@@ -258,7 +253,7 @@ def test_a_service_with_a_wrong_password_exits_with_the_reason(
     scram_env: dict[str, str], prefix: str
 ) -> None:
     env = _base_env(prefix) | scram_env | {"KUOTA_KAFKA_SASL_PASSWORD": "wrong"}
-    env["KUOTA_METRICS_PORT"] = str(_free_port())
+    env["KUOTA_METRICS_PORT"] = str(free_port())
     t0 = time.monotonic()
     r = subprocess.run(
         [str(REPO / ".venv" / "bin" / "kuota-preemption")],
@@ -286,7 +281,7 @@ async def test_admission_and_audit_over_scram_with_the_redis_acl_user(
     env = _base_env(prefix) | scram_env | redis_acl()
     env.update(
         KUOTA_REDIS_URL=redis_url,
-        KUOTA_METRICS_PORT=str(_free_port()),
+        KUOTA_METRICS_PORT=str(free_port()),
         KUOTA_SNAPSHOT_KEY="test-security-key",
         KUOTA_SNAPSHOT_EVERY="20",
         KUOTA_SNAPSHOT_SECONDS="1",
@@ -295,7 +290,7 @@ async def test_admission_and_audit_over_scram_with_the_redis_acl_user(
     settings = KafkaSettings.from_env(env)
     topics = await ensure_topics(settings)
     bus = Bus(settings, topics)
-    admission = Admission(env, tmp_path / "admission.log")
+    admission = Service("admission", env, tmp_path / "admission.log")
     snapshot_key = f"kuota:snapshot:{prefix.rstrip('.')}-admission-0"
     plain = aioredis.from_url(redis_url)  # the default user, to look and clean up
     try:

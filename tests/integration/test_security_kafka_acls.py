@@ -36,11 +36,11 @@ import pytest
 import yaml
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import TopicAuthorizationFailedError, TransactionalIdAuthorizationFailed
-from test_admission_service import Admission, Bus, Journal, assert_same, expected
+from pipeline_helpers import Service, free_port
+from test_admission_service import Bus, Journal, assert_same, expected
 from test_security_kafka import (
     _base_env,
     _delete_topics,
-    _free_port,
     mtls_env,
     redis_acl,
     scram_env,
@@ -167,14 +167,14 @@ async def test_the_documented_acls_are_enough_and_enforced(
     env = _base_env(f"{instance}.") | kafka_env | redis_acl()
     env.update(
         KUOTA_REDIS_URL=redis_url,
-        KUOTA_METRICS_PORT=str(_free_port()),
+        KUOTA_METRICS_PORT=str(free_port()),
         KUOTA_SNAPSHOT_KEY="test-acl-key",
         KUOTA_MAX_BATCH="10",
     )
     settings = KafkaSettings.from_env(env)
     topics = await ensure_topics(settings)  # Create + Describe on the prefix, as the user
     bus = Bus(settings, topics)
-    admission = Admission(env, tmp_path / "admission.log")
+    admission = Service("admission", env, tmp_path / "admission.log")
     try:
         # a principal without ACLs on this prefix is refused
         other = KafkaSettings.from_env(mtls_env | {"KUOTA_TOPIC_PREFIX": f"{instance}."})
