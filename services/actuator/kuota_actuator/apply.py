@@ -66,14 +66,14 @@ from kuota.actuation.patch import (
     STOPPING,
     DecisionOrder,
     Fail,
-    FlavorSpec,
+    Flavors,
     ResetStartTime,
     Skip,
     Wait,
     assigned_flavors,
     feedback_events,
-    flavor_spec,
     plan,
+    read_flavor,
 )
 from kuota.events.schema import ActuationFailed, Decision
 from kuota_actuator.events import EventSink, Target, job_ref
@@ -258,17 +258,18 @@ class Actuator:
 
     # ------------------------------------------------------------------ Job changes
 
-    async def _flavors(self, decision: Decision) -> dict[str, FlavorSpec]:
+    async def _flavors(self, decision: Decision) -> Flavors:
+        """The decision's ResourceFlavors, read with the fold's parser (``read_flavor``)."""
         objects = self._flavor_objects()
         names = assigned_flavors(decision) if decision.type == "Admitted" else []
-        specs = {name: flavor_spec(objects[name]) for name in names if name in objects}
+        flavors = {name: read_flavor(objects[name]) for name in names if name in objects}
         for name in names:
-            if name not in specs:
+            if name not in flavors:
                 # The watch may not have delivered a brand-new flavor yet.
                 obj = await self.kube.get(f"{FLAVORS_PATH}/{name}")
                 if obj is not None:
-                    specs[name] = flavor_spec(obj)
-        return specs
+                    flavors[name] = read_flavor(obj)
+        return flavors
 
     async def _mutate(self, decision: Decision, order: DecisionOrder) -> Outcome:
         """Step until the decision is applied, skipped or failed (see module docstring)."""

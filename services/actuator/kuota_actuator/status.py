@@ -28,8 +28,8 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from kuota import kinds
-from kuota.quantity import format_quantity
-from kuota.status.model import ClusterQueueReadModel, QuotaRow, statuses
+from kuota.core.quota.rows import quota_fields
+from kuota.status.model import ClusterQueueReadModel, statuses
 from kuota_actuator.kubeapi import ApiError, Kube, Mirror
 from kuota_actuator.metrics import ActuatorMetrics
 
@@ -49,24 +49,6 @@ _DEFAULTS: dict[str, Any] = {
 def _observed(obj: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
     status = obj.get("status") or {}
     return {k: status.get(k) if status.get(k) is not None else _DEFAULTS.get(k) for k in fields}
-
-
-def _quota(rows: tuple[QuotaRow, ...]) -> list[dict[str, Any]]:
-    """Nominal quota and limits per flavor and resource, in the ClusterQueue's order."""
-
-    def fmt(milli: int | None) -> str | None:
-        return None if milli is None else format_quantity(milli)
-
-    return [
-        {
-            "flavor": r.flavor,
-            "resource": r.resource,
-            "nominalQuota": fmt(r.nominal),
-            "borrowingLimit": fmt(r.borrowing_limit),
-            "lendingLimit": fmt(r.lending_limit),
-        }
-        for r in rows
-    ]
 
 
 class StatusWriter:
@@ -135,7 +117,7 @@ class StatusWriter:
             rows = self.model.quota(name)
             if rows is not None:  # for `kuota status`: Redis only, not the Kubernetes status
                 doc["cohort"] = self.model.cohort(name)
-                doc["quota"] = _quota(rows)
+                doc["quota"] = [quota_fields(r) for r in rows]  # the ClusterQueue's order
             text = json.dumps(doc, sort_keys=True)
             docs[name] = text
             if self._in_redis.get(name) != text:

@@ -46,7 +46,10 @@ Injection follows Kueue's ``podset.Merge``: the flavors' ``nodeLabels`` are
 merged into the template's ``nodeSelector`` (a key the Job already sets to a
 different value is a permanent conflict, Kueue's ``FailedToStart``; between
 flavors the first wins), and their ``tolerations`` are appended unless an
-equal toleration is already there.
+equal toleration is already there. Flavors are ``kuota.api.types``
+ResourceFlavors, read by :func:`read_flavor` with the fold's own parser: one
+that does not parse is a ``ValidationError``, which fails the admission as
+``InvalidFlavor`` with the field at fault, never an exception.
 """
 
 from __future__ import annotations
@@ -54,10 +57,12 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from kuota.api.parse import object_ref, parse_object
+from kuota.api.types import ObjectRef, ResourceFlavor, Toleration, ValidationError
 from kuota.events.schema import Decision
 
 __all__ = [
@@ -69,7 +74,7 @@ __all__ = [
     "DecisionOrder",
     "EventSpec",
     "Fail",
-    "FlavorSpec",
+    "Flavors",
     "InjectionConflict",
     "Plan",
     "ResetStartTime",
@@ -79,9 +84,10 @@ __all__ = [
     "Wait",
     "assigned_flavors",
     "feedback_events",
-    "flavor_spec",
     "inject",
     "plan",
+    "read_flavor",
+    "toleration_json",
 ]
 
 ANN_DECISION_ID = "kuota.dev/decision-id"
@@ -142,34 +148,36 @@ class DecisionOrder:
             return None
 
 
-@dataclass(frozen=True, slots=True)
-class FlavorSpec:
-    """What a ResourceFlavor puts on the pods it admits."""
-
-    name: str
-    node_labels: Mapping[str, str] = field(default_factory=dict)
-    tolerations: tuple[Mapping[str, Any], ...] = ()
+#: ResourceFlavors by name, as read (a ValidationError for one that does not parse).
+Flavors = Mapping[str, ResourceFlavor | ValidationError]
 
 
-def flavor_spec(obj: Mapping[str, Any]) -> FlavorSpec:
-    """A :class:`FlavorSpec` from a ResourceFlavor manifest (the apiserver's JSON)."""
-    meta = obj.get("metadata")
-    name = meta.get("name", "") if isinstance(meta, Mapping) else ""
-    spec = obj.get("spec")
-    spec = spec if isinstance(spec, Mapping) else {}
-    labels = spec.get("nodeLabels")
-    tolerations = spec.get("tolerations")
-    return FlavorSpec(
-        name=str(name),
-        node_labels=(
-            {str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {}
-        ),
-        tolerations=(
-            tuple(dict(t) for t in tolerations if isinstance(t, Mapping))
-            if isinstance(tolerations, list)
-            else ()
-        ),
+def read_flavor(obj: object) -> ResourceFlavor | ValidationError:
+    """A ResourceFlavor manifest as the apiserver returns it (``kind`` and
+    ``apiVersion`` may be missing from a list's items), read by ``kuota.api.parse``
+    as the fold reads it. Never raises: what does not parse is a ValidationError."""
+    if not isinstance(obj, Mapping):
+        return ValidationError(ObjectRef("ResourceFlavor", ""), "", "not an object")
+    manifest = {"kind": "ResourceFlavor", **obj}
+    parsed = parse_object(manifest)
+    if isinstance(parsed, ResourceFlavor | ValidationError):
+        return parsed
+    return ValidationError(
+        object_ref(manifest), "kind", f"want a ResourceFlavor, not {manifest['kind']!r}"
     )
+
+
+def toleration_json(t: Toleration) -> dict[str, Any]:
+    """A toleration as a pod template carries it (empty fields left out)."""
+    out: dict[str, Any] = {"key": t.key} if t.key else {}
+    out["operator"] = t.operator
+    if t.value:
+        out["value"] = t.value
+    if t.effect:
+        out["effect"] = t.effect
+    if t.toleration_seconds is not None:
+        out["tolerationSeconds"] = t.toleration_seconds
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,8 +232,15 @@ class SchedulingFields:
 
 
 def _toleration_key(t: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
-    # Go's struct equality: an omitted field equals its zero value.
-    return tuple(sorted((k, json.dumps(v)) for k, v in t.items() if v not in (None, "")))
+    # Go's struct equality: an omitted field equals its zero value; and an omitted
+    # operator is Equal (the API's default), which a parsed flavor writes out.
+    return tuple(
+        sorted(
+            (k, json.dumps(v))
+            for k, v in t.items()
+            if v not in (None, "") and (k, v) != ("operator", "Equal")
+        )
+    )
 
 
 class InjectionConflict(ValueError):
@@ -246,14 +261,14 @@ def assigned_flavors(decision: Decision) -> list[str]:
     return names
 
 
-def inject(original: SchedulingFields, flavors: Sequence[FlavorSpec]) -> SchedulingFields:
+def inject(original: SchedulingFields, flavors: Sequence[ResourceFlavor]) -> SchedulingFields:
     """The template's scheduling fields once ``flavors`` are injected (Kueue's podset.Merge)."""
     from_flavors: dict[str, tuple[str, str]] = {}  # key -> (value, the flavor naming it)
     tolerations: list[Mapping[str, Any]] = []
     for fl in flavors:
-        for k, v in fl.node_labels.items():
+        for k, v in fl.node_labels:
             from_flavors.setdefault(k, (v, fl.name))  # between flavors the first wins
-        tolerations.extend(fl.tolerations)
+        tolerations.extend(toleration_json(t) for t in fl.tolerations)
     selector = dict(original.node_selector or {})
     for k, (v, source) in sorted(from_flavors.items()):
         if k in selector and selector[k] != v:
@@ -335,7 +350,7 @@ def plan(
     decision: Decision,
     *,
     order: DecisionOrder,
-    flavors: Mapping[str, FlavorSpec],
+    flavors: Flavors,
 ) -> Plan:
     """The next step to bring ``job`` in line with ``decision`` (see module docstring)."""
     if decision.type not in JOB_MUTATING:
@@ -369,18 +384,29 @@ def _plan_admit(
     decision: Decision,
     *,
     order: DecisionOrder,
-    flavors: Mapping[str, FlavorSpec],
+    flavors: Flavors,
 ) -> Plan:
     names = assigned_flavors(decision)
     missing = [n for n in names if n not in flavors]
     if missing:
         return Fail("FlavorNotFound", f"ResourceFlavor {', '.join(missing)} not found")
+    chosen: list[ResourceFlavor] = []
+    for name in names:
+        fl = flavors[name]
+        if isinstance(fl, ValidationError):
+            where = f"{fl.field}: " if fl.field else ""
+            return Fail(
+                "InvalidFlavor",
+                f"ResourceFlavor {name} is not valid, so its nodeLabels and tolerations "
+                f"cannot be added: {where}{fl.message}",
+            )
+        chosen.append(fl)
     pod_spec = _pod_spec(job)
     current = SchedulingFields.read(pod_spec)
     annotations = _mapping(_mapping(job.get("metadata")).get("annotations"))
     original = SchedulingFields.from_json(annotations.get(ANN_ORIGINAL)) or current
     try:
-        desired = inject(original, [flavors[n] for n in names])
+        desired = inject(original, chosen)
     except InjectionConflict as err:
         return Fail("FailedToStart", str(err))
     cq = decision.cluster_queue or ""

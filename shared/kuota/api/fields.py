@@ -378,12 +378,14 @@ def toleration(value: object, field: str) -> Toleration:
         raise FieldError(child(field, "value"), "must be empty when operator is Exists")
     seconds = raw.get("tolerationSeconds")
     if seconds is not None:
-        integer(seconds, child(field, "tolerationSeconds"))
+        seconds = integer(seconds, child(field, "tolerationSeconds"))
         if effect != "NoExecute":
             raise FieldError(
                 child(field, "effect"), "must be NoExecute when tolerationSeconds is set"
             )
-    return Toleration(key=key, operator=operator, value=tol_value, effect=effect)
+    return Toleration(
+        key=key, operator=operator, value=tol_value, effect=effect, toleration_seconds=seconds
+    )
 
 
 def tolerations(

@@ -49,6 +49,9 @@ class Toleration:
     operator: str = "Equal"  # Equal | Exists
     value: str = ""
     effect: str = ""
+    # Kept for the pod templates the actuator writes; matching ignores it (a NoExecute
+    # eviction delay), so it is left out of equality and hashing too.
+    toleration_seconds: int | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,8 +21,8 @@ from typing import Any
 
 from kuota.audit.replay import JournalRecord, service_fold
 from kuota.core.fold.fold import ClusterQueueSummary, Fold
+from kuota.core.quota.rows import row_json
 from kuota.events.schema import Decision
-from kuota.quantity import format_quantity
 
 __all__ = [
     "Explainer",
@@ -51,22 +51,7 @@ def summary_dict(s: ClusterQueueSummary) -> dict[str, Any]:
         "cohort": s.cohort,
         "admitted": s.admitted,
         "pending": s.pending,
-        "resources": [
-            {
-                "flavor": r.flavor,
-                "resource": r.resource,
-                "usage": format_quantity(r.usage),
-                "nominal": format_quantity(r.nominal),
-                "borrowing_limit": None
-                if r.borrowing_limit is None
-                else format_quantity(r.borrowing_limit),
-                "lending_limit": None
-                if r.lending_limit is None
-                else format_quantity(r.lending_limit),
-                "borrowed": format_quantity(max(0, r.usage - r.nominal)),
-            }
-            for r in s.resources
-        ],
+        "resources": [row_json(r) for r in s.resources],
     }
 
 

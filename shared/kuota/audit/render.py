@@ -21,9 +21,9 @@ from rich.text import Text
 from kuota.audit.explain import PREEMPTOR, Explanation
 from kuota.audit.replay import AuditResult, Divergence
 from kuota.audit.status import QueueStatus, cohort_totals
-from kuota.core.fold.fold import ClusterQueueSummary
 from kuota.events.schema import Decision, JournalEvent
 from kuota.quantity import format_quantity
+from kuota.status.render import quota_line, quota_table
 
 __all__ = [
     "decision_text",
@@ -164,20 +164,6 @@ def result_text(result: AuditResult, *, source: str) -> Text:
 # ---------------------------------------------------------------------- explain
 
 
-def _quota_line(s: ClusterQueueSummary) -> str:
-    parts = []
-    for r in s.resources:
-        part = f"{r.flavor}/{r.resource} {format_quantity(r.usage)}/{format_quantity(r.nominal)}"
-        if r.usage > r.nominal:
-            part += f" (borrowing {format_quantity(r.usage - r.nominal)})"
-        if r.borrowing_limit is not None:
-            part += f" [limit +{format_quantity(r.borrowing_limit)}]"
-        parts.append(part)
-    cohort = f" (cohort {s.cohort})" if s.cohort else ""
-    body = ", ".join(parts) or "no quota"
-    return f"{s.name}{cohort}: {body} · admitted {s.admitted} · pending {s.pending}"
-
-
 def explanation(ex: Explanation) -> Group:
     state = ex.state or "unknown to the fold"
     head = Text()
@@ -197,7 +183,7 @@ def explanation(ex: Explanation) -> Group:
         lines.append(line)
         for i, s in enumerate(step.quota):
             label = "quota after: " if i == 0 else "  cohort:    "
-            lines.append(Text(f"      {label}{_quota_line(s)}", style="dim"))
+            lines.append(Text(f"      {label}{quota_line(s)}", style="dim"))
     w = ex.waiting
     if w is not None:
         if w.position is not None:
@@ -219,43 +205,9 @@ def explanation(ex: Explanation) -> Group:
 # ---------------------------------------------------------------------- status
 
 
-def _q(value: int | None) -> str:
-    return "?" if value is None else format_quantity(value)
-
-
 def status_tables(queues: Sequence[QueueStatus]) -> Group:
-    table = Table(title="ClusterQueues", title_justify="left", box=box.SIMPLE_HEAD)
-    for column in ("ClusterQueue", "Cohort", "Flavor/Resource", "Usage", "Nominal", "Borrowed"):
-        table.add_column(column, no_wrap=True)
-    table.add_column("Admitted", justify="right")
-    table.add_column("Pending", justify="right")
-    for q in queues:
-        pending = str(q.pending)
-        if q.pending_by_status:
-            pending += " (" + ", ".join(f"{k} {v}" for k, v in q.pending_by_status) + ")"
-        if q.problem is not None:
-            table.add_row(q.name, "-", f"unreadable: {q.problem}", "", "", "", "", "")
-            continue
-        rows = q.resources or ()
-        if not rows:
-            table.add_row(q.name, q.cohort or "-", "-", "-", "-", "-", str(q.admitted), pending)
-        for i, r in enumerate(rows):
-            first = i == 0
-            nominal = _q(r.nominal)
-            if r.borrowing_limit is not None:
-                nominal += f" (+{format_quantity(r.borrowing_limit)})"
-            table.add_row(
-                q.name if first else "",
-                (q.cohort or "-") if first else "",
-                f"{r.flavor}/{r.resource}",
-                format_quantity(r.usage),
-                nominal,
-                format_quantity(r.borrowed),
-                str(q.admitted) if first else "",
-                pending if first else "",
-                end_section=i == len(rows) - 1,
-            )
-    parts: list[RenderableType] = [table]
+    """The ClusterQueues table (``kuota.status.render``), then usage per cohort."""
+    parts: list[RenderableType] = [quota_table(queues)]
     cohorts = cohort_totals(list(queues))
     if cohorts:
         ct = Table(title="Cohorts", title_justify="left", box=box.SIMPLE_HEAD)

@@ -22,7 +22,10 @@ the Kubernetes status), fill the rest when present::
     "quota": [{"flavor": "gpu-a", "resource": "nvidia.com/gpu",
                "nominalQuota": "4", "borrowingLimit": "2", "lendingLimit": null}]
 
-Without them nominal quota shows as unknown (``?``), never as 0.
+Without them nominal quota shows as unknown (``?``), never as 0. Each
+flavor/resource is a :class:`~kuota.core.quota.rows.QuotaRow` (``borrowed``
+derived from usage and nominal, as the actuator derives it), decoded by that
+module's readers; ``kuota.status.render`` draws the table.
 :func:`cohort_totals` sums usage per cohort. Nothing here does I/O: the
 command reads Redis (and, for the staleness line, Kafka) and renders.
 
@@ -40,11 +43,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kuota.quantity import QuantityError, format_quantity, parse_quantity
+from kuota.core.quota.rows import QuotaRow, read_quantity, row_json
+from kuota.quantity import format_quantity
 
 __all__ = [
     "QueueStatus",
-    "ResourceStatus",
     "cohort_totals",
     "parse_status",
     "redis_key",
@@ -58,64 +61,45 @@ def redis_key(instance: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class ResourceStatus:
-    flavor: str
-    resource: str
-    usage: int  # milli-units
-    borrowed: int
-    nominal: int | None = None  # None: the read model does not carry it
-    borrowing_limit: int | None = None
-    lending_limit: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class QueueStatus:
     name: str
     cohort: str | None
     admitted: int
     pending: int
     pending_by_status: tuple[tuple[str, int], ...]
-    resources: tuple[ResourceStatus, ...]
+    resources: tuple[QuotaRow, ...]  # nominal None: the document does not carry it
     updated_at: float | None
     problem: str | None = None  # a document that could not be read
 
 
-def _qty(value: Any) -> int | None:
-    if value is None:
-        return None
-    try:
-        return parse_quantity(value)
-    except QuantityError:
-        return None
-
-
 def _queue(name: str, doc: Mapping[str, Any]) -> QueueStatus:
+    cq = str(doc.get("name") or name)
     quota: dict[tuple[str, str], Mapping[str, Any]] = {
         (str(q.get("flavor", "")), str(q.get("resource", ""))): q
         for q in doc.get("quota") or []
         if isinstance(q, dict)
     }
-    rows: list[ResourceStatus] = []
+    rows: list[QuotaRow] = []
     for flavor in doc.get("flavorsUsage") or []:
         for r in flavor.get("resources") or []:
             fr = (str(flavor.get("name", "")), str(r.get("name", "")))
             q = quota.get(fr, {})
             rows.append(
-                ResourceStatus(
+                QuotaRow(
+                    cluster_queue=cq,
                     flavor=fr[0],
                     resource=fr[1],
-                    usage=_qty(r.get("total")) or 0,
-                    borrowed=_qty(r.get("borrowed")) or 0,
-                    nominal=_qty(q.get("nominalQuota")),
-                    borrowing_limit=_qty(q.get("borrowingLimit")),
-                    lending_limit=_qty(q.get("lendingLimit")),
+                    nominal=read_quantity(q.get("nominalQuota")),
+                    borrowing_limit=read_quantity(q.get("borrowingLimit")),
+                    lending_limit=read_quantity(q.get("lendingLimit")),
+                    usage=read_quantity(r.get("total")) or 0,
                 )
             )
     by_status = doc.get("pendingByStatus") or {}
     updated = doc.get("updated_at")
     cohort = doc.get("cohort")
     return QueueStatus(
-        name=str(doc.get("name") or name),
+        name=cq,
         cohort=str(cohort) if cohort else None,
         admitted=int(doc.get("admittedWorkloads") or 0),
         pending=int(doc.get("pendingWorkloads") or 0),
@@ -153,10 +137,6 @@ def cohort_totals(queues: list[QueueStatus]) -> dict[str, dict[tuple[str, str], 
     return out
 
 
-def _fmt(value: int | None) -> str | None:
-    return None if value is None else format_quantity(value)
-
-
 def status_dict(
     queues: list[QueueStatus], *, key: str, now: float, actuator_lag: int | None
 ) -> dict[str, Any]:
@@ -175,18 +155,7 @@ def status_dict(
                 "pending_by_status": dict(q.pending_by_status),
                 "updated_at": q.updated_at,
                 "problem": q.problem,
-                "resources": [
-                    {
-                        "flavor": r.flavor,
-                        "resource": r.resource,
-                        "usage": format_quantity(r.usage),
-                        "borrowed": format_quantity(r.borrowed),
-                        "nominal": _fmt(r.nominal),
-                        "borrowing_limit": _fmt(r.borrowing_limit),
-                        "lending_limit": _fmt(r.lending_limit),
-                    }
-                    for r in q.resources
-                ],
+                "resources": [row_json(r) for r in q.resources],
             }
             for q in queues
         ],

@@ -1,15 +1,16 @@
 """The human summary of a simulation run (``kuota simulate`` stderr).
 
-Theory of operation: after the run, one rich table with a row per
-(ClusterQueue, flavor, resource) from ``Fold.summary()`` (usage against
-nominal quota and borrowing limit, admitted and pending workloads on the
-ClusterQueue's first row), then the decision totals by type and how the run
-ended. A run that settles ends with every job finished and every usage at 0,
-so the table also shows the *peak* usage, tracked from the decisions
-(``PeakUsage``: an admission adds its usage, its end takes it away). With
-``--preemption plans`` a last line counts the plans the simulated preemption
-service wrote and the preemptions they decided (``plans_line``). It is for
-people only: the machine-readable output is stdout's JSON.
+Theory of operation: after the run, the ClusterQueues table of ``kuota
+status`` (``kuota.status.render.quota_table``) over ``Fold.summary()``: a row
+per (ClusterQueue, flavor, resource) with usage, nominal quota and borrowing
+limit, what is borrowed, admitted and pending workloads on the ClusterQueue's
+first row; then the decision totals by type and how the run ended. A run
+that settles ends with every job finished and every usage at 0, so the table
+also shows the *peak* usage, tracked from the decisions (``PeakUsage``: an
+admission adds its usage, its end takes it away). With ``--preemption plans``
+a last line counts the plans the simulated preemption service wrote and the
+preemptions they decided (``plans_line``). It is for people only: the
+machine-readable output is stdout's JSON.
 """
 
 from __future__ import annotations
@@ -17,18 +18,16 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping, Sequence
 
-from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from kuota.core.fold.fold import ClusterQueueSummary
 from kuota.events.schema import DECISION_TYPES, Decision
-from kuota.quantity import QuantityError, format_quantity, parse_quantity
+from kuota.quantity import QuantityError, parse_quantity
 from kuota.sim.duration import format_seconds
 from kuota.sim.planning import PlanCounts
+from kuota.status.render import UsageKey, quota_table
 
-#: (ClusterQueue, flavor, resource)
-UsageKey = tuple[str, str, str]
 _RELEASES = frozenset({"Finished", "Preempted", "Evicted", "Deactivated"})
 
 
@@ -66,43 +65,11 @@ class PeakUsage:
                 self.peak[usage_key] = now
 
 
-def quota_text(*, usage: int, nominal: int, borrowing_limit: int | None) -> str:
-    """``usage/nominal``, with ``(+limit)`` when borrowing is capped."""
-    text = f"{format_quantity(usage)}/{format_quantity(nominal)}"
-    if borrowing_limit is not None:
-        text += f" (+{format_quantity(borrowing_limit)})"
-    return text
-
-
 def summary_table(
     summaries: Sequence[ClusterQueueSummary], *, peaks: Mapping[UsageKey, int] | None = None
 ) -> Table:
-    peaks = peaks or {}
-    table = Table(title="ClusterQueues", title_justify="left", box=box.SIMPLE_HEAD)
-    for column in ("ClusterQueue", "Cohort", "Flavor/Resource", "Usage/Nominal (+borrow)"):
-        table.add_column(column, no_wrap=True)
-    table.add_column("Peak", justify="right", no_wrap=True)
-    table.add_column("Admitted", justify="right")
-    table.add_column("Pending", justify="right")
-    for cq in summaries:
-        rows = cq.resources or ()
-        if not rows:
-            table.add_row(
-                cq.name, cq.cohort or "-", "-", "-", "-", str(cq.admitted), str(cq.pending)
-            )
-        for i, r in enumerate(rows):
-            first = i == 0
-            table.add_row(
-                cq.name if first else "",
-                (cq.cohort or "-") if first else "",
-                f"{r.flavor}/{r.resource}",
-                quota_text(usage=r.usage, nominal=r.nominal, borrowing_limit=r.borrowing_limit),
-                format_quantity(peaks.get((cq.name, r.flavor, r.resource), 0)),
-                str(cq.admitted) if first else "",
-                str(cq.pending) if first else "",
-                end_section=i == len(rows) - 1,
-            )
-    return table
+    """The ClusterQueues table, with the peak usage of the run."""
+    return quota_table(summaries, peaks=peaks or {})
 
 
 def render_summary(

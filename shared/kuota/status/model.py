@@ -25,7 +25,9 @@ rows of ``kuota status`` are the very version the fold charged the admissions
 against, never a second reading of the live object (during an edit the two
 differ; an invalid edit is Rejected and the fold keeps the previous version).
 A ClusterQueue with no ``QuotaChanged`` seen (a decision topic written before
-the decision existed) has no nominal quota here: ``borrowed`` is 0.
+the decision existed) has no nominal quota here: ``borrowed`` is 0. Quota and
+usage are :class:`~kuota.core.quota.rows.QuotaRow` rows (:meth:`rows`), the
+fold's own vocabulary; that module encodes and decodes every wire form.
 
 It sees only what decisions say: a workload that is queued and admitted in the
 same fold step is never pending here, and a workload waiting at the head of
@@ -37,11 +39,12 @@ the two).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from kuota.core.quota.rows import QuotaRow, rows_from_quota, usage_fields
 from kuota.events.schema import Decision
-from kuota.quantity import QuantityError, format_quantity, parse_quantity
+from kuota.quantity import QuantityError, parse_quantity
 
 __all__ = ["ClusterQueueReadModel", "QuotaRow", "WorkloadPlace", "statuses"]
 
@@ -59,23 +62,12 @@ class WorkloadPlace:
     usage: tuple[tuple[FlavorResource, int], ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class QuotaRow:
-    """One flavor/resource of a ClusterQueue's quota (milli-units; None = not set)."""
-
-    flavor: str
-    resource: str
-    nominal: int
-    borrowing_limit: int | None = None
-    lending_limit: int | None = None
-
-
 @dataclass(slots=True)
 class _Queue:
     usage: dict[FlavorResource, int] = field(default_factory=dict)
     admitted: int = 0
     pending: dict[str, int] = field(default_factory=dict)  # status -> count
-    quota: tuple[QuotaRow, ...] | None = None  # from QuotaChanged; None: none seen
+    quota: tuple[QuotaRow, ...] | None = None  # from QuotaChanged (usage 0); None: none seen
     cohort: str | None = None
 
 
@@ -133,7 +125,7 @@ class ClusterQueueReadModel:
                 del self._queues[name]
             return
         q = self._queue(name)
-        q.quota = _quota_rows(decision.quota)
+        q.quota = rows_from_quota(name, decision.quota)
         q.cohort = decision.cohort
 
     def _queue(self, name: str) -> _Queue:
@@ -202,32 +194,23 @@ class ClusterQueueReadModel:
         q = self._queues.get(cq)
         return dict(q.pending) if q else {}
 
-    def status(self, cq: str) -> dict[str, Any]:
-        """Kueue's ClusterQueue status fields for ``cq``.
-
-        ``flavorsUsage`` lists the flavors and resources of the quota in force
-        (the last ``QuotaChanged``) in its order (zero when unused), then any
-        flavor/resource the model charged that the quota does not list.
-        """
+    def rows(self, cq: str) -> tuple[QuotaRow, ...]:
+        """The quota in force (the last ``QuotaChanged``) in its order, with usage
+        (zero when unused), then any flavor/resource the model charged that the
+        quota does not list (nominal unknown: nothing counts as borrowed)."""
         usage = self.usage(cq)
-        nominal: dict[FlavorResource, int] = {}
-        order: list[FlavorResource] = []
-        for row in self.quota(cq) or ():
-            fr = (row.flavor, row.resource)
-            nominal[fr] = row.nominal
-            order.append(fr)
-        order.extend(sorted(fr for fr in usage if fr not in nominal))
+        rows = [
+            replace(r, usage=usage.pop((r.flavor, r.resource), 0)) for r in self.quota(cq) or ()
+        ]
+        rows += [QuotaRow(cq, f, r, None, usage=used) for (f, r), used in sorted(usage.items())]
+        return tuple(rows)
+
+    def status(self, cq: str) -> dict[str, Any]:
+        """Kueue's ClusterQueue status fields for ``cq``: ``flavorsUsage`` (and
+        ``flavorsReservation``) list :meth:`rows` by flavor."""
         flavors: dict[str, list[dict[str, str]]] = {}  # flavor -> its resources, in order
-        for fr in order:
-            total = usage.get(fr, 0)
-            borrowed = max(0, total - nominal[fr]) if fr in nominal else 0
-            flavors.setdefault(fr[0], []).append(
-                {
-                    "name": fr[1],
-                    "total": format_quantity(total),
-                    "borrowed": format_quantity(borrowed),
-                }
-            )
+        for row in self.rows(cq):
+            flavors.setdefault(row.flavor, []).append(usage_fields(row))
 
         def listing() -> list[dict[str, Any]]:
             return [
@@ -253,30 +236,6 @@ def _usage(decision: Decision) -> tuple[tuple[FlavorResource, int], ...]:
             except QuantityError:
                 continue  # a decision we cannot read charges nothing here
     return tuple(out)
-
-
-def _quota_rows(quota: dict[str, dict[str, dict[str, str]]]) -> tuple[QuotaRow, ...]:
-    def milli(text: str | None) -> int | None:
-        if text is None:
-            return None
-        try:
-            return parse_quantity(text)
-        except QuantityError:
-            return None
-
-    rows: list[QuotaRow] = []
-    for flavor, resources in quota.items():  # the ClusterQueue's order, as decided
-        for resource, fields in resources.items():
-            rows.append(
-                QuotaRow(
-                    flavor,
-                    resource,
-                    milli(fields.get("nominalQuota")) or 0,
-                    milli(fields.get("borrowingLimit")),
-                    milli(fields.get("lendingLimit")),
-                )
-            )
-    return tuple(rows)
 
 
 def statuses(model: ClusterQueueReadModel) -> dict[str, dict[str, Any]]:

@@ -3,12 +3,13 @@
 ``job().selector(zone="a").toleration("gpu").running()`` is a batch/v1 Job
 manifest as the apiserver returns it; ``admitted(flavors={"nvidia.com/gpu":
 "h100"})`` an Admitted decision for it; ``flavor("h100", labels={...},
-tolerations=[...])`` a :class:`FlavorSpec`. :func:`converge` runs the plan
-loop the way the shell does (apply each step, ask again) and returns the
-final Job and the steps taken; it plays the Job controller too: an
-unsuspended Job gets a startTime and an active pod, and while the shell
-waits, a suspended Job's pods go (``controller_clears_start_time`` says
-whether the controller also clears startTime, as 1.36's does).
+tolerations=[...])`` a ResourceFlavor, read as the actuator reads one
+(``read_flavor``). :func:`converge` runs the plan loop the way the shell
+does (apply each step, ask again) and returns the final Job and the steps
+taken; it plays the Job controller too: an unsuspended Job gets a startTime
+and an active pod, and while the shell waits, a suspended Job's pods go
+(``controller_clears_start_time`` says whether the controller also clears
+startTime, as 1.36's does).
 """
 
 from __future__ import annotations
@@ -19,14 +20,15 @@ from typing import Any
 from kuota.actuation.patch import (
     DecisionOrder,
     Fail,
-    FlavorSpec,
     Plan,
     ResetStartTime,
     Skip,
     UpdateJob,
     Wait,
     plan,
+    read_flavor,
 )
+from kuota.api.types import ResourceFlavor
 from kuota.events.schema import Decision
 
 NS, NAME, UID = "team", "train", "uid-1"
@@ -139,8 +141,11 @@ def flavor(
     name: str,
     labels: dict[str, str] | None = None,
     tolerations: list[dict[str, Any]] | None = None,
-) -> FlavorSpec:
-    return FlavorSpec(name, labels or {}, tuple(tolerations or ()))
+) -> ResourceFlavor:
+    spec = {"nodeLabels": labels or {}, "tolerations": tolerations or []}
+    parsed = read_flavor({"metadata": {"name": name}, "spec": spec})
+    assert isinstance(parsed, ResourceFlavor), parsed
+    return parsed
 
 
 def order(d: Decision, record: int = 0) -> DecisionOrder:
@@ -150,7 +155,7 @@ def order(d: Decision, record: int = 0) -> DecisionOrder:
 def converge(
     manifest: dict[str, Any],
     d: Decision,
-    flavors: dict[str, FlavorSpec] | None = None,
+    flavors: dict[str, ResourceFlavor] | None = None,
     *,
     record: int = 0,
     max_steps: int = 8,

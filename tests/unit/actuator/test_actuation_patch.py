@@ -36,7 +36,11 @@ from kuota.actuation.patch import (
     feedback_events,
     inject,
     plan,
+    read_flavor,
+    toleration_json,
 )
+from kuota.api.parse import parse_object
+from kuota.api.types import ResourceFlavor, ValidationError
 from kuota.status.model import ClusterQueueReadModel, statuses
 
 H100 = flavor("h100", {"gpu": "h100", "zone": "a"}, [tol("nvidia.com/gpu")])
@@ -134,6 +138,66 @@ def test_a_missing_flavor_fails() -> None:
     d = admit({"cpu": "gone"})
     step = plan(job().build(), d, order=order(d), flavors=FLAVORS)
     assert step == Fail("FlavorNotFound", "ResourceFlavor gone not found")
+
+
+def test_an_invalid_flavor_fails_with_the_field_at_fault() -> None:
+    bad = read_flavor(
+        {"metadata": {"name": "bad"}, "spec": {"tolerations": [{"operator": "Sometimes"}]}}
+    )
+    assert isinstance(bad, ValidationError)
+    d = admit({"cpu": "bad"})
+    step = plan(job().build(), d, order=order(d), flavors={**FLAVORS, "bad": bad})
+    assert isinstance(step, Fail) and step.reason == "InvalidFlavor"
+    assert step.message.startswith("ResourceFlavor bad is not valid")
+    assert "spec.tolerations[0].operator" in step.message
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        None,
+        "a string",
+        {"metadata": {"name": "f"}, "spec": {"nodeLabels": "zone=a"}},
+        {"kind": "ClusterQueue", "metadata": {"name": "f"}},
+        {"spec": {}},
+    ],
+    ids=["none", "string", "labels-not-a-map", "another-kind", "no-name"],
+)
+def test_reading_a_flavor_never_raises(obj: Any) -> None:
+    assert isinstance(read_flavor(obj), ValidationError)
+
+
+def test_a_flavor_reads_as_the_fold_reads_it() -> None:
+    manifest = {
+        "metadata": {"name": "f", "resourceVersion": "7"},  # a list item: no kind, no apiVersion
+        "spec": {
+            "nodeLabels": {"zone": "a"},
+            "tolerations": [
+                {"key": "gpu", "value": "yes", "effect": "NoSchedule"},
+                {
+                    "key": "drain",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 30,
+                },
+            ],
+        },
+    }
+    fl = read_flavor(manifest)
+    assert isinstance(fl, ResourceFlavor)
+    assert fl == parse_object(
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", **manifest}
+    )
+    assert [toleration_json(t) for t in fl.tolerations] == [
+        {"key": "gpu", "operator": "Equal", "value": "yes", "effect": "NoSchedule"},
+        {"key": "drain", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30},
+    ]
+
+
+def test_an_omitted_operator_is_equal_when_deduplicating() -> None:
+    have = SchedulingFields(None, ({"key": "gpu", "value": "yes"},))
+    got = inject(have, [flavor("f", tolerations=[{"key": "gpu", "value": "yes"}])])
+    assert got.tolerations == ({"key": "gpu", "value": "yes"},)
 
 
 def test_admitted_resets_a_stale_start_time_before_changing_the_template() -> None:

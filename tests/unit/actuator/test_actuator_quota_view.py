@@ -173,6 +173,10 @@ def test_the_read_model_holds_the_folds_quota_and_usage_at_every_step() -> None:
         for d in out:
             model.apply(d)
         assert model_view(model) == fold_view(j.fold), f"after {step!r}"
+        fold_rows = {s.name: s.resources for s in j.fold.summary()}
+        for name in model.cluster_queues():
+            if model.quota(name) is not None:  # one row type: the very rows of the fold
+                assert model.rows(name) == fold_rows[name], f"after {step!r}"
     assert "cq" not in model_view(model)
     # created, 3, 1 (+ borrowing limit), 5, deleted; the invalid "x" is Rejected
     assert [d.type for d in j.decisions].count("QuotaChanged") == 5

@@ -69,8 +69,9 @@ def test_summary_goes_to_stderr() -> None:
     assert "decisions: Admitted 7, Finished 7, Inadmissible 2" in err
     assert "settled at 1320s" in err
     alpha = next(line for line in err.splitlines() if "team-alpha-cq" in line).split()
-    # usage/nominal (+borrow) at the end, then the peak: 12 = nominal 8 + borrowed 4
-    assert alpha[3:7] == ["0/8", "(+4)", "12", "0"]
+    # usage, nominal (+borrowing limit), borrowed at the end, then the peak:
+    # 12 = nominal 8 + borrowed 4 (the table of `kuota status`, docs/design/quota-rows.md)
+    assert alpha[3:9] == ["0", "8", "(+4)", "0", "12", "0"]
     decided = out.replace('"clusterQueue":"team-alpha-cq"', "")
     assert "team-alpha-cq" not in decided.replace('"object":"ClusterQueue team-alpha-cq"', "")
 

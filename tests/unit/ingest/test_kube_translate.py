@@ -255,13 +255,13 @@ def test_actuator_admit_and_stop_never_echo() -> None:
         DecisionOrder,
         ResetStartTime,
         UpdateJob,
-        flavor_spec,
         plan,
+        read_flavor,
     )
     from kuota.events.schema import Decision
 
     assert ANN_ORIGINAL == ORIGINAL
-    flavor = flavor_spec(
+    flavor = read_flavor(
         {
             "metadata": {"name": "h100"},
             "spec": {

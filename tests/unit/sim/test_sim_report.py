@@ -5,9 +5,9 @@ import io
 import pytest
 from rich.console import Console
 
-from kuota.core.fold.fold import ClusterQueueSummary, ResourceSummary
+from kuota.core.quota.rows import ClusterQueueSummary, QuotaRow
 from kuota.events.schema import Decision
-from kuota.sim.report import PeakUsage, quota_text, render_summary
+from kuota.sim.report import PeakUsage, render_summary
 
 
 def decision(kind: str, workload: str, gpus: str | None = None) -> Decision:
@@ -43,14 +43,6 @@ def test_peak_usage(steps: list[tuple[str, str, str | None]], peak: int) -> None
     assert tracker.peak.get(("cq", "h100", "nvidia.com/gpu"), 0) == peak
 
 
-@pytest.mark.parametrize(
-    ("usage", "nominal", "limit", "text"),
-    [(12000, 8000, 4000, "12/8 (+4)"), (0, 160 * 2**30 * 1000, None, "0/160Gi")],
-)
-def test_quota_text(usage: int, nominal: int, limit: int | None, text: str) -> None:
-    assert quota_text(usage=usage, nominal=nominal, borrowing_limit=limit) == text
-
-
 def test_render_summary() -> None:
     buffer = io.StringIO()
     render_summary(
@@ -58,7 +50,7 @@ def test_render_summary() -> None:
             ClusterQueueSummary(
                 "team-alpha-cq",
                 "gpu-pool",
-                (ResourceSummary("h100", "nvidia.com/gpu", 8000, 4000, None, 12000),),
+                (QuotaRow("team-alpha-cq", "h100", "nvidia.com/gpu", 8000, 4000, None, 12000),),
                 pending=3,
                 admitted=3,
             )
@@ -72,12 +64,16 @@ def test_render_summary() -> None:
     )
     text = buffer.getvalue()
     row = next(line for line in text.splitlines() if "team-alpha-cq" in line).split()
+    # The table of `kuota status` (kuota.status.render): usage, nominal (+limit),
+    # borrowed, then the run's peak.
     assert row == [
         "team-alpha-cq",
         "gpu-pool",
         "h100/nvidia.com/gpu",
-        "12/8",
+        "12",
+        "8",
         "(+4)",
+        "4",
         "12",
         "3",
         "3",

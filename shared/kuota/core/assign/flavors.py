@@ -30,6 +30,7 @@ from kuota.api.types import (
 )
 from kuota.core.assign.node_match import flavor_mismatch
 from kuota.core.pickling import register_by_fields
+from kuota.core.quota.rows import flavor_resources
 from kuota.core.quota.tree import (
     FlavorResource,
     QuotaNode,
@@ -85,13 +86,10 @@ def queue_view(cq: ClusterQueue, *, fair_sharing: bool = False) -> QueueView:
         (tuple(g.covered_resources), tuple(f.name for f in g.flavors)) for g in cq.resource_groups
     )
     group_of: dict[str, int] = {}
-    nominal: dict[FlavorResource, int] = {}
     for i, group in enumerate(cq.resource_groups):
         for res in group.covered_resources:
             group_of.setdefault(res, i)
-        for fq in group.flavors:
-            for rq in fq.resources:
-                nominal[(fq.name, rq.name)] = rq.nominal_quota
+    nominal = {(f, r): q.nominal_quota for f, r, q in flavor_resources(cq)}
     fung = cq.flavor_fungibility
     policy = cq.preemption
     return QueueView(

@@ -17,7 +17,6 @@ handling of invalid objects and cycles of cohorts: docs/design/fold.md.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from kuota.api.parse import parse_object
@@ -47,9 +46,7 @@ from kuota.core.queueing.workload import (
     FINISHED,
     WorkloadRecord,
 )
-from kuota.core.quota.tree import (
-    FlavorResource,
-)
+from kuota.core.quota.rows import ClusterQueueSummary, QuotaRow, quota_of, summarise
 from kuota.events.schema import (
     ActuationFailed,
     Decision,
@@ -57,9 +54,8 @@ from kuota.events.schema import (
     decision_id,
     trusted_decision,
 )
-from kuota.quantity import format_quantity
 
-__all__ = ["ClusterQueueSummary", "Fold", "ResourceSummary"]
+__all__ = ["ClusterQueueSummary", "Fold"]
 
 _CONFIG_KINDS = ("Configuration", "Kueue", "ConfigMap")
 # ActuationFailed of an Admitted decision: JobNotFound keeps the quota (the Job's
@@ -67,25 +63,6 @@ _CONFIG_KINDS = ("Configuration", "Kueue", "ConfigMap")
 # Job); any other reason holds the workload until its Job changes.
 JOB_NOT_FOUND = "JobNotFound"
 REQUEUE_FAILURES = frozenset({"Conflict", "ActuationLoop"})
-
-
-@dataclass(frozen=True, slots=True)
-class ResourceSummary:
-    flavor: str
-    resource: str
-    nominal: int  # milli-units
-    borrowing_limit: int | None
-    lending_limit: int | None
-    usage: int  # milli-units charged by admitted workloads
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterQueueSummary:
-    name: str
-    cohort: str | None
-    resources: tuple[ResourceSummary, ...]  # in resource-group, flavor, resource order
-    pending: int  # workloads waiting for this ClusterQueue (queued or held)
-    admitted: int
 
 
 def _covered(cq: ClusterQueue) -> tuple[str, ...]:
@@ -98,18 +75,7 @@ def _flavor_names(cq: ClusterQueue) -> list[str]:
 
 def _quota_of(cq: ClusterQueue) -> tuple[str | None, dict[str, dict[str, dict[str, str]]]]:
     """The cohort and quotas a QuotaChanged decision carries (docs/design/quota-view.md)."""
-    quota: dict[str, dict[str, dict[str, str]]] = {}
-    for group in cq.resource_groups:
-        for fq in group.flavors:
-            rows = quota.setdefault(fq.name, {})
-            for rq in fq.resources:
-                row = {"nominalQuota": format_quantity(rq.nominal_quota)}
-                if rq.borrowing_limit is not None:
-                    row["borrowingLimit"] = format_quantity(rq.borrowing_limit)
-                if rq.lending_limit is not None:
-                    row["lendingLimit"] = format_quantity(rq.lending_limit)
-                rows[rq.name] = row
-    return cq.cohort, quota
+    return cq.cohort, quota_of(cq)
 
 
 class Fold(Preempting):
@@ -177,41 +143,8 @@ class Fold(Preempting):
         return FINISHED if key in self._finished_uids else None
 
     def summary(self) -> list[ClusterQueueSummary]:
-        out: list[ClusterQueueSummary] = []
-        for name in sorted(self._cqs):
-            cq = self._cqs[name]
-            node = self._tree.queues.get(name)
-            usage = dict(node.usage) if node is not None else {}
-            rows: list[ResourceSummary] = []
-            seen: set[FlavorResource] = set()
-            for group in cq.resource_groups:
-                for fq in group.flavors:
-                    for rq in fq.resources:
-                        fr = (fq.name, rq.name)
-                        seen.add(fr)
-                        rows.append(
-                            ResourceSummary(
-                                fq.name,
-                                rq.name,
-                                rq.nominal_quota,
-                                rq.borrowing_limit,
-                                rq.lending_limit,
-                                usage.get(fr, 0),
-                            )
-                        )
-            for fr in sorted(usage):
-                if fr not in seen:  # quota removed under admitted workloads
-                    rows.append(ResourceSummary(fr[0], fr[1], 0, None, None, usage[fr]))
-            out.append(
-                ClusterQueueSummary(
-                    name,
-                    cq.cohort,
-                    tuple(rows),
-                    self._pending_count.get(name, 0),
-                    len(self._admitted.get(name, ())),
-                )
-            )
-        return out
+        """Every ClusterQueue's quota rows and workload counts (kuota.core.quota.rows)."""
+        return summarise(self._cqs, self._tree, self._pending_count, self._admitted)
 
     # ================================================================== decisions
 
@@ -660,4 +593,4 @@ def _meta_namespace(manifest: dict[str, Any], kind: str) -> str:
     return ns if isinstance(ns, str) and ns else "default"
 
 
-register_by_fields(ResourceSummary, ClusterQueueSummary)
+register_by_fields(QuotaRow, ClusterQueueSummary)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from kuota.api.types import ResourceGroup
 from kuota.core.pickling import register_by_fields
+from kuota.core.quota.rows import flavor_resources
 
 FlavorResource = tuple[str, str]  # (flavor, resource)
 
@@ -70,14 +71,10 @@ class QuotaNode:
 
 
 def limits_from_groups(groups: Iterable[ResourceGroup]) -> dict[FlavorResource, Limits]:
-    out: dict[FlavorResource, Limits] = {}
-    for group in groups:
-        for fq in group.flavors:
-            for rq in fq.resources:
-                out[(fq.name, rq.name)] = Limits(
-                    rq.nominal_quota, rq.borrowing_limit, rq.lending_limit
-                )
-    return out
+    return {
+        (flavor, resource): Limits(q.nominal_quota, q.borrowing_limit, q.lending_limit)
+        for flavor, resource, q in flavor_resources(groups)
+    }
 
 
 # --------------------------------------------------------------------------- arithmetic
