@@ -1,11 +1,10 @@
-"""Ingest's Prometheus metrics (served on ``KUOTA_METRICS_PORT`` at ``/metrics``)."""
+"""Ingest's Prometheus metrics, in the default registry (served by ``kuota.service``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from aiohttp import web
-from prometheus_client import REGISTRY, Counter, Gauge, generate_latest
+from prometheus_client import Counter, Gauge
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
@@ -51,15 +50,3 @@ class RelistCollector(Collector):
         for kind, n in sorted(self._counts().items()):
             family.add_metric([kind], n)
         yield family
-
-
-async def _metrics(_: web.Request) -> web.Response:
-    return web.Response(
-        body=generate_latest(REGISTRY), headers={"Content-Type": "text/plain; version=0.0.4"}
-    )
-
-
-def metrics_app() -> web.Application:
-    app = web.Application()
-    app.router.add_get("/metrics", _metrics)
-    return app
