@@ -1,55 +1,19 @@
 """What the actuator does to a Job for a decision: pure patch computation.
 
-Theory of operation
--------------------
-The actuator turns decisions into Job changes the way Kueue's job reconciler
-does, but without a Workload object: everything it must remember lives on
-the Job itself, in annotations written in the same update as the change.
-
-- ``kuota.dev/decision-id`` / ``kuota.dev/decision-offset``: the last decision
-  applied to this Job and its :class:`DecisionOrder`. A decision whose id is
-  recorded, or whose order is not after the recorded one, is skipped, so a
-  redelivered or out-of-date decision never undoes a newer one.
-- ``kuota.dev/original-pod-template-scheduling``: the pod template's
-  ``nodeSelector`` and ``tolerations`` before the first flavor was injected
-  (JSON), so a stop restores them exactly.
-
-:func:`plan` looks at the Job as it is now and returns ONE step. The shell
-executes it with a resourceVersion precondition, GETs the Job again and asks
-for the next step, until the step is final (or a skip or a failure). Deriving
-each step from the current object, rather than remembering where a sequence
-stopped, makes a crash between steps harmless: the redelivered decision
-resumes from whatever state the Job is in.
-
-Why steps: the apiserver lets a Job's pod-template ``nodeSelector`` and
-``tolerations`` change only while the STORED Job is suspended and has not
-started (no ``status.startTime``) or, from Kubernetes 1.35/1.36
-(``MutableSchedulingDirectivesForSuspendedJobs``, on by default in 1.36), has
-no active pods left (``status.active`` 0; verified on our 1.36 apiserver: with
-``startTime`` cleared but a pod still active the update is refused). So
-
-- **Admitted** (stored Job suspended, never started): template +
-  ``suspend: false`` + annotations in one update. A Job that ran before must
-  first have no active pods (:class:`Wait` for the Job controller) and no
-  ``startTime`` (reset through ``/status``, as Kueue does).
-- **Preempted / Evicted / Deactivated** (stored Job running): (1) suspend;
-  (2) :class:`Wait` until the Job controller has taken the pods down
-  (``status.active`` 0); (3) reset ``status.startTime`` if it is still set;
-  (4) restore the template, drop the original-scheduling annotation and
-  record the decision. Kueue's batch/Job integration stops Jobs the same way
-  (suspend, reset startTime, restore). A suspended Job without the
-  original-scheduling annotation carries nothing of an admission (kuota never
-  started it: a failed start's Evicted): the stop is a :class:`Skip` that only
-  records its Event.
-
-Injection follows Kueue's ``podset.Merge``: the flavors' ``nodeLabels`` are
-merged into the template's ``nodeSelector`` (a key the Job already sets to a
-different value is a permanent conflict, Kueue's ``FailedToStart``; between
-flavors the first wins), and their ``tolerations`` are appended unless an
-equal toleration is already there. Flavors are ``kuota.api.types``
-ResourceFlavors, read by :func:`read_flavor` with the fold's own parser: one
-that does not parse is a ``ValidationError``, which fails the admission as
-``InvalidFlavor`` with the field at fault, never an exception.
+Theory of operation: like Kueue's job reconciler, without a Workload object.
+What must be remembered lives on the Job, written in the same update as the
+change: the last decision applied and its :class:`DecisionOrder`
+(``kuota.dev/decision-id`` / ``-offset``: a redelivered or older decision is
+skipped) and the template's own ``nodeSelector`` / ``tolerations``
+(``kuota.dev/original-pod-template-scheduling``, so a stop restores them).
+:func:`plan` looks at the Job as it is now and returns ONE step (update,
+reset ``startTime``, wait, skip, fail); the shell executes it and asks again,
+so a crash between steps is harmless. Admitted injects the flavors as Kueue's
+``podset.Merge`` does (:func:`inject`); a stop suspends, waits for the pods to
+go, resets ``startTime`` and restores the template. Flavors are read with the
+fold's parser (:func:`read_flavor`): one that does not parse fails the
+admission as ``InvalidFlavor``. Why steps, and what the apiserver allows:
+docs/design/actuator.md.
 """
 
 from __future__ import annotations

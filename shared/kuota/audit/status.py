@@ -1,39 +1,17 @@
 """``kuota status``: ClusterQueues and cohorts from the actuator's Redis read model.
 
-Theory of operation
--------------------
-The actuator folds every decision into ``kuota.status.model`` and writes,
-when a ClusterQueue's figures change, one JSON document per ClusterQueue to
-the Redis hash ``<instance>:status:clusterqueues`` (``<instance>`` = the topic
-prefix without its dot, ``kuota`` by default)::
-
-    {"name": "cq-gpu", "pendingWorkloads": 2, "admittedWorkloads": 3,
-     "reservingWorkloads": 3, "pendingByStatus": {"inadmissible": 2},
-     "flavorsUsage": [{"name": "gpu-a", "resources":
-         [{"name": "nvidia.com/gpu", "total": "4", "borrowed": "0"}]}],
-     "flavorsReservation": [...], "updated_at": 1767225600.5}
-
-:func:`parse_status` turns the hash into :class:`QueueStatus` rows. The
-documents carry usage and borrowed amounts but not the ClusterQueue's quotas;
-two optional fields, written by an actuator that adds them (Redis only, not
-the Kubernetes status), fill the rest when present::
-
-    "cohort": "pool-a",
-    "quota": [{"flavor": "gpu-a", "resource": "nvidia.com/gpu",
-               "nominalQuota": "4", "borrowingLimit": "2", "lendingLimit": null}]
-
-Without them nominal quota shows as unknown (``?``), never as 0. Each
-flavor/resource is a :class:`~kuota.core.quota.rows.QuotaRow` (``borrowed``
-derived from usage and nominal, as the actuator derives it), decoded by that
-module's readers; ``kuota.status.render`` draws the table.
-:func:`cohort_totals` sums usage per cohort. Nothing here does I/O: the
-command reads Redis (and, for the staleness line, Kafka) and renders.
-
-Staleness: ``updated_at`` is when a document last *changed*; an idle queue
-keeps an old time and is still current. What bounds staleness is the
-actuator's position on the decision topic (its lag) plus its status interval
-(``KUOTA_STATUS_INTERVAL``), so the command reports both the age of the last
-change and, when Kafka is reachable, the actuator's lag in decisions.
+Theory of operation: the actuator writes, when a ClusterQueue's figures
+change, one JSON document per ClusterQueue to the hash
+``<instance>:status:clusterqueues`` (:func:`redis_key`): Kueue's status fields
+(``flavorsUsage`` ...), ``pendingByStatus``, ``updated_at`` and, Redis only,
+``cohort`` and ``quota``. :func:`parse_status` reads each into a
+:class:`QueueStatus` whose rows are :class:`~kuota.core.quota.rows.QuotaRow`
+(nominal ``None``, shown ``?``, when the document has no quota; ``borrowed``
+derived as the actuator derives it); an unreadable document is a row with a
+``problem``, never an error. :func:`cohort_totals` sums usage per cohort and
+:func:`status_dict` is ``--json``. Nothing here does I/O. Staleness
+(``updated_at`` is the last *change*; the actuator's lag bounds the rest) and
+the document: docs/design/audit.md ("Status"), docs/design/quota-rows.md.
 """
 
 from __future__ import annotations

@@ -1,40 +1,18 @@
 """ClusterQueue status from the decision stream: a small pure read model.
 
-Theory of operation
--------------------
-The actuator folds every decision into :class:`ClusterQueueReadModel` and, from
-it, writes what ``kubectl get clusterqueues`` shows (Kueue's
-``status.pendingWorkloads``, ``reservingWorkloads``, ``admittedWorkloads``,
-``flavorsReservation`` and ``flavorsUsage``) and the ``kuota status`` hash in
-Redis. It remembers, per workload, only where it is:
-
-- ``Admitted`` charges the decision's ``usage`` to its ClusterQueue and takes
-  the workload out of pending;
-- ``Preempted`` / ``Evicted`` give the usage back and count the workload as
-  pending again in that ClusterQueue (Kueue requeues evicted workloads);
-  ``Requeued`` and ``Inadmissible`` count it as pending (``active`` /
-  ``inadmissible``, Kueue's metric statuses);
-- ``Finished`` and ``Deactivated`` forget it (after giving back its usage).
-
-Quota comes from the fold's own ``QuotaChanged`` decisions: the fold emits one
-when a ClusterQueue's quota or cohort, as it decides against them, takes
-effect (before the decisions that change causes), and one with reason
-``Deleted`` when the ClusterQueue is gone. So ``borrowed = max(0, usage -
-nominal)`` per flavor and resource, ``flavorsUsage``'s order and the quota
-rows of ``kuota status`` are the very version the fold charged the admissions
-against, never a second reading of the live object (during an edit the two
-differ; an invalid edit is Rejected and the fold keeps the previous version).
-A ClusterQueue with no ``QuotaChanged`` seen (a decision topic written before
-the decision existed) has no nominal quota here: ``borrowed`` is 0. Quota and
-usage are :class:`~kuota.core.quota.rows.QuotaRow` rows (:meth:`rows`), the
-fold's own vocabulary; that module encodes and decodes every wire form.
-
-It sees only what decisions say: a workload that is queued and admitted in the
-same fold step is never pending here, and a workload waiting at the head of
-its queue without an ``Inadmissible`` decision is not counted. The fold's own
-``summary()`` is exact; this model is what an outside reader of the decision
-topic can know (``tests/unit/actuator/test_actuator_quota_view.py`` compares
-the two).
+Theory of operation: the actuator folds every decision into
+:class:`ClusterQueueReadModel` and, from it, writes what ``kubectl get
+clusterqueues`` shows (Kueue's ``pendingWorkloads``, ``reservingWorkloads``,
+``admittedWorkloads``, ``flavorsReservation``, ``flavorsUsage``) and the
+``kuota status`` hash. Per workload it remembers only where it is: ``Admitted``
+charges its ``usage``; ``Preempted`` / ``Evicted`` give it back and count the
+workload pending again (``Requeued`` / ``Inadmissible`` too: ``active`` /
+``inadmissible``); ``Finished`` / ``Deactivated`` forget it. Quota is the
+fold's own ``QuotaChanged`` (the version the fold charged admissions against,
+never a reading of the live object), kept as
+:class:`~kuota.core.quota.rows.QuotaRow` rows (:meth:`~ClusterQueueReadModel.rows`).
+It knows only what decisions say; ``Fold.summary`` is exact
+(docs/design/quota-view.md: why, and what an outside reader cannot know).
 """
 
 from __future__ import annotations
