@@ -11,9 +11,8 @@ runs :meth:`Runner.run`: it serves ``/metrics`` (a port in use: one line,
   a backoff, for at most ``startup_deadline`` seconds; then :data:`EXIT_UNAVAILABLE`.
 - Two-stage stop: the first SIGTERM/SIGINT sets ``stop``; a live service
   finishes what it is doing and returns. A service not live yet, a second
-  signal, or ``stop_deadline`` seconds after the first cancel it (forced).
-  Both are :data:`EXIT_OK`. :class:`Fatal` and the ``errors`` named: one log
-  line, :data:`EXIT_FAILURE`; anything else also logs its traceback.
+  signal, or ``stop_deadline`` seconds after the first cancel it. Both exit
+  :data:`EXIT_OK`; a :class:`Fatal` or named error: one line, :data:`EXIT_FAILURE`.
 """
 
 from __future__ import annotations
