@@ -34,7 +34,7 @@ __all__ = [
 
 
 def redis_key(instance: str) -> str:
-    """The hash the actuator writes (``kuota_actuator.main.Config.redis_key``)."""
+    """The hash the actuator writes (``kuota_actuator.settings.Config.redis_key``)."""
     return f"{instance}:status:clusterqueues"
 
 
