@@ -190,7 +190,7 @@ def _dispatch(raw: Raw, at: float) -> ParsedObject | None:
     api_version = string(raw.get("apiVersion"), "apiVersion")
     group, _, version = api_version.rpartition("/")
     if group == DRA_GROUP or (not api_version and kind in _DRA_KINDS):
-        return None  # DeviceClass, ResourceSlice, ResourceClaim(Template): read by kuota.api.dra into the DRA inventory
+        return None  # the DRA kinds: kuota.api.dra reads them for the inventory
     entry = _READERS.get(kind)
     if entry is None:
         raise FieldError("kind", f"unsupported kind {kind!r} (apiVersion {api_version!r})")
