@@ -38,18 +38,22 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "shared" / "kuota"
 FINDER = Path(__file__).resolve().with_name("native_finder.py")
 
-# The fold's hot path: the scheduling cycle, queues, quota tree, flavor search,
-# placement and the state they share; and the simulation engine that drives it
-# (``kuota simulate``, the benches), whose input checks live in the interpreted
-# ``kuota.sim.scenario``. Everything else stays pure Python.
+# The fold's hot path: the scheduling cycle and its order, queues, quota tree,
+# flavor search, placement, the decision builders, the timers and the state they
+# share (not fold/hooks.py: a Protocol, for mypy only); and the simulation engine
+# that drives it (``kuota simulate``, the benches), whose input checks live in the
+# interpreted ``kuota.sim.scenario``. Everything else stays pure Python.
 MODULES = (
     "kuota.core.assign.fitting",
     "kuota.core.assign.flavors",
     "kuota.core.fold.cycle",
+    "kuota.core.fold.decisions",
     "kuota.core.fold.fold",
+    "kuota.core.fold.ordering",
     "kuota.core.fold.placement",
     "kuota.core.fold.preempting",
     "kuota.core.fold.state",
+    "kuota.core.fold.timers",
     "kuota.core.queueing.queues",
     "kuota.core.queueing.verdict",
     "kuota.core.queueing.workload",
