@@ -132,7 +132,7 @@ class PreemptionPolicy:
 class ClusterQueue:
     name: str
     cohort: str | None = None
-    namespace_selector: LabelSelector | None = None  # None = match nothing? see parse docs
+    namespace_selector: LabelSelector | None = None  # None selects every namespace
     queueing_strategy: str = "BestEffortFIFO"  # BestEffortFIFO | StrictFIFO
     resource_groups: tuple[ResourceGroup, ...] = ()
     flavor_fungibility: FlavorFungibility = field(default_factory=FlavorFungibility)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kuota import kinds
 from kuota.api.parse import parse_object
 from kuota.api.types import (
     ClusterQueue,
@@ -57,7 +58,7 @@ from kuota.events.schema import (
 
 __all__ = ["ClusterQueueSummary", "Fold"]
 
-_CONFIG_KINDS = ("Configuration", "Kueue", "ConfigMap")
+_CONFIG_KINDS = kinds.names("config")
 # ActuationFailed of an Admitted decision: JobNotFound keeps the quota (the Job's
 # delete, which releases it, is on its way); these requeue (contention, not the
 # Job); any other reason holds the workload until its Job changes.
