@@ -1,52 +1,18 @@
 """Apply one decision to the cluster: the I/O around ``kuota.actuation.patch``.
 
-For a Job-changing decision (Admitted, Preempted, Evicted, Deactivated) the
-loop is: take the Job from the watch cache (``kuota_actuator.jobcache``; a GET
-only on a cache miss or after a conflict), ask
-:func:`kuota.actuation.patch.plan` for the next step, and write it as ONE JSON
-merge patch that carries the Job's ``metadata.resourceVersion`` as a
-precondition; repeat until the step was final. An admission is therefore a
-single PATCH: unsuspend, the flavors' nodeSelector and tolerations, and the
-decision-id annotation, atomically. A ``Wait`` step (a suspended Job whose
-pods the Job controller has not taken down yet) sleeps until the watch shows
-the Job changed (or a growing pause, then a GET); a stop gives up after
-``wait_timeout`` (reported ``StopTimeout``), an admission waits on. At
-most ``slots`` steps make API calls at once; waits and backoffs hold no slot.
-
-Errors:
-
-- 409 Conflict: someone wrote the Job in between (or the cached copy was
-  stale): GET, recompute, retry with a short backoff; ``max_conflicts``
-  conflicts in a row are reported as failed.
-- Transient (429, 5xx, timeouts, connection refused): the apiserver is
-  unreachable or overloaded. Retried FOREVER with capped exponential backoff
-  (``max_backoff``) and jitter; a call that succeeds anywhere wakes every
-  waiting decision at once, so on reconnect everything pending is reconciled
-  within one round trip. The Kafka offset of a decision is committed only once
-  it is applied (``kuota_actuator.lanes``), so a kill -9 meanwhile loses
-  nothing.
-- Permanent: the Job is gone (404) or replaced (uid), the flavor is missing or
-  conflicts, 4xx other than 409/429. Reported to the journal as
-  ``ActuationFailed``; the decision is done with. For an Admitted decision
-  the fold then releases the quota (an ``Evicted`` decision with this
-  reason, a no-op here: the Job was never unsuspended) and holds the
-  workload until its Job changes.
-
-Never twice: the write that completes a decision records its id and order on
-the Job; ``plan`` skips a decision that is recorded or not after the recorded
-one, and the resourceVersion precondition makes a write computed from a stale
-copy (one that does not show the annotation yet) fail with 409 instead of
-applying twice. So a restarted actuator that re-reads decisions it had
-applied but not committed writes nothing.
-
-Two latencies are measured from the decision's ``at``:
-``kuota_actuation_latency_seconds`` to the first write that takes effect
-(the unsuspend, or the suspend of a stop), and
-``kuota_actuation_completion_seconds`` to the final write (for a stop: the
-restored template, after the Job controller has taken the pods down).
-
-Events (Kueue's reasons, ``kuota.actuation.patch``) go to the background
-:class:`kuota_actuator.events.EventSink`; they never delay a write.
+Theory of operation: for a Job-changing decision (Admitted, Preempted, Evicted,
+Deactivated) take the Job from the watch cache (``kuota_actuator.jobcache``; a
+GET only on a miss, after a conflict, or to confirm a failure planned from the
+cache), ask :func:`kuota.actuation.patch.plan` for the next step, write it as
+ONE JSON merge patch carrying the Job's resourceVersion as a precondition, and
+repeat until the step was final: an admission is a single PATCH. A ``Wait``
+sleeps until the watch shows the Job changed (or a growing pause, then a GET).
+A 409 is retried from a fresh GET (``max_conflicts`` in a row: failed),
+transient errors forever with capped backoff (a success wakes every waiting
+decision), and permanent ones are reported as ``ActuationFailed``. At most
+``slots`` steps make API calls at once; Events go to ``kuota_actuator.events``.
+The errors, why a decision is never applied twice, the latencies:
+docs/design/actuator.md.
 """
 
 from __future__ import annotations

@@ -1,19 +1,15 @@
 """Kubernetes Events, written in the background, best effort.
 
 Theory of operation: actuation never waits for an Event. :meth:`EventSink.emit`
-puts the Event (or, for a Rejected object or a Job whose uid is not known yet,
-the means to resolve its ``involvedObject``) on a bounded queue and returns at
-once; when the queue is full the Event is dropped and counted
-(``kuota_actuator_events_dropped_total``). A few workers POST them. Event
-names derive from the decision id, so a redelivered decision's Event is a 409
-(counted ``duplicate``), never a second Event. Events follow Kueue's reasons
-(``kuota.actuation.patch``).
-
-Job writes come first: while ``busy()`` says the actuator's API slots are
-half used or more (a burst of admissions), a worker holds its Event back for
-up to ``yield_for`` seconds, so Events do not take the apiserver's capacity
-from the writes that unsuspend Jobs; past that it writes anyway, so Events
-still trickle out under sustained load (and the bounded queue drops the rest).
+puts the Event (or the means to resolve its ``involvedObject``, for a Rejected
+object or a Job whose uid is not known yet) on a bounded queue and returns at
+once; a full queue drops it (``kuota_actuator_events_dropped_total``). A few
+workers POST them. Event names derive from the decision id, so a redelivered
+decision's Event is a 409 (counted ``duplicate``), never a second Event. Job
+writes come first: while ``busy()`` says half the actuator's API slots or more
+are in use, a worker holds its Event back for up to ``yield_for`` seconds, then
+writes anyway, so Events still trickle out under sustained load. The reasons
+(Kueue's, built by ``kuota.actuation.patch``): docs/design/actuator.md.
 """
 
 from __future__ import annotations

@@ -1,26 +1,16 @@
 """The Jobs the actuator acts on, from a list+watch, plus its own latest writes.
 
 Theory of operation: a :class:`kuota.kube.watch.Watcher` lists the Jobs that
-carry the queue label (narrowed by ``KUOTA_JOB_LABEL_SELECTOR`` when several
-pipelines share an apiserver) and then watches them from the list's
-resourceVersion, with bookmarks, relisting on ``410 Gone``. A decision is
-planned against the cached Job instead of a GET, so the happy path of an
-admission is one PATCH.
-
-A cached Job may be stale. That is safe, because every write carries the
-resourceVersion it was computed from: a stale copy costs a 409 and a fresh
-GET, never a wrong write (in particular never a second unsuspend: the copy
-that lacks the decision-id annotation has an older resourceVersion than the
-write that added it). To keep that rare, the object the apiserver returns for
-the actuator's own write is kept as an overlay until the watch catches up
-(resourceVersions compared as etcd revisions), so a Job's next decision starts
-from what was just written.
-
-``wait_change(key, timeout)`` lets a step that waits for the Job controller
-(a stop waiting for the pods to go) wake on the watch event instead of polling.
-
-A failed watcher (apiserver unreachable, RBAC) is replaced after a backoff;
-until its replacement has listed, the previous copy keeps answering.
+carry the queue label (ANDed with ``KUOTA_JOB_LABEL_SELECTOR``) and watches
+them, so a decision is planned against the cached Job instead of a GET. A
+stale copy is safe: every write carries the resourceVersion it was computed
+from, so it costs a 409 and a fresh GET, never a wrong write. To keep that
+rare, the object the apiserver returns for the actuator's own write is kept as
+an overlay until the watch catches up (resourceVersions compared as etcd
+revisions). ``wait_change(key, timeout)`` wakes a waiting step on the watch
+event instead of polling. A failed watcher is replaced after a backoff; until
+the replacement has listed, the previous copy keeps answering. More:
+docs/design/actuator.md (*Reading Jobs*).
 """
 
 from __future__ import annotations

@@ -1,37 +1,16 @@
 """Per-workload lanes: decisions of different Jobs in parallel, of one Job in order.
 
 Theory of operation: every consumed decision record is submitted in offset
-order. It joins its partition's in-flight list and, keyed by its workload
-(or object), a lane: one asyncio task per key that applies the key's
-decisions one after the other and ends when its queue is empty. A stop that
-waits seconds for the Job controller therefore holds up only its own Job,
-never the Admitted decisions behind it — except these:
-
-- an Admitted decision that names victims (a preemption) waits until the
-  victims' decisions submitted before it are applied, so the preemptor's Job
-  is unsuspended only after its victims' Jobs are stopped, as Kueue admits a
-  preemptor only once its victims are evicted (without this, both ran at
-  once, over quota, for tens of milliseconds; found by tests/e2e);
-- every Admitted decision waits until every stop (Preempted, Evicted,
-  Deactivated) submitted before it, in any lane, is applied: the fold gives
-  a stopped workload's quota back at the decision, to every later admission,
-  not only to the preemptor (the chaos runs found an unrelated admission
-  running next to a victim not yet stopped, over the cohort's quota). Kueue
-  has no such window: it releases quota once the evicted Job is stopped.
-
-The fold emits a victim's ``Preempted`` before its preemptor's ``Admitted``,
-in one event; with one decision partition (today) that is also the order
-they are submitted in. Waits only ever point to entries submitted earlier,
-so they cannot form a cycle.
-
-:meth:`Lanes.done_prefix` pops, per partition, the longest prefix of records
-already applied: those decisions are folded into the read model in offset
-order and the offset after them is what may be committed. Nothing past a
-record still in flight is committed, so a crash re-delivers it (and the Job
-annotations make the repeat a no-op). An unexpected exception in a lane (not
-an API error, which the actuator handles: e.g. Kafka refusing the
-ActuationFailed report) is kept in ``error`` and ends the service, which
-then restarts from the committed offsets.
+order. It joins its partition's in-flight list and, keyed by its workload (or
+object), a lane: one asyncio task per key that applies the key's decisions one
+after the other and ends when its queue is empty, so a stop waiting for the Job
+controller holds up only its own Job. Two waits cross lanes, both about quota:
+an Admitted decision with victims waits for the victims' earlier decisions, and
+every Admitted decision waits for every stop submitted before it; waits point
+only to earlier entries, so they cannot form a cycle. :meth:`Lanes.done_prefix`
+pops, per partition, the longest prefix already applied: folded into the read
+model in offset order, its end is the offset to commit. An unexpected exception
+in a lane is kept in ``error`` and ends the service. Why: docs/design/actuator.md.
 """
 
 from __future__ import annotations

@@ -1,21 +1,13 @@
-"""The actuator's settings, from the environment (docs/design/actuator.md).
+"""The actuator's settings, from the environment (docs/design/actuator.md, *Settings*).
 
-- ``KUOTA_KAFKA_BOOTSTRAP`` and the other Kafka settings (``kuota.bus.settings``);
-- ``KUOTA_REDIS_URL`` (required); ``KUBECONFIG`` (or the in-cluster service account);
-- ``KUOTA_METRICS_PORT`` (9104; 0: off), ``KUOTA_METRICS_HOST``, ``KUOTA_LOG_LEVEL`` (INFO);
-- ``KUOTA_STATUS_INTERVAL`` (1 s) between ClusterQueue status syncs;
-- ``KUOTA_ACTUATOR_MAX_ATTEMPTS`` (8): 409 conflicts in a row (each followed by a
-  fresh GET) before a decision is reported as failed; transient errors are
-  retried without limit, ``KUOTA_ACTUATOR_MAX_BACKOFF`` (5 s) apart at most;
-- ``KUOTA_ACTUATOR_CONCURRENCY`` (64): API steps in flight at once;
-- ``KUOTA_ACTUATOR_EVENT_QUEUE`` (10000): Kubernetes Events queued (then dropped);
-- ``KUOTA_ACTUATOR_MAX_IN_FLIGHT`` (1000): decisions consumed, not applied, before
-  fetching pauses; ``KUOTA_MAX_BATCH`` (100) records per fetch;
-- ``KUOTA_ACTUATOR_STOP_TIMEOUT`` (60 s): how long a stop waits for a Job's pods;
-- ``KUOTA_JOB_LABEL_SELECTOR`` / ``KUOTA_CLUSTERQUEUE_SELECTOR``: the Jobs cached and
-  the ClusterQueues whose ``/status`` is written (pipelines sharing an apiserver).
-
-The group is ``<instance>-actuator``, the status hash ``<instance>:status:clusterqueues``.
+Theory of operation: :func:`load_config` reads every variable once, at
+start-up, and refuses a bad one with a one-line ``SettingsError`` (exit 2,
+``kuota.service``): Kafka (``kuota.bus.settings``) and ``KUOTA_REDIS_URL``,
+both required; ``KUBECONFIG`` or the in-cluster service account; the metrics
+server; the status interval; the retry bounds; the concurrency, in-flight and
+Event-queue limits; the stop timeout; and the Job and ClusterQueue selectors
+of pipelines sharing an apiserver. The group is ``<instance>-actuator``, the
+status hash ``<instance>:status:clusterqueues``.
 """
 
 from __future__ import annotations

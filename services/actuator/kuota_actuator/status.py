@@ -5,8 +5,8 @@ every ClusterQueue (``kuota.status.model``), compares them with what the
 apiserver has (the ClusterQueue mirror, kept by a watch) and merge-patches
 ``/status`` only where they differ, so an idle system writes nothing and a
 status clobbered by someone else is put back. The same documents, with an
-``updated_at``, go to the Redis hash ``kuota:status:clusterqueues`` (one JSON
-field per ClusterQueue) for ``kuota status``, again only when they changed.
+``updated_at``, go to the Redis hash ``<instance>:status:clusterqueues`` (one
+JSON field per ClusterQueue) for ``kuota status``, again only when they changed.
 
 Quota, usage and borrowing come from the decisions alone (the read model's
 ``QuotaChanged``, ``Admitted`` ...): the watched ClusterQueues say only which

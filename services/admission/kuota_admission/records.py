@@ -1,32 +1,17 @@
 """Journal records in, decision and dead-letter records out.
 
 Theory of operation: :class:`JournalFolder` owns the admission :class:`Fold`
-and the journal offset of the next record to fold. The transactional
-processor hands it batches in two modes:
-
-- ``handle`` (live): each record is decoded and folded with
-  ``offset=record.offset``; every decision becomes a record on the decisions
-  topic, and a record that cannot be decoded (not JSON, not a journal event,
-  a schema version this build does not know) or whose fold raised becomes a
-  record on the dead-letter topic carrying the original bytes and a
-  ``kuota-reason`` header. The processor produces them and commits the
-  offsets in one transaction.
-- ``replay`` (silent recovery, from the snapshot offset up to the group's
-  committed offset): the same decode and fold, so the state ends where the
-  previous incarnation left it, but the outputs are dropped — they were
-  committed already.
-
-The folder never reads a clock for a decision: time enters as the events'
-``at`` (ingest's Ticks fire the fold's timers). The clocks read here are for
-metrics only: ``perf_counter`` for the fold latency, and ``clock``
-(monotonic) for the plan latency. :class:`PlanWaits` notes when, live, a head
-first awaits a preemption plan after a record was folded
-(``fold.awaits_plan``) and reports, when its ``Admitted`` decision with
-victims comes (right after the ``Preempted`` ones, in the same apply), the
-seconds in between (``Observer.plan_waited``). A wait that ends otherwise (an
-empty plan, the Job deleted or changed, quota freed) is forgotten unreported,
-and so is one that began before a restart (during the silent replay no wall
-time is known for it).
+and the journal offset of the next record to fold. The transactional processor
+hands it batches in two modes: ``handle`` (live) decodes and folds each record
+with ``offset=record.offset`` and returns a decision record per decision and a
+dead-letter record (the original bytes, a ``kuota-reason``) per record that
+does not decode or whose fold raised, produced with the offsets in one
+transaction; ``replay`` (silent recovery, from the snapshot offset up to the
+committed offset) folds the same way and drops the outputs, committed already.
+No clock is read for a decision (time is the events' ``at``); the clocks here
+are for metrics: ``perf_counter`` for the fold latency and, for the plan
+latency, ``clock`` (monotonic) in :class:`PlanWaits`. docs/design/admission.md;
+the plan latency: docs/design/preemption.md.
 """
 
 from __future__ import annotations

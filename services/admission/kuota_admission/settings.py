@@ -1,23 +1,15 @@
-"""Admission's settings, from the environment (see docs/design/admission.md).
+"""Admission's settings, from the environment (docs/design/admission.md, *Settings*).
 
-============================  ==================================================
-``KUOTA_KAFKA_BOOTSTRAP`` ... Kafka (``kuota.bus.settings``), required
-``KUOTA_REDIS_URL``           Redis, required (the fold's snapshots;
-                              ``kuota.store.settings``)
-``KUOTA_SNAPSHOT_KEY``        the snapshots' HMAC key (``kuota.store.snapshots``)
-``KUOTA_SNAPSHOT_EVERY``      events folded between snapshots (default 5000)
-``KUOTA_SNAPSHOT_SECONDS``    or seconds, whichever first (default 30)
-``KUOTA_MAX_BATCH``           journal records per transaction (default 500)
-``KUOTA_METRICS_PORT``        Prometheus ``/metrics`` (default 9102; 0: off),
-``KUOTA_METRICS_HOST``        on this address (default all)
-``KUOTA_LOG_LEVEL``           default INFO
-============================  ==================================================
-
-The consumer group is ``<instance>-admission``, the transactional id and the
-snapshot name ``<instance>-admission-<partition>``, where ``<instance>`` is the
-topic prefix without its trailing dot (``kuota.service.instance``), so
-deployments and tests with their own topic prefix never share a group, fence
-each other, or load each other's snapshot.
+Theory of operation: :func:`load_config` reads every variable once, at
+start-up, and refuses a bad one with a one-line ``SettingsError`` (exit 2,
+``kuota.service``): Kafka (``kuota.bus.settings``) and Redis
+(``KUOTA_REDIS_URL``, the fold's snapshots), both required; the snapshot
+cadence; the batch size; the metrics server and the log level. The consumer
+group is ``<instance>-admission``, the transactional id and the snapshot name
+``<instance>-admission-<partition>``, where ``<instance>`` is the topic prefix
+without its trailing dot (``kuota.service.instance``), so deployments and
+tests with their own topic prefix never share a group, fence each other, or
+load each other's snapshot.
 """
 
 from __future__ import annotations

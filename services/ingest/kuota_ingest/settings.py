@@ -1,38 +1,14 @@
-"""Ingest's settings, from the environment (see docs/design/ingest.md).
+"""Ingest's settings, from the environment (docs/design/ingest.md, *Settings*).
 
-===============================  ===============================================
-``KUOTA_KAFKA_BOOTSTRAP`` ...    Kafka (``kuota.bus.settings``), required
-``KUOTA_REDIS_URL``              Redis, required (what was journaled, per object)
-``KUBECONFIG``                   kubeconfig; unset: in-cluster service account
-``KUOTA_METRICS_PORT``           Prometheus ``/metrics`` (default 9101; 0: off)
-``KUOTA_METRICS_HOST``           its bind address (default 0.0.0.0)
-``KUOTA_TICK_SECONDS``           period of ``Tick`` events (default 1.0)
-``KUOTA_WEBHOOK_PORT``           mutating webhook, HTTPS (default 9443; 0: off)
-``KUOTA_WEBHOOK_HOST``           its bind address (default 0.0.0.0)
-``KUOTA_WEBHOOK_CERT_FILE``      serving certificate and key (PEM); both unset:
-``KUOTA_WEBHOOK_KEY_FILE``       no webhook (logged)
-``KUOTA_WEBHOOK_TRUSTED_USERS``  comma-separated usernames of kuota's own
-                                 identities: the only ones the webhook lets
-                                 write ``kuota.dev/`` annotations on queued
-                                 Jobs (default the actuator's ServiceAccount,
-                                 ``system:serviceaccount:kuota-system:kuota-actuator``;
-                                 the local stack's services: ``kuota-admin``)
-``KUOTA_CONFIG_FILE``            a Kueue Configuration file, re-read on change
-``KUOTA_CONFIG_CONFIGMAP``       or ``namespace/name`` of a ConfigMap holding
-                                 ``controller_manager_config.yaml``, watched
-``KUOTA_JOB_LABEL_SELECTOR``     an extra label selector for the Jobs watched
-                                 (ANDed with ``kueue.x-k8s.io/queue-name``), so
-                                 several kuota pipelines can share one
-                                 apiserver: e.g. ``kuota.dev/pipeline=e2e-1``,
-                                 or ``!kuota.dev/pipeline`` for the default one
-``KUOTA_CRD_RETRY_SECONDS``      how often to look again for a missing Kueue
-                                 CRD (default 30)
-``KUOTA_INGEST_SEEN_KEY``        Redis hash of what was journaled (default
-                                 ``kuota:ingest:seen``, suffixed
-                                 ``:<journal topic>`` unless the journal is
-                                 ``kuota.journal``)
-``KUOTA_LOG_LEVEL``              default INFO
-===============================  ===============================================
+Theory of operation: :meth:`IngestSettings.from_env` reads every variable once,
+at start-up, and refuses a bad one with a one-line ``SettingsError`` (exit 2,
+``kuota.service``), so a mistake shows before anything connects: Kafka
+(``kuota.bus.settings``) and Redis (``KUOTA_REDIS_URL``), both required;
+``KUBECONFIG`` or the in-cluster service account; the metrics server and the
+``Tick`` period; the webhook (port, host, certificate and key, the trusted
+users); the Kueue Configuration (``KUOTA_CONFIG_FILE`` or
+``KUOTA_CONFIG_CONFIGMAP``, not both); the extra Job label selector; the CRD
+retry period; and the Redis hash of what was journaled.
 """
 
 from __future__ import annotations

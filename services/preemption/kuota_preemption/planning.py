@@ -1,23 +1,16 @@
 """Journal records in, PreemptionPlan journal records out.
 
 Theory of operation: :class:`PlanningFolder` keeps its own
-``Fold(preemption="plans")`` of the journal: the same events admission folds
-in the same mode, so the same state and the same heads awaiting a plan. After
-each live batch that changed something (an event other than a plan, or a
-plan whose head still waits: a stale one) it runs the core's victim search
-for every awaiting head (:class:`kuota.core.preemption.planner.Planner`) and turns the
-results into ``PreemptionPlan`` journal events, ``plan/<preemptor>/<based_on>``
-with ``based_on`` the id of the last event folded. The processor produces
-them to the journal in the transaction that commits the batch's offsets.
-Admission, the single writer of decisions, folds the plans and validates
-them against its own state.
-
-A record that does not decode (``kuota.events.decode``), or whose fold
-raised, is dead-lettered live with its original bytes and the reason
-(``kuota.bus.deadletter``, header ``kuota-consumer`` = this service's group,
-so it is told apart from admission's dead letter of the same record) and the
-stream goes on; during the start-up replay it is skipped (dead-lettered by
-the incarnation that committed it).
+``Fold(preemption="plans")`` of the journal: the same events admission folds in
+the same mode, so the same state and the same heads awaiting a plan. After each
+live batch that changed something (an event other than a plan, or a plan whose
+head still waits: a stale one) it runs the victim search for every awaiting
+head (:class:`kuota.core.preemption.planner.Planner`) and returns the results
+as ``PreemptionPlan`` journal events, ``plan/<preemptor>/<based_on>``, produced
+in the transaction that commits the batch's offsets; admission folds and
+validates them. A record that does not decode, or whose fold raised, is
+dead-lettered live (``kuota-consumer``: this service's group) and skipped in
+the start-up replay. docs/design/preemption.md (*Plans mode in the services*).
 """
 
 from __future__ import annotations

@@ -9,11 +9,10 @@ skipped) and the template's own ``nodeSelector`` / ``tolerations``
 :func:`plan` looks at the Job as it is now and returns ONE step (update,
 reset ``startTime``, wait, skip, fail); the shell executes it and asks again,
 so a crash between steps is harmless. Admitted injects the flavors as Kueue's
-``podset.Merge`` does (:func:`inject`); a stop suspends, waits for the pods to
-go, resets ``startTime`` and restores the template. Flavors are read with the
-fold's parser (:func:`read_flavor`): one that does not parse fails the
-admission as ``InvalidFlavor``. Why steps, and what the apiserver allows:
-docs/design/actuator.md.
+``podset.Merge`` does (:func:`inject`), read with the fold's parser
+(:func:`read_flavor`; one that does not parse fails as ``InvalidFlavor``); a
+stop suspends, waits for the pods to go, resets ``startTime`` and restores the
+template. Why steps, what the apiserver allows: docs/design/actuator.md.
 """
 
 from __future__ import annotations

@@ -1,20 +1,17 @@
 """The ``kuota`` command line (the console script ``kuota.cli:main``).
 
 Theory of operation: one typer app; each command group is a module, a thin
-shell over a library (``simulate`` over :mod:`kuota.sim`, ``audit replay``,
+shell over a library (``simulate`` over :mod:`kuota.sim`; ``audit replay``,
 ``journal export`` and ``explain`` over :mod:`kuota.audit`), so that what a
 command does can be tested without a process:
 
-- :mod:`.simulate`: ``kuota simulate``;
-- :mod:`.healthcheck`: ``kuota healthcheck``, the container image's probe;
+- :mod:`.simulate` (``kuota simulate``), :mod:`.healthcheck` (the image's probe);
 - :mod:`.audit`: ``kuota audit replay``, ``kuota journal export``, ``kuota explain``;
-- :mod:`.status`: ``kuota status``, the actuator's read model;
-- :mod:`.events`: ``kuota events tail``, the decision stream live.
+- :mod:`.status` (the actuator's read model), :mod:`.events` (``events tail``).
 
 They import :mod:`._common` (exit codes, errors, consoles, Kafka settings),
 never each other; import-linter holds them to it. This module only builds the
-app from them. Exit codes: 0 done, 1 the answer is no (a divergence, a run
-that could not finish, a probe unanswered), 2 bad input.
+app from them. Why this shape: docs/design/cli.md.
 """
 
 from __future__ import annotations

@@ -1,1 +1,3 @@
-"""Kubernetes adapter (kubernetes-asyncio): list+watch with relist on 410 Gone."""
+"""Kubernetes adapter: list+watch with relist on 410 Gone (``watch``, kubernetes-asyncio),
+and the pure code ingest runs on what it sees: objects into journal events
+(``translate``) and the mutating webhook's AdmissionReview answer (``admission_review``)."""

@@ -1,46 +1,18 @@
 """The mutating webhook's answer to an AdmissionReview (pure: dict in, dict out).
 
-Theory of operation: Kueue keeps a Job from starting by creating it suspended
-(its Job webhook sets ``spec.suspend: true`` on CREATE); quota admission later
-unsuspends it. kuota does the same with ``mutate_job``: for an
-``admission.k8s.io/v1`` AdmissionReview of a CREATE of a ``batch/v1`` Job that
-carries the ``kueue.x-k8s.io/queue-name`` label and is not already suspended,
-the answer is ``allowed: true`` with a JSONPatch ``add /spec/suspend true``
-(``add`` replaces an existing member, so one operation covers ``false`` and
-absent). UPDATEs are never mutated.
-
-What a user may change (``refusals``)
-    Before that, every CREATE and UPDATE of a queued Job (the queue label on
-    the new or the old object) goes through ``RULES``: the one place that
-    decides what a user may change. A rule reads a :class:`Change` (the
-    operation, who asks, the old and new Job, and whether the asker is one of
-    kuota's own identities) and returns its reasons to refuse, each a
-    Kubernetes-style field error. With any reason the answer is
-    ``allowed: false``, HTTP 403 ``Forbidden``, every reason in the message;
-    ``kubectl`` shows it as ``admission webhook "mutate-batch-v1-job.kuota.dev"
-    denied the request: <message>``. Refusing, not stripping: the user learns
-    at once which annotation was wrong and why, instead of a Job that silently
-    differs from what they applied (and a ``kubectl apply`` that fights a
-    webhook restoring old values).
-
-    The rule today, ``kuota_annotations``: only kuota's identities
-    (``trusted_users``: ingest's ``KUOTA_WEBHOOK_TRUSTED_USERS``, by default
-    the actuator's ServiceAccount ``system:serviceaccount:kuota-system:kuota-actuator``)
-    may add, change or remove a ``kuota.dev/`` annotation of a Job.
-    ``kuota.dev/active`` is the exception: the user's lever to deactivate a
-    workload, as Kueue's ``Workload.spec.active``. On CREATE every such
-    annotation counts as added; on UPDATE the ones whose presence or value
-    differs from the old Job's — or every one, when the old Job was not
-    queued, since kuota writes only to queued Jobs (otherwise a user could set
-    an annotation on an unqueued Job and add the queue label later). A Job
-    that carries the actuator's annotations can be edited freely otherwise:
-    ``kubectl apply`` and ``patch`` leave them as they are.
-
-A malformed review is answered ``allowed: true`` with a warning, never an
-error: whether an unreadable request may pass is the
-MutatingWebhookConfiguration's ``failurePolicy`` to decide (the apiserver
-only sends well-formed reviews; anything else is a test or a probe), and an
-exception here would turn into an opaque 500.
+Theory of operation: Kueue keeps a Job from starting by creating it suspended;
+kuota does the same. :func:`mutate_job` answers an ``admission.k8s.io/v1``
+review of a ``batch/v1`` Job. A CREATE or UPDATE of a queued Job (the
+``kueue.x-k8s.io/queue-name`` label on the new or the old object) first goes
+through ``RULES``, the one place that decides what a user may change: each rule
+reads a :class:`Change` and returns Kubernetes-style field errors, and any one
+refuses the request (``allowed: false``, 403 ``Forbidden``). The rule today,
+:func:`kuota_annotations`: only kuota's identities (``trusted_users``) may add,
+change or remove a ``kuota.dev/`` annotation other than ``kuota.dev/active``.
+A CREATE that passes and is not suspended yet gets the JSONPatch
+``add /spec/suspend true``; an UPDATE is never mutated. A malformed review is
+``allowed: true`` with a warning, never an error. Why, and the messages:
+docs/design/ingest.md (the webhook).
 """
 
 from __future__ import annotations

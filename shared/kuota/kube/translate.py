@@ -1,79 +1,17 @@
 """Observed Kubernetes objects -> journal events (pure: no I/O, no clock).
 
 Theory of operation: ingest sees a stream of changes per object (an upsert
-with the apiserver's manifest, or a delete). For each change it asks
-:func:`translate_upsert` / :func:`translate_delete`, giving the object and what
-it remembered about that object (:class:`Seen`, ``None`` the first time), and
-gets back the journal events to write plus what to remember next. Nothing here
-reads a clock: ``at`` (ingest's wall clock) is an argument.
-
-What is journaled
-    The manifest minus ``status`` and ``metadata.managedFields``: the fold
-    reads no status of any kind (kuota writes the Kueue kinds' status itself),
-    and managed fields are bookkeeping several times the size of the spec.
-    A LIST's items carry no ``apiVersion``; it is filled in from
-    :data:`API_VERSIONS` so the journal always says which version it holds.
-
-    This is the trust boundary between the cluster and the journal: a Job is
-    journaled without the annotations of :data:`SIMULATION_ANNOTATIONS`
-    (``kuota.dev/created-at``), which the fold reads but which only synthetic
-    journals (the simulator, tests) may carry. So a real Job's place in its
-    queue comes from ``metadata.creationTimestamp``, which the apiserver sets,
-    whoever wrote the annotation (the webhook also refuses it from users,
-    ``kuota.kube.admission_review``).
-
-When an upsert is journaled (the digest rule)
-    Only when something the fold reads changed. :func:`fold_digest` hashes a
-    projection of the object: ``kind``, ``metadata`` name, namespace, uid,
-    creationTimestamp, labels and annotations, and every top-level field but
-    ``apiVersion``, ``metadata`` and ``status``. For a Job the projection also
-    leaves out what kuota itself changes when it admits or evicts the Job, so
-    that actuation never echoes back into the journal:
-
-    - ``spec.suspend`` (kuota's lever, not the user's intent);
-    - the flavor's node labels and tolerations the actuator injects into
-      ``spec.template.spec.nodeSelector`` / ``.tolerations``: while the
-      actuator's annotation ``kuota.dev/original-pod-template-scheduling``
-      (JSON ``{"nodeSelector": ..., "tolerations": ...}``, written in the same
-      update as the injection and dropped in the same update as the restore)
-      is on the Job, those two fields count as the values it recorded; without
-      it they count as they are, so a user's edit of a suspended Job's node
-      selector is journaled. An annotation that cannot be read makes both
-      fields unknown: the digest changes once and the Job is journaled as
-      it is;
-    - annotations prefixed ``kuota.dev/`` other than ``kuota.dev/active``,
-      the one users set and the fold reads (e.g. ``kuota.dev/decision-id``,
-      written by the actuator; ``kuota.dev/created-at``, never journaled).
-
-    A status-only change (a Job's pod counts, a Namespace's phase, a
-    ClusterQueue's status) therefore journals nothing, however often it
-    happens.
-
-    The journaled Job is the user's Job in the same sense: with the recorded
-    original ``nodeSelector`` / ``tolerations`` put back, so the fold never
-    mistakes an injected flavor for a user's constraint.
-
-What a Job's status becomes
-    - ``WorkloadFinished`` when a ``Complete`` or ``Failed`` condition is
-      ``True``: once per Job uid (``Seen.finished``);
-    - ``PodsReady`` when readiness flips, where ready means *not suspended and*
-      ``status.ready + status.succeeded >= pods`` (succeeded including
-      ``status.uncountedTerminatedPods.succeeded``), pods being ``parallelism``
-      (default 1) capped by ``completions`` (Kueue's ``podsCount``). The first
-      observation of a Job counts as "not ready" (the fold's default), so only
-      a Job that becomes ready produces an event; a ready Job that is suspended
-      again (evicted) produces ``PodsReady(ready=False)``. A finished Job
-      produces no more readiness events.
-
-Ids are deterministic (``docs/design/ingest.md``):
-``<Kind>/<ns>/<name>@<resourceVersion>`` for an upsert (cluster-scoped objects
-have an empty namespace), the same with ``/deleted`` for a delete,
-``finished/<ns>/<name>/<uid>``, ``podsready/<ns>/<name>/<uid>/<true|false>@<rv>``
-and ``tick@<at>``.
-
-Never raises: a change that is not an object with a name yields no events and a
-``problem`` string for the log; everything else about validity is the fold's
-business (it answers with a ``Rejected`` decision).
+with the apiserver's manifest, or a delete). For each change it calls
+:func:`translate_upsert` / :func:`translate_delete` with the object and what it
+remembered about it (:class:`Seen`, ``None`` the first time) and gets back the
+journal events to write and what to remember next. The manifest is journaled
+without ``status``, managed fields and the simulation-only annotations, and
+only when :func:`fold_digest` (what the fold reads, minus what kuota itself
+writes on a Job) changed, so actuation never echoes back. A Job's status
+becomes ``WorkloadFinished`` (once per uid) and ``PodsReady`` (on each flip).
+Ids are deterministic; ``at`` (ingest's clock) is an argument. Never raises:
+a change that is not a named object yields a ``problem`` for the log; validity
+is the fold's business. The rules in full: docs/design/ingest.md.
 """
 
 from __future__ import annotations
@@ -255,7 +193,7 @@ def _job_spec_projection(obj: Mapping[str, Any]) -> object:
 
 
 def fold_digest(kind: str, obj: Mapping[str, Any]) -> str:
-    """A digest of what the fold reads of ``obj`` (see the module docstring)."""
+    """A digest of what the fold reads of ``obj`` (docs/design/ingest.md, the digest rule)."""
     md = _meta(obj)
     annotations = md.get("annotations")
     if kind == "Job" and isinstance(annotations, Mapping):

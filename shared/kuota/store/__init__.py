@@ -1,1 +1,2 @@
-"""Redis adapter: fold snapshots (state + the journal offset it reflects)."""
+"""Redis adapter: fold snapshots (state + the journal offset it reflects) and the
+Redis connection settings (``settings``)."""
