@@ -111,7 +111,7 @@ class Journal:
         self.events += out
         return out
 
-    def job(self, namespace: str, name: str, *, gpus: int, **kw: Any) -> list[JournalEvent]:
+    def job(self, name: str, *, namespace: str, gpus: int, **kw: Any) -> list[JournalEvent]:
         return self.objects(job(name, namespace=namespace, gpus=gpus, created=self.t + 1.0, **kw))
 
     def tick(self, after: float = 1.0) -> list[JournalEvent]:
@@ -156,14 +156,14 @@ def fair_sharing(j: Journal) -> list[JournalEvent]:
         local_queue("lq", namespace="team-b", cluster_queue="cq-b"),
     )
     for i in range(1, 5):
-        evs += j.job("team-a", f"a-{i}", gpus=2)
+        evs += j.job(f"a-{i}", namespace="team-a", gpus=2)
     return evs
 
 
 def cohort_reclaim(j: Journal) -> list[JournalEvent]:
     """Article 004's two teams; team-beta runs 8 + 2 + 2 GPUs: 4 borrowed."""
     evs = j.objects(*article_004())
-    evs += j.job("team-beta", "beta-1", gpus=8, queue="training-queue")
-    evs += j.job("team-beta", "beta-2", gpus=2, queue="training-queue")
-    evs += j.job("team-beta", "beta-3", gpus=2, queue="training-queue")
+    evs += j.job("beta-1", namespace="team-beta", gpus=8, queue="training-queue")
+    evs += j.job("beta-2", namespace="team-beta", gpus=2, queue="training-queue")
+    evs += j.job("beta-3", namespace="team-beta", gpus=2, queue="training-queue")
     return evs

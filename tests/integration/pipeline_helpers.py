@@ -47,6 +47,69 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def pipeline_env(
+    kafka_bootstrap: str, redis_url: str, **settings: str
+) -> tuple[str, dict[str, str]]:
+    """A topic prefix of its own and the services' environment on it (this
+    process's, the stack's addresses, ``settings``)."""
+    prefix = f"test-{uuid.uuid4().hex[:10]}."
+    env = dict(os.environ)
+    env.update(
+        KUOTA_KAFKA_BOOTSTRAP=kafka_bootstrap,
+        KUOTA_REDIS_URL=redis_url,
+        KUOTA_TOPIC_PREFIX=prefix,
+        **settings,
+    )
+    return prefix, env
+
+
+async def produce_raw(settings: KafkaSettings, topic: str, value: bytes) -> int:
+    """Write ``value`` as it is (garbage included); its offset."""
+    producer = AIOKafkaProducer(**settings.client_kwargs())
+    await producer.start()
+    try:
+        meta = await producer.send_and_wait(topic, value=value, key=b"kuota")
+        return int(meta.offset)
+    finally:
+        await producer.stop()
+
+
+async def read_topic(
+    settings: KafkaSettings,
+    topic: str,
+    *,
+    expect: int = 0,
+    timeout: float = 0.0,
+    settle: float = 1.0,
+    isolation: str = "read_committed",
+) -> list[Any]:
+    """Every record of ``topic`` (committed ones unless told): wait up to
+    ``timeout`` seconds for ``expect`` of them, then keep polling ``settle``
+    seconds so that extras (duplicates) show up."""
+    consumer = AIOKafkaConsumer(
+        topic,
+        isolation_level=isolation,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        **settings.client_kwargs(),
+    )
+    await consumer.start()
+    out: list[Any] = []
+    try:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while len(out) < expect and loop.time() < deadline:
+            for recs in (await consumer.getmany(timeout_ms=300)).values():
+                out.extend(recs)
+        until = loop.time() + settle
+        while loop.time() < until:
+            for recs in (await consumer.getmany(timeout_ms=300)).values():
+                out.extend(recs)
+    finally:
+        await consumer.stop()
+    return out
+
+
 class Service:
     """One kuota service as a subprocess, its log in a file (``---- start`` per run)."""
 
@@ -233,34 +296,11 @@ class Pipeline:
             await producer.stop()
 
     async def produce_raw(self, value: bytes) -> int:
-        producer = AIOKafkaProducer(**self.settings.client_kwargs())
-        await producer.start()
-        try:
-            meta = await producer.send_and_wait(self.topics.journal, value=value, key=b"kuota")
-            return int(meta.offset)
-        finally:
-            await producer.stop()
+        return await produce_raw(self.settings, self.topics.journal, value)
 
     async def read(self, topic: str, *, settle: float = 1.0) -> list[Any]:
         """Every committed record of ``topic`` so far."""
-        consumer = AIOKafkaConsumer(
-            topic,
-            isolation_level="read_committed",
-            auto_offset_reset="earliest",
-            enable_auto_commit=False,
-            **self.settings.client_kwargs(),
-        )
-        await consumer.start()
-        out: list[Any] = []
-        try:
-            loop = asyncio.get_running_loop()
-            until = loop.time() + settle
-            while loop.time() < until:
-                for recs in (await consumer.getmany(timeout_ms=300)).values():
-                    out.extend(recs)
-        finally:
-            await consumer.stop()
-        return out
+        return await read_topic(self.settings, topic, settle=settle)
 
     async def plans(self) -> list[PreemptionPlan]:
         """The PreemptionPlan events on the journal, in order."""
@@ -276,14 +316,8 @@ class Pipeline:
 @contextlib.asynccontextmanager
 async def pipeline(kafka_bootstrap: str, redis_url: str, logs: Path) -> AsyncIterator[Pipeline]:
     """A pipeline of its own (services not started); everything removed afterwards."""
-    prefix = f"test-{uuid.uuid4().hex[:10]}."
-    env = dict(os.environ)
-    env.update(
-        KUOTA_KAFKA_BOOTSTRAP=kafka_bootstrap,
-        KUOTA_REDIS_URL=redis_url,
-        KUOTA_TOPIC_PREFIX=prefix,
-        KUOTA_SNAPSHOT_EVERY="20",
-        KUOTA_SNAPSHOT_SECONDS="5",
+    prefix, env = pipeline_env(
+        kafka_bootstrap, redis_url, KUOTA_SNAPSHOT_EVERY="20", KUOTA_SNAPSHOT_SECONDS="5"
     )
     settings = KafkaSettings.from_env(env)
     topics = await ensure_topics(settings)

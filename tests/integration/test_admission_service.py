@@ -12,12 +12,10 @@ stream.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import subprocess
 import time
-import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,8 +24,9 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from journal_builders import gpu_job, upserted
-from pipeline_helpers import Service, free_port
+from builders.journal import journaled_job, upserted
+from builders.manifests import cluster_queue, flavor, local_queue
+from pipeline_helpers import Service, free_port, pipeline_env, produce_raw, read_topic
 from stack_helpers import delete_pipeline_topics
 
 from kuota.bus.settings import KafkaSettings
@@ -48,45 +47,6 @@ BIN = REPO / ".venv" / "bin" / "kuota-admission"
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z, event time of the first event
 GPU = "nvidia.com/gpu"
 
-# ---------------------------------------------------------------------- manifests
-
-
-def resource_flavor(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
-        "kind": "ResourceFlavor",
-        "metadata": {"name": name, "resourceVersion": "1"},
-        "spec": {},
-    }
-
-
-def cluster_queue(name: str, flavor: str, gpus: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
-        "kind": "ClusterQueue",
-        "metadata": {"name": name, "resourceVersion": "1"},
-        "spec": {
-            "namespaceSelector": {},
-            "resourceGroups": [
-                {
-                    "coveredResources": [GPU],
-                    "flavors": [
-                        {"name": flavor, "resources": [{"name": GPU, "nominalQuota": gpus}]}
-                    ],
-                }
-            ],
-        },
-    }
-
-
-def local_queue(namespace: str, name: str, cq: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
-        "kind": "LocalQueue",
-        "metadata": {"name": name, "namespace": namespace, "resourceVersion": "1"},
-        "spec": {"clusterQueue": cq},
-    }
-
 
 @dataclass
 class Journal:
@@ -103,9 +63,14 @@ class Journal:
 
     def queues(self) -> list[JournalEvent]:
         evs: list[JournalEvent] = [
-            upserted(resource_flavor("gpu-a"), self._at()),
-            upserted(cluster_queue("cq-gpu", "gpu-a", 4), self._at()),
-            upserted(local_queue(self.ns, "lq", "cq-gpu"), self._at()),
+            upserted(flavor("gpu-a", spec={}, resource_version="1"), self._at()),
+            upserted(
+                cluster_queue("cq-gpu", gpus=4, flavor="gpu-a", resource_version="1"), self._at()
+            ),
+            upserted(
+                local_queue("lq", namespace=self.ns, cluster_queue="cq-gpu", resource_version="1"),
+                self._at(),
+            ),
         ]
         self.events += evs
         return evs
@@ -118,7 +83,8 @@ class Journal:
             i = self.jobs
             self.jobs += 1
             at = self._at()
-            evs.append(upserted(gpu_job(self.ns, f"j{i}", "lq", gpus=1 + i % 2, created=at), at))
+            job = journaled_job(f"j{i}", namespace=self.ns, gpus=1 + i % 2, created=at)
+            evs.append(upserted(job, at))
             if i >= 4:
                 evs.append(
                     WorkloadFinished(
@@ -172,13 +138,7 @@ class Bus:
             await producer.stop()
 
     async def produce_raw(self, value: bytes) -> int:
-        producer = AIOKafkaProducer(**self.settings.client_kwargs())
-        await producer.start()
-        try:
-            meta = await producer.send_and_wait(self.topics.journal, value=value, key=b"kuota")
-            return int(meta.offset)
-        finally:
-            await producer.stop()
+        return await produce_raw(self.settings, self.topics.journal, value)
 
     async def read(
         self,
@@ -191,28 +151,9 @@ class Bus:
     ) -> list[Any]:
         """Every committed record of ``topic``: wait for ``expect`` of them, then
         keep polling ``settle`` seconds so that extras (duplicates) show up."""
-        consumer = AIOKafkaConsumer(
-            topic,
-            isolation_level=isolation,
-            auto_offset_reset="earliest",
-            enable_auto_commit=False,
-            **self.settings.client_kwargs(),
+        return await read_topic(
+            self.settings, topic, expect=expect, timeout=timeout, settle=settle, isolation=isolation
         )
-        await consumer.start()
-        out: list[Any] = []
-        try:
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + timeout
-            while len(out) < expect and loop.time() < deadline:
-                for recs in (await consumer.getmany(timeout_ms=300)).values():
-                    out.extend(recs)
-            settle_until = loop.time() + settle
-            while loop.time() < settle_until:
-                for recs in (await consumer.getmany(timeout_ms=300)).values():
-                    out.extend(recs)
-        finally:
-            await consumer.stop()
-        return out
 
     async def decisions(self, *, expect: int, timeout: float = 60.0) -> list[Decision]:
         recs = await self.read(self.topics.decisions, expect=expect, timeout=timeout)
@@ -249,12 +190,9 @@ class Rig:
 
 @pytest.fixture
 async def rig(kafka_bootstrap: str, redis_url: str, tmp_path: Path) -> AsyncIterator[Rig]:
-    prefix = f"test-{uuid.uuid4().hex[:10]}."
-    env = dict(os.environ)
-    env.update(
-        KUOTA_KAFKA_BOOTSTRAP=kafka_bootstrap,
-        KUOTA_REDIS_URL=redis_url,
-        KUOTA_TOPIC_PREFIX=prefix,
+    prefix, env = pipeline_env(
+        kafka_bootstrap,
+        redis_url,
         KUOTA_METRICS_PORT=str(free_port()),
         KUOTA_SNAPSHOT_KEY="test-admission-key",
         KUOTA_SNAPSHOT_EVERY="40",

@@ -62,7 +62,7 @@ async def test_replay_of_a_journal_with_plans_written_by_the_services(
     j = Journal()
     await pipe.produce(within_cluster_queue(j))
     await pipe.decisions.admitted("team-a/mid")
-    await pipe.produce(j.job("team-a", "high", gpus=2, priority="high"))
+    await pipe.produce(j.job("high", namespace="team-a", gpus=2, priority="high"))
     await pipe.decisions.admitted("team-a/high")
     await pipe.decisions.settle()
     assert pipe.admission.terminate() == 0 and pipe.preemption.terminate() == 0

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
-import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,15 +21,14 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 from aiokafka import AIOKafkaProducer
-from pipeline_helpers import Service, free_port
+from builders.journal import journaled_job, upserted
+from pipeline_helpers import Service, free_port, pipeline_env
 from stack_helpers import delete_pipeline_topics
 from test_admission_service import (
     Bus,
     Journal,
     assert_same,
     expected,
-    gpu_job,
-    upserted,
 )
 
 from kuota.bus.settings import KafkaSettings
@@ -61,12 +58,9 @@ class Rig:
 
 @pytest.fixture
 async def rig(kafka_bootstrap: str, redis_url: str, tmp_path: Path) -> AsyncIterator[Rig]:
-    prefix = f"test-{uuid.uuid4().hex[:10]}."
-    env = dict(os.environ)
-    env.update(
-        KUOTA_KAFKA_BOOTSTRAP=kafka_bootstrap,
-        KUOTA_REDIS_URL=redis_url,
-        KUOTA_TOPIC_PREFIX=prefix,
+    prefix, env = pipeline_env(
+        kafka_bootstrap,
+        redis_url,
         KUOTA_METRICS_PORT=str(free_port()),
         KUOTA_SNAPSHOT_KEY="test-audit-key",
         # Snapshots only at shutdown: the test knows their offsets.
@@ -130,7 +124,7 @@ async def decide(rig: Rig, events: list[JournalEvent]) -> list[Decision]:
 
 
 def big_job(name: str, at: float) -> JournalEvent:
-    return upserted(gpu_job("team-a", name, "lq", gpus=4, created=at), at)
+    return upserted(journaled_job(name, namespace="team-a", gpus=4, created=at), at)
 
 
 async def test_audit_explain_export_and_tail_on_decisions_made_by_admission(

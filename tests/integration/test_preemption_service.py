@@ -144,7 +144,7 @@ async def test_shell_folds_dead_letters_serves_metrics_and_writes_plans(pipe: Pi
     # victim, requeued, may preempt in its turn, so it searches once more at
     # once and writes an empty plan for it (nothing below it). Then nobody
     # waits, and nothing more is written.
-    high = j.job("team-a", "high", gpus=2, priority="high")
+    high = j.job("high", namespace="team-a", gpus=2, priority="high")
     await pipe.produce(high)
     await pipe.preemption.wait_metric("kuota_preemption_plans_total", 2)
     await asyncio.sleep(2)
@@ -171,7 +171,7 @@ async def test_priority_preemption_within_a_cluster_queue(pipe: Pipeline) -> Non
     j = Journal()
     await pipe.produce(within_cluster_queue(j))
     await pipe.decisions.admitted("team-a/mid")
-    await pipe.produce(j.job("team-a", "high", gpus=2, priority="high"))
+    await pipe.produce(j.job("high", namespace="team-a", gpus=2, priority="high"))
     await pipe.decisions.admitted("team-a/high")
     await pipe.decisions.settle()
     ds = pipe.decisions.all
@@ -199,7 +199,7 @@ async def test_cohort_reclaim_of_article_004(pipe: Pipeline) -> None:
     j = Journal()
     await pipe.produce(cohort_reclaim(j))
     await pipe.decisions.admitted("team-beta/beta-3")
-    await pipe.produce(j.job("team-alpha", "alpha-1", gpus=6, queue="training-queue"))
+    await pipe.produce(j.job("alpha-1", namespace="team-alpha", gpus=6, queue="training-queue"))
     await pipe.decisions.admitted("team-alpha/alpha-1")
     await pipe.decisions.settle()
     ds = pipe.decisions.all
@@ -221,7 +221,7 @@ async def test_fair_sharing_preemption(pipe: Pipeline) -> None:
     j = Journal()
     await pipe.produce(fair_sharing(j))
     await pipe.decisions.admitted("team-a/a-4")
-    await pipe.produce(j.job("team-b", "b-1", gpus=2))
+    await pipe.produce(j.job("b-1", namespace="team-b", gpus=2))
     await pipe.decisions.admitted("team-b/b-1")
     await pipe.decisions.settle()
     ds = pipe.decisions.all
@@ -248,9 +248,9 @@ async def test_admission_goes_on_without_the_preemption_service(pipe: Pipeline) 
             cluster_queue("cq", gpus=4, within="LowerPriority"),
             local_queue("lq", namespace="team-a", cluster_queue="cq"),
         )
-        + j.job("team-a", "low", gpus=3, priority="low")
-        + j.job("team-a", "high", gpus=2, priority="high")  # needs low's GPUs
-        + j.job("team-a", "small", gpus=1, priority="low")  # fits in the one left
+        + j.job("low", namespace="team-a", gpus=3, priority="low")
+        + j.job("high", namespace="team-a", gpus=2, priority="high")  # needs low's GPUs
+        + j.job("small", namespace="team-a", gpus=1, priority="low")  # fits in the one left
     )
     await pipe.decisions.admitted("team-a/small")
 
@@ -306,7 +306,7 @@ async def test_kill9_of_preemption_mid_reclaim_is_exactly_once(pipe: Pipeline) -
     # 1. Frozen before alpha-1 is journaled, killed once admission says it
     #    waits: no plan can have been written; the restart must write it.
     pipe.preemption.signal(signal.SIGSTOP)
-    await pipe.produce(j.job("team-alpha", "alpha-1", gpus=6, queue="training-queue"))
+    await pipe.produce(j.job("alpha-1", namespace="team-alpha", gpus=6, queue="training-queue"))
     await pipe.decisions.until(
         lambda ds: any(d.workload == "team-alpha/alpha-1" and d.reason == WAITING for d in ds),
         "alpha-1 waiting for a plan",
@@ -323,7 +323,7 @@ async def test_kill9_of_preemption_mid_reclaim_is_exactly_once(pipe: Pipeline) -
     #    journaled between the kills so that a restarted service may plan
     #    again what its predecessor planned.
     assert pipe.preemption.kill9() == -signal.SIGKILL
-    await pipe.produce(j.job("team-alpha", "alpha-2", gpus=2, queue="training-queue"))
+    await pipe.produce(j.job("alpha-2", namespace="team-alpha", gpus=2, queue="training-queue"))
     for delay in (0.0, 0.0, 0.01, 0.02, 0.05, 0.1):
         pipe.preemption.start()
         await pipe.preemption.wait_log(r"recovered: ", poll=0.002)

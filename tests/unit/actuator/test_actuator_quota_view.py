@@ -9,7 +9,8 @@ import json
 from typing import Any
 
 import pytest
-from journal_builders import GPU, gpu_job, upserted
+from builders.journal import journaled_job, upserted
+from builders.manifests import GPU, cluster_queue, flavor, local_queue
 from prometheus_client import CollectorRegistry
 from test_actuator_shell import FakeKube
 
@@ -19,46 +20,22 @@ from kuota.status.model import ClusterQueueReadModel
 from kuota_actuator.metrics import ActuatorMetrics
 from kuota_actuator.status import CQ_PATH, StatusWriter
 
-KUEUE = "kueue.x-k8s.io/v1beta2"
 NS = "team"
 
 
-def flavor() -> dict[str, Any]:
-    return {
-        "apiVersion": KUEUE,
-        "kind": "ResourceFlavor",
-        "metadata": {"name": "h100", "resourceVersion": "1"},
-    }
+def cq(gpus: Any, rv: int, *, borrowing: int | None = None, **spec: Any) -> dict[str, Any]:
+    """ClusterQueue ``cq`` in cohort ``pool`` at resourceVersion ``rv``."""
+    m = cluster_queue("cq", gpus=(gpus, borrowing), cohort="pool", resource_version=str(rv))
+    m["spec"].update(spec)
+    return m
 
 
-def cluster_queue(
-    gpus: Any, rv: int, *, borrowing: int | None = None, **spec: Any
-) -> dict[str, Any]:
-    quota: dict[str, Any] = {"name": GPU, "nominalQuota": gpus}
-    if borrowing is not None:
-        quota["borrowingLimit"] = borrowing
-    return {
-        "apiVersion": KUEUE,
-        "kind": "ClusterQueue",
-        "metadata": {"name": "cq", "resourceVersion": str(rv)},
-        "spec": {
-            "namespaceSelector": {},
-            "cohort": "pool",
-            "resourceGroups": [
-                {"coveredResources": [GPU], "flavors": [{"name": "h100", "resources": [quota]}]}
-            ],
-            **spec,
-        },
-    }
+FLAVOR = flavor("h100", resource_version="1")
+LOCAL_QUEUE = local_queue("lq", namespace=NS, cluster_queue="cq", resource_version="1")
 
 
-def local_queue() -> dict[str, Any]:
-    return {
-        "apiVersion": KUEUE,
-        "kind": "LocalQueue",
-        "metadata": {"name": "lq", "namespace": NS, "resourceVersion": "1"},
-        "spec": {"clusterQueue": "cq"},
-    }
+def job(name: str, created: float) -> dict[str, Any]:
+    return journaled_job(name, namespace=NS, gpus=1, created=created)
 
 
 class Journal:
@@ -85,10 +62,10 @@ class Journal:
 
 def setup(gpus: int) -> Journal:
     j = Journal()
-    for obj in (flavor(), cluster_queue(gpus, 1), local_queue()):
+    for obj in (FLAVOR, cq(gpus, 1), LOCAL_QUEUE):
         j.upsert(obj)
     for n in range(3):
-        j.upsert(gpu_job(NS, f"j{n}", "lq", gpus=1, created=float(n)))
+        j.upsert(job(f"j{n}", float(n)))
     return j
 
 
@@ -127,8 +104,8 @@ def model_view(model: ClusterQueueReadModel) -> dict[str, Any]:
 
 def test_the_fold_announces_each_quota_version_before_what_it_causes() -> None:
     j = Journal()
-    j.upsert(flavor())
-    (created,) = j.upsert(cluster_queue(1, 1, borrowing=2))
+    j.upsert(FLAVOR)
+    (created,) = j.upsert(cq(1, 1, borrowing=2))
     assert (created.type, created.cluster_queue, created.object) == (
         "QuotaChanged",
         "cq",
@@ -136,19 +113,19 @@ def test_the_fold_announces_each_quota_version_before_what_it_causes() -> None:
     )
     assert created.workload is None and created.cohort == "pool"
     assert created.quota == {"h100": {GPU: {"nominalQuota": "1", "borrowingLimit": "2"}}}
-    j.upsert(local_queue())
-    j.upsert(gpu_job(NS, "a", "lq", gpus=1, created=0.0))
-    j.upsert(gpu_job(NS, "b", "lq", gpus=1, created=1.0))  # waits for quota
-    raised = j.upsert(cluster_queue(2, 2, borrowing=2))
+    j.upsert(LOCAL_QUEUE)
+    j.upsert(job("a", 0.0))
+    j.upsert(job("b", 1.0))  # waits for quota
+    raised = j.upsert(cq(2, 2, borrowing=2))
     assert [(d.type, d.workload) for d in raised] == [
         ("QuotaChanged", None),
         ("Admitted", f"{NS}/b"),
     ], "the quota first: a reader charges the admission against it"
     assert raised[0].quota == {"h100": {GPU: {"nominalQuota": "2", "borrowingLimit": "2"}}}
     # A change that leaves quota and cohort alone says nothing.
-    assert j.upsert(cluster_queue(2, 3, borrowing=2, queueingStrategy="StrictFIFO")) == []
+    assert j.upsert(cq(2, 3, borrowing=2, queueingStrategy="StrictFIFO")) == []
     # An invalid edit is Rejected; the version in force stays (no QuotaChanged).
-    (rejected,) = j.upsert(cluster_queue("lots", 4))
+    (rejected,) = j.upsert(cq("lots", 4))
     assert rejected.type == "Rejected"
     j.t += 1
     (gone,) = j.feed(ObjectDeleted(id="del/cq", at=j.t, kind="ClusterQueue", name="cq"))
@@ -158,10 +135,10 @@ def test_the_fold_announces_each_quota_version_before_what_it_causes() -> None:
 def test_the_read_model_holds_the_folds_quota_and_usage_at_every_step() -> None:
     j = Journal()
     model = ClusterQueueReadModel()
-    jobs = [gpu_job(NS, f"j{n}", "lq", gpus=1, created=float(n)) for n in range(4)]
-    steps: list[Any] = [flavor(), cluster_queue(2, 1), local_queue(), *jobs]
-    steps += [cluster_queue(3, 2), "j0", cluster_queue(1, 3, borrowing=1), "j1"]
-    steps += [cluster_queue("x", 4), cluster_queue(5, 5), "j2", "delete"]
+    jobs = [job(f"j{n}", float(n)) for n in range(4)]
+    steps: list[Any] = [FLAVOR, cq(2, 1), LOCAL_QUEUE, *jobs]
+    steps += [cq(3, 2), "j0", cq(1, 3, borrowing=1), "j1"]
+    steps += [cq("x", 4), cq(5, 5), "j2", "delete"]
     for step in steps:
         if step == "delete":
             j.t += 1
@@ -234,14 +211,14 @@ async def test_status_during_a_quota_edit_follows_the_fold(rig: Any) -> None:
     j = setup(gpus=4)  # three one-GPU Jobs admitted against nominal 4
     for d in j.decisions:
         model.apply(d)
-    watched(cluster_queue(4, 1), kube, mirror)
+    watched(cq(4, 1), kube, mirror)
     await writer.sync_once()
     usage, doc = written(kube, redis)
     assert usage == [{"name": GPU, "total": "3", "borrowed": "0"}]
     assert doc["quota"][0]["nominalQuota"] == "4" and doc["cohort"] == "pool"
 
     # The user lowers the quota to 2: the watch has it, the decisions not yet.
-    edited = cluster_queue(2, 2)
+    edited = cq(2, 2)
     watched(edited, kube, mirror)
     await writer.sync_once()
     usage, doc = written(kube, redis)
@@ -261,7 +238,7 @@ async def test_status_during_a_quota_edit_follows_the_fold(rig: Any) -> None:
     assert (summary.resources[0].nominal, summary.resources[0].usage) == (2000, 3000)
 
     # An invalid edit: the fold keeps quota 2 (Rejected); so does the status.
-    broken = cluster_queue("lots", 3)
+    broken = cq("lots", 3)
     watched(broken, kube, mirror)
     for d in j.upsert(broken):
         assert d.type == "Rejected"

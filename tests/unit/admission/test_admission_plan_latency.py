@@ -84,7 +84,7 @@ def test_latency_runs_from_the_first_wait_to_the_preemption() -> None:
     rig = Rig()
     j, setup = _waiting_head()
     rig.live(setup, at=1000.0)
-    rig.live(j.job("team-a", "high", gpus=2, priority="high"), at=1010.0)
+    rig.live(j.job("high", namespace="team-a", gpus=2, priority="high"), at=1010.0)
     assert ("Inadmissible", "team-a/high", WAITING) in rig.decisions
     assert rig.folder.fold.awaits_plan("team-a/high")
     # Re-announced after 5 s of event time: the wait still counts from 1010.
@@ -104,7 +104,7 @@ def test_latency_runs_from_the_first_wait_to_the_preemption() -> None:
 def test_the_victims_wait_ending_in_an_empty_plan_is_not_counted() -> None:
     rig = Rig()
     j, setup = _waiting_head()
-    rig.live(setup + j.job("team-a", "high", gpus=2, priority="high"), at=1000.0)
+    rig.live(setup + j.job("high", namespace="team-a", gpus=2, priority="high"), at=1000.0)
     (plan,) = rig.plans()
     rig.live([plan], at=1003.0)
     assert rig.count() == 1.0 and rig.total() == 3.0
@@ -122,7 +122,7 @@ def test_the_victims_wait_ending_in_an_empty_plan_is_not_counted() -> None:
 def test_a_wait_begun_before_a_restart_is_not_counted() -> None:
     rig = Rig()
     j, setup = _waiting_head()
-    rig.replay(setup + j.job("team-a", "high", gpus=2, priority="high"))  # silent recovery
+    rig.replay(setup + j.job("high", namespace="team-a", gpus=2, priority="high"))  # silent recovery
     assert rig.folder.fold.awaits_plan("team-a/high")
     (plan,) = rig.plans()
     rig.live([plan], at=2000.0)
@@ -133,7 +133,7 @@ def test_a_wait_begun_before_a_restart_is_not_counted() -> None:
 def test_a_head_that_stops_waiting_starts_a_new_wait_later() -> None:
     rig = Rig()
     j, setup = _waiting_head()
-    rig.live(setup + j.job("team-a", "high", gpus=2, priority="high"), at=1000.0)
+    rig.live(setup + j.job("high", namespace="team-a", gpus=2, priority="high"), at=1000.0)
     # The Job is deleted and created again: the first wait ends unreported.
     gone = rig.folder.fold.awaits_plan("team-a/high")
     j.t += 1
@@ -143,7 +143,7 @@ def test_a_head_that_stops_waiting_starts_a_new_wait_later() -> None:
     )
     assert gone and not rig.folder.fold.awaits_plan("team-a/high")
     assert len(rig.folder.plan_waits) == 0
-    rig.live(j.job("team-a", "high", gpus=2, priority="high"), at=1050.0)
+    rig.live(j.job("high", namespace="team-a", gpus=2, priority="high"), at=1050.0)
     (plan,) = rig.plans()
     rig.live([plan], at=1050.5)
     assert rig.count() == 1.0 and rig.total() == 0.5, "timed from the new wait"
@@ -152,7 +152,7 @@ def test_a_head_that_stops_waiting_starts_a_new_wait_later() -> None:
 def test_a_stale_plan_keeps_the_clock_running() -> None:
     rig = Rig()
     j, setup = _waiting_head()
-    rig.live(setup + j.job("team-a", "high", gpus=2, priority="high"), at=1000.0)
+    rig.live(setup + j.job("high", namespace="team-a", gpus=2, priority="high"), at=1000.0)
     # A plan naming a victim that is not running: admission's validation
     # rejects it and the head keeps waiting.
     j.t += 1

@@ -16,7 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from journal_builders import gpu_job, upserted
+from builders.journal import journaled_job, upserted
+from builders.manifests import cluster_queue, flavor, local_queue, priority_class
 
 from kuota.audit.replay import JournalRecord, RecordedDecision
 from kuota.core.fold.fold import Fold
@@ -30,74 +31,21 @@ from kuota.events.schema import (
 from kuota.sim.planning import PreemptionService
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
-GPU = "nvidia.com/gpu"
 NS = "team-a"
 
 
-def flavor(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
-        "kind": "ResourceFlavor",
-        "metadata": {"name": name, "resourceVersion": "1"},
-        "spec": {},
-    }
-
-
-def cluster_queue(
-    name: str, gpus: int, cohort: str | None = None, *, within: str | None = None
+def _cluster_queue(
+    name: str, gpus: int, cohort: str | None, *, within: str | None = None
 ) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "namespaceSelector": {},
-        "resourceGroups": [
-            {
-                "coveredResources": [GPU],
-                "flavors": [{"name": "gpu-a", "resources": [{"name": GPU, "nominalQuota": gpus}]}],
-            }
-        ],
-    }
-    if cohort:
-        spec["cohortName"] = cohort
-    if within:
-        spec["preemption"] = {"withinClusterQueue": within}
-    return {
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
-        "kind": "ClusterQueue",
-        "metadata": {"name": name, "resourceVersion": "1"},
-        "spec": spec,
-    }
-
-
-def local_queue(name: str, cq: str, ns: str = NS) -> dict[str, Any]:
-    return {
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
-        "kind": "LocalQueue",
-        "metadata": {"name": name, "namespace": ns, "resourceVersion": "1"},
-        "spec": {"clusterQueue": cq},
-    }
-
-
-def job(
-    name: str,
-    *,
-    gpus: int,
-    created: float,
-    queue: str = "lq",
-    ns: str = NS,
-    priority: str | None = None,
-) -> dict[str, Any]:
-    manifest = gpu_job(ns, name, queue, gpus=gpus, created=created)
-    if priority is not None:
-        manifest["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = priority
-    return manifest
-
-
-def priority_class(name: str, value: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
-        "kind": "WorkloadPriorityClass",
-        "metadata": {"name": name, "resourceVersion": "1"},
-        "value": value,
-    }
+    return cluster_queue(
+        name,
+        gpus=gpus,
+        flavor="gpu-a",
+        cohort=cohort,
+        cohort_field="cohortName",
+        within=within,
+        resource_version="1",
+    )
 
 
 @dataclass
@@ -117,23 +65,28 @@ class Journal:
     def queues(
         self, *, gpus: int = 4, cohort: str | None = None, within: str | None = None
     ) -> Journal:
-        self.add(upserted(flavor("gpu-a"), self._at()))
-        self.add(upserted(cluster_queue("cq-gpu", gpus, cohort, within=within), self._at()))
+        self.add(upserted(flavor("gpu-a", spec={}, resource_version="1"), self._at()))
+        self.add(upserted(_cluster_queue("cq-gpu", gpus, cohort, within=within), self._at()))
         if cohort:
-            self.add(upserted(cluster_queue("cq-other", 2, cohort), self._at()))
-        return self.add(upserted(local_queue("lq", "cq-gpu"), self._at()))
+            self.add(upserted(_cluster_queue("cq-other", 2, cohort), self._at()))
+        lq = local_queue("lq", namespace=NS, cluster_queue="cq-gpu", resource_version="1")
+        return self.add(upserted(lq, self._at()))
 
     def job(
         self, name: str, gpus: int = 1, *, queue: str = "lq", priority: str | None = None
     ) -> Journal:
         at = self._at()
         self.n_jobs += 1
-        manifest = job(name, gpus=gpus, created=at, queue=queue, priority=priority)
+        manifest = journaled_job(
+            name, namespace=NS, gpus=gpus, created=at, queue=queue, priority=priority
+        )
         return self.add(upserted(manifest, at))
 
     def priorities(self) -> Journal:
-        self.add(upserted(priority_class("low", 10), self._at()))
-        return self.add(upserted(priority_class("high", 100), self._at()))
+        self.add(upserted(priority_class("low", value=10, resource_version="1"), self._at()))
+        return self.add(
+            upserted(priority_class("high", value=100, resource_version="1"), self._at())
+        )
 
     def with_plans(self) -> Journal:
         """The journal as it is once the preemption service has run: after each
