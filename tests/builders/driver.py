@@ -1,9 +1,9 @@
 """A driver that feeds manifests and journal events to a Fold.
 
 Each call wraps its input in a journal event with the next id (``e1``,
-``e2``, ...) at time ``at`` (or the time of the event before), applies it at
-the next offset, and keeps the event and its decisions (``events``,
-``decisions``). Manifests are copied before they go in, so a test may change
+``e2``, ...) at time ``at`` (or ``step`` seconds after the event before, 0
+unless told), applies it at the next offset, and keeps the event and its
+decisions (``events``, ``decisions``). Manifests are copied before they go in, so a test may change
 and apply the same dict again; a fluent builder (anything with a manifest in
 ``.m``) is taken as its manifest.
 """
@@ -35,8 +35,9 @@ def manifest(x: Any) -> dict[str, Any]:
 class Driver:
     """Feeds a Fold with events carrying increasing ids; keeps every decision."""
 
-    def __init__(self, fold: Fold | None = None) -> None:
+    def __init__(self, fold: Fold | None = None, *, step: float = 0.0) -> None:
         self.fold = fold or Fold()
+        self.step = step
         self.t = 0.0
         self.n = 0
         self.events: list[JournalEvent] = []
@@ -44,8 +45,7 @@ class Driver:
 
     def _next(self, at: float | None) -> tuple[str, float]:
         self.n += 1
-        if at is not None:
-            self.t = at
+        self.t = at if at is not None else self.t + self.step
         return f"e{self.n}", self.t
 
     def feed(self, event: JournalEvent) -> list[Decision]:

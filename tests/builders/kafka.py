@@ -1,6 +1,10 @@
-"""An aiokafka producer stand-in that records what the code under test sends.
+"""Kafka stand-ins: a producer that records what it is sent, and records.
 
-``send`` returns a future that completes a moment later (the broker's ack),
+``consumer_record`` is one aiokafka ``ConsumerRecord`` as a consumer hands it
+over (partition 0, no headers unless told).
+
+:class:`FakeProducer` is an aiokafka producer that records what the code
+under test sends: ``send`` returns a future that completes a moment later (the broker's ack),
 logging ``send <event id>`` then ``ack <event id>`` in ``log`` so a test sees
 what was acknowledged before what; ``send_and_wait`` completes at once. Every
 record goes to ``records`` as ``(topic, keyword arguments)`` and, when given,
@@ -13,7 +17,33 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from aiokafka import ConsumerRecord
+
 from kuota.events.schema import parse_event
+
+
+def consumer_record(
+    topic: str,
+    offset: int,
+    value: bytes | None,
+    *,
+    key: bytes | None = b"kuota",
+    partition: int = 0,
+    headers: list[tuple[str, bytes]] | None = None,
+) -> ConsumerRecord[bytes, bytes]:
+    return ConsumerRecord(
+        topic=topic,
+        partition=partition,
+        offset=offset,
+        timestamp=0,
+        timestamp_type=0,
+        key=key,
+        value=value,
+        checksum=None,
+        serialized_key_size=len(key or b""),
+        serialized_value_size=len(value or b""),
+        headers=headers or [],
+    )
 
 
 class FakeProducer:

@@ -12,19 +12,24 @@ from typing import Any
 
 import pytest
 from bad_input_builders import (
+    FLAVOR,
     GPU,
-    Journal,
-    claim_template,
+    NS,
+    a100,
+    job,
+    journal,
+    rejected,
+    setup_gpu_queue,
+)
+from builders.driver import Driver
+from builders.manifests import (
     cluster_queue,
     cohort,
-    device,
     device_class,
     flavor,
-    job,
     local_queue,
-    rejected,
+    resource_claim_template,
     resource_slice,
-    setup_gpu_queue,
 )
 
 from kuota.audit.explain import Explainer, relevant
@@ -34,7 +39,7 @@ from kuota.events.schema import ObjectUpserted
 # --------------------------------------------------------------------------- helpers
 
 
-def good_job_admitted(j: Journal, name: str = "good") -> None:
+def good_job_admitted(j: Driver, name: str = "good") -> None:
     """A plain cpu Job right after the bad input is admitted by that very event."""
     out = j.apply(job(name, requests={"cpu": "1"}))
     assert [(d.type, d.workload) for d in out] == [("Admitted", f"team-a/{name}")]
@@ -52,7 +57,7 @@ def only_rejected(out: list[Any]) -> tuple[str, str, str]:
 
 
 def _cq_with(spec: Any) -> dict[str, Any]:
-    m = cluster_queue("bad-cq", {"cpu": 1})
+    m = cluster_queue("bad-cq", quotas={"cpu": 1}, flavor=FLAVOR)
     m["spec"] = spec
     return m
 
@@ -153,7 +158,7 @@ MALFORMED = [
 def test_a_malformed_manifest_is_rejected_naming_object_and_field(
     name: str, manifest: dict[str, Any], obj: str, field: str
 ) -> None:
-    j = Journal()
+    j = journal()
     setup_gpu_queue(j)
     got_obj, reason, message = only_rejected(j.apply(manifest))
     assert (got_obj, reason) == (obj, "InvalidObject")
@@ -162,7 +167,7 @@ def test_a_malformed_manifest_is_rejected_naming_object_and_field(
 
 
 def test_a_malformed_update_keeps_the_valid_version_in_force() -> None:
-    j = Journal()
+    j = journal()
     setup_gpu_queue(j)
     only_rejected(j.apply(_cq_with({"resourceGroups": "broken"}) | {"metadata": {"name": "cq"}}))
     good_job_admitted(j)  # cq keeps its last valid quota
@@ -182,10 +187,13 @@ CEL = [
 
 @pytest.mark.parametrize(("name", "expression", "why"), CEL, ids=[c[0] for c in CEL])
 def test_bad_cel_in_a_claim_is_an_inadmissible_reason(name: str, expression: str, why: str) -> None:
-    j = Journal()
+    j = journal()
     setup_gpu_queue(j)
     out = j.apply(
-        claim_template("bad", "gpu.nvidia.com", expression), job("cel", claims={"gpu": "bad"})
+        resource_claim_template(
+            "bad", namespace=NS, device_class="gpu.nvidia.com", cel=[expression]
+        ),
+        job("cel", claims={"gpu": "bad"}),
     )
     assert [(d.type, d.workload, d.reason) for d in out] == [
         ("Inadmissible", "team-a/cel", "InvalidCEL")
@@ -199,11 +207,16 @@ def test_bad_cel_in_a_claim_is_an_inadmissible_reason(name: str, expression: str
 def test_bad_cel_in_a_device_class_is_an_inadmissible_reason(
     name: str, expression: str, why: str
 ) -> None:
-    j = Journal()
+    j = journal()
     setup_gpu_queue(j, extra_classes=("bad.class",))
     out = j.apply(
-        device_class("bad.class", expression),
-        claim_template("t", "bad.class", "device.attributes['gpu.nvidia.com'].productName != ''"),
+        device_class("bad.class", cel=[expression]),
+        resource_claim_template(
+            "t",
+            namespace=NS,
+            device_class="bad.class",
+            cel=["device.attributes['gpu.nvidia.com'].productName != ''"],
+        ),
         job("cel", claims={"gpu": "t"}),
     )
     assert rejected(out) == []  # the class is what the cluster holds; using it is what fails
@@ -219,17 +232,17 @@ def test_cel_that_does_not_compile_fails_even_where_devices_are_only_counted() -
     evaluates nothing; a class whose CEL does not even compile still fails it. A
     runtime error (cel-rust type-checks at run time) surfaces when devices are
     evaluated: request selectors or counter charging (docs/design/bad-input.md)."""
-    j = Journal()
+    j = journal()
     setup_gpu_queue(j, extra_classes=("broken.class", "odd.class"))
     out = j.apply(
-        device_class("broken.class", "device.driver =="),
-        claim_template("broken", "broken.class"),
+        device_class("broken.class", cel=["device.driver =="]),
+        resource_claim_template("broken", namespace=NS, device_class="broken.class"),
         job("broken", claims={"gpu": "broken"}),
     )
     assert [(d.type, d.reason) for d in out] == [("Inadmissible", "InvalidCEL")]
     out = j.apply(
-        device_class("odd.class", "device.driver + 1 == 2"),
-        claim_template("odd", "odd.class"),
+        device_class("odd.class", cel=["device.driver + 1 == 2"]),
+        resource_claim_template("odd", namespace=NS, device_class="odd.class"),
         job("odd", claims={"gpu": "odd"}),
     )
     assert [(d.type, d.usage) for d in out] == [("Admitted", {"default": {"nvidia-gpu": "1"}})]
@@ -240,7 +253,7 @@ def test_cel_that_does_not_compile_fails_even_where_devices_are_only_counted() -
 
 @pytest.mark.parametrize("amount", ["1e30", "-1", "99999999999Ei", 1e30, -1, "NaN", float("inf")])
 def test_a_huge_or_negative_request_rejects_the_job(amount: Any) -> None:
-    j = Journal()
+    j = journal()
     setup_gpu_queue(j)
     obj, reason, message = only_rejected(j.apply(job("huge", requests={"cpu": amount})))
     assert (obj, reason) == ("Job team-a/huge", "InvalidObject")
@@ -255,18 +268,20 @@ def test_a_huge_or_negative_request_rejects_the_job(amount: Any) -> None:
 
 @pytest.mark.parametrize("amount", ["1e30", "-1", "99999999999Ei", 1e30, -1])
 def test_a_huge_or_negative_quota_rejects_the_queue_and_keeps_the_old_one(amount: Any) -> None:
-    j = Journal()
+    j = journal()
     setup_gpu_queue(j)
-    obj, reason, message = only_rejected(j.apply(cluster_queue("cq", {"cpu": amount})))
+    obj, reason, message = only_rejected(
+        j.apply(cluster_queue("cq", quotas={"cpu": amount}, flavor=FLAVOR))
+    )
     assert (obj, reason) == ("ClusterQueue cq", "InvalidObject")
     assert "nominalQuota" in message
-    obj, _, message = only_rejected(j.apply(cohort("pool", quotas={"cpu": amount})))
+    obj, _, message = only_rejected(j.apply(cohort("pool", quotas={"cpu": amount}, flavor=FLAVOR)))
     assert obj == "Cohort pool" and "nominalQuota" in message
     good_job_admitted(j)
 
 
 def test_parallelism_in_the_millions_rejects_the_job() -> None:
-    j = Journal()
+    j = journal()
     setup_gpu_queue(j)
     obj, _, message = only_rejected(
         j.apply(job("wide", requests={"cpu": "1m"}, parallelism=10_000_000))
@@ -276,10 +291,12 @@ def test_parallelism_in_the_millions_rejects_the_job() -> None:
 
 
 def test_a_device_count_in_the_millions_is_inadmissible() -> None:
-    j = Journal()
+    j = journal()
     setup_gpu_queue(j)
     out = j.apply(
-        claim_template("many", "gpu.nvidia.com", count=5_000_000),
+        resource_claim_template(
+            "many", namespace=NS, device_class="gpu.nvidia.com", count=5_000_000
+        ),
         job("many", claims={"gpu": "many"}),
     )
     assert [(d.type, d.reason) for d in out] == [("Inadmissible", "InvalidRequest")]
@@ -288,10 +305,11 @@ def test_a_device_count_in_the_millions_is_inadmissible() -> None:
 
 
 def test_a_negative_device_count_rejects_the_template_and_the_job_waits_for_it() -> None:
-    j = Journal()
+    j = journal()
     setup_gpu_queue(j)
     out = j.apply(
-        claim_template("neg", "gpu.nvidia.com", count=-1), job("neg", claims={"gpu": "neg"})
+        resource_claim_template("neg", namespace=NS, device_class="gpu.nvidia.com", count=-1),
+        job("neg", claims={"gpu": "neg"}),
     )
     obj, _, message = only_rejected(out)
     assert obj == "ResourceClaimTemplate team-a/neg" and "exactly.count" in message
@@ -302,8 +320,12 @@ def test_a_negative_device_count_rejects_the_template_and_the_job_waits_for_it()
 
 
 def test_an_extended_resource_count_in_the_millions_is_inadmissible() -> None:
-    j = Journal()
-    j.apply(flavor(), cluster_queue("cq", {GPU: 8, "cpu": 8}), local_queue("lq", "cq"))
+    j = journal()
+    j.apply(
+        flavor(FLAVOR, spec={}),
+        cluster_queue("cq", quotas={GPU: 8, "cpu": 8}, flavor=FLAVOR),
+        local_queue("lq", namespace=NS, cluster_queue="cq"),
+    )
     out = j.apply(job("wide", requests={GPU: 5_000_000}))
     assert [(d.type, d.workload) for d in out] == [("Inadmissible", "team-a/wide")]
     assert out[0].reason and out[0].message
@@ -314,11 +336,11 @@ def test_an_extended_resource_count_in_the_millions_is_inadmissible() -> None:
 
 
 def test_the_same_device_twice_in_one_pool_rejects_the_second_slice() -> None:
-    j = Journal()
+    j = journal()
     setup_gpu_queue(j)
     out = j.apply(
-        resource_slice("n1-a", pool="n1", slices=2, devices=[device("gpu-0")]),
-        resource_slice("n1-b", pool="n1", slices=2, devices=[device("gpu-0")]),
+        resource_slice("n1-a", pool="n1", slices=2, devices=[a100("gpu-0")]),
+        resource_slice("n1-b", pool="n1", slices=2, devices=[a100("gpu-0")]),
     )
     obj, _, message = only_rejected(out)
     assert obj == "ResourceSlice n1-b"
@@ -327,13 +349,19 @@ def test_the_same_device_twice_in_one_pool_rejects_the_second_slice() -> None:
 
 
 def test_counters_consumed_beyond_the_shared_set_ignore_the_pool_with_a_rejection() -> None:
-    j = Journal()
+    j = journal()
     setup_gpu_queue(j, memory="400Gi")
     # Two slices of one pool: the counters in one, a device consuming more in the other.
     out = j.apply(
-        resource_slice("n2-counters", pool="n2", slices=2, counters={"memory": "40Gi"}, devices=[]),
         resource_slice(
-            "n2-devices", pool="n2", slices=2, devices=[device("mig-9", "mig", memory="80Gi")]
+            "n2-counters",
+            pool="n2",
+            slices=2,
+            counters={"gpu-0-cs": {"memory": "40Gi"}},
+            devices=[],
+        ),
+        resource_slice(
+            "n2-devices", pool="n2", slices=2, devices=[a100("mig-9", kind="mig", memory="80Gi")]
         ),
     )
     obj, _, message = only_rejected(out)
@@ -341,10 +369,13 @@ def test_counters_consumed_beyond_the_shared_set_ignore_the_pool_with_a_rejectio
     assert "pool 'n2'" in message and "ignored" in message and "consumes more 'memory'" in message
     # Charging stays safe: a MIG slice is charged the 10Gi of the valid pool's device,
     # never the contradicting 80Gi; the ignored pool's device is never counted.
-    out = j.apply(claim_template("mig", "mig.nvidia.com"), job("mig", claims={"gpu": "mig"}))
+    out = j.apply(
+        resource_claim_template("mig", namespace=NS, device_class="mig.nvidia.com"),
+        job("mig", claims={"gpu": "mig"}),
+    )
     assert [(d.type, d.usage) for d in out] == [("Admitted", {"default": {"gpu-memory": "10Gi"}})]
     out = j.apply(
-        claim_template("two-migs", "mig.nvidia.com", count=2),
+        resource_claim_template("two-migs", namespace=NS, device_class="mig.nvidia.com", count=2),
         job("two", claims={"gpu": "two-migs"}),
     )
     assert [(d.type, d.reason) for d in out] == [("Inadmissible", "InsufficientDevices")]
@@ -353,11 +384,14 @@ def test_counters_consumed_beyond_the_shared_set_ignore_the_pool_with_a_rejectio
 
 
 def test_a_device_consuming_beyond_its_own_slice_is_rejected() -> None:
-    j = Journal()
+    j = journal()
     setup_gpu_queue(j)
     out = j.apply(
         resource_slice(
-            "n3", pool="n3", counters={"memory": "40Gi"}, devices=[device("gpu-0", memory="80Gi")]
+            "n3",
+            pool="n3",
+            counters={"gpu-0-cs": {"memory": "40Gi"}},
+            devices=[a100("gpu-0", memory="80Gi")],
         )
     )
     obj, _, message = only_rejected(out)
@@ -367,15 +401,16 @@ def test_a_device_consuming_beyond_its_own_slice_is_rejected() -> None:
 
 def test_the_same_device_name_in_two_pools_is_two_devices() -> None:
     """A device is (driver, pool, name), as in Kubernetes: not a contradiction."""
-    j = Journal()
+    j = journal()
     setup_gpu_queue(j)
-    out = j.apply(resource_slice("node-1", pool="node-1", devices=[device("gpu-0")]))
+    out = j.apply(resource_slice("node-1", pool="node-1", devices=[a100("gpu-0")]))
     assert rejected(out) == []
     out = j.apply(
-        claim_template(
+        resource_claim_template(
             "two",
-            "gpu.nvidia.com",
-            "device.attributes['gpu.nvidia.com'].productName == 'A100'",
+            namespace=NS,
+            device_class="gpu.nvidia.com",
+            cel=["device.attributes['gpu.nvidia.com'].productName == 'A100'"],
             count=2,
         ),
         job("two", claims={"gpu": "two"}),
@@ -387,20 +422,23 @@ def test_the_same_device_name_in_two_pools_is_two_devices() -> None:
 
 
 def test_an_unknown_device_class_is_inadmissible_until_it_exists() -> None:
-    j = Journal()
+    j = journal()
     setup_gpu_queue(j, extra_classes=("late.class",))
-    out = j.apply(claim_template("late", "late.class"), job("late", claims={"gpu": "late"}))
+    out = j.apply(
+        resource_claim_template("late", namespace=NS, device_class="late.class"),
+        job("late", claims={"gpu": "late"}),
+    )
     assert [(d.type, d.reason) for d in out] == [("Inadmissible", "UnknownDeviceClass")]
     assert 'DeviceClass "late.class" not found' in (out[0].message or "")
     good_job_admitted(j)
-    out = j.apply(device_class("late.class", "device.driver == 'gpu.nvidia.com'"))
+    out = j.apply(device_class("late.class", cel=["device.driver == 'gpu.nvidia.com'"]))
     assert [(d.type, d.workload) for d in out] == [("Admitted", "team-a/late")]
 
 
 def test_an_extended_resource_of_an_unknown_device_class_is_inadmissible() -> None:
     """``deviceclass.resource.kubernetes.io/<class>`` without that class is a plain
     extended resource, as for the scheduler: no quota covers it."""
-    j = Journal()
+    j = journal()
     setup_gpu_queue(j)
     out = j.apply(job("ext", requests={"deviceclass.resource.kubernetes.io/nope.class": 1}))
     assert [(d.type, d.reason) for d in out] == [("Inadmissible", "ResourceNotCovered")]
@@ -409,9 +447,12 @@ def test_an_extended_resource_of_an_unknown_device_class_is_inadmissible() -> No
 
 
 def test_a_device_class_no_mapping_names_is_inadmissible() -> None:
-    j = Journal()
+    j = journal()
     setup_gpu_queue(j)
-    out = j.apply(claim_template("nope", "nope.class"), job("nope", claims={"gpu": "nope"}))
+    out = j.apply(
+        resource_claim_template("nope", namespace=NS, device_class="nope.class"),
+        job("nope", claims={"gpu": "nope"}),
+    )
     assert [(d.type, d.reason) for d in out] == [("Inadmissible", "DeviceClassNotMapped")]
     good_job_admitted(j)
 
@@ -419,18 +460,18 @@ def test_a_device_class_no_mapping_names_is_inadmissible() -> None:
 # --------------------------------------------------------------------------- circular cohorts
 
 
-def _cycle_rig() -> Journal:
-    j = Journal()
+def _cycle_rig() -> Driver:
+    j = journal()
     j.apply(
-        flavor(),
-        cohort("a", "b"),
-        cohort("b", "c"),
-        cluster_queue("in-cycle", {"cpu": 4}, cohort="a"),
-        local_queue("lq-cycle", "in-cycle"),
-        cluster_queue("cq", {"cpu": 4}),
-        local_queue("lq", "cq"),
-        cluster_queue("beside", {"cpu": 4}, cohort="other"),
-        local_queue("lq-beside", "beside"),
+        flavor(FLAVOR, spec={}),
+        cohort("a", parent="b"),
+        cohort("b", parent="c"),
+        cluster_queue("in-cycle", quotas={"cpu": 4}, flavor=FLAVOR, cohort="a"),
+        local_queue("lq-cycle", namespace=NS, cluster_queue="in-cycle"),
+        cluster_queue("cq", quotas={"cpu": 4}, flavor=FLAVOR),
+        local_queue("lq", namespace=NS, cluster_queue="cq"),
+        cluster_queue("beside", quotas={"cpu": 4}, flavor=FLAVOR, cohort="other"),
+        local_queue("lq-beside", namespace=NS, cluster_queue="beside"),
     )
     return j
 
@@ -439,7 +480,7 @@ def test_a_cohort_cycle_is_rejected_naming_the_cycle_and_stops_only_its_queues()
     j = _cycle_rig()
     running = j.apply(job("running", queue="lq-cycle", requests={"cpu": "1"}))
     assert [d.type for d in running] == ["Admitted"]
-    out = j.apply(cohort("c", "a"))
+    out = j.apply(cohort("c", parent="a"))
     obj, reason, message = only_rejected(out)
     assert (obj, reason) == ("Cohort c", "CohortCycle")
     assert "(c -> a -> b -> c)" in message
@@ -462,7 +503,7 @@ def test_a_cohort_cycle_is_rejected_naming_the_cycle_and_stops_only_its_queues()
 
 def test_deleting_a_cohort_of_the_cycle_breaks_it() -> None:
     j = _cycle_rig()
-    only_rejected(j.apply(cohort("c", "a")))
+    only_rejected(j.apply(cohort("c", parent="a")))
     j.apply(job("stuck", queue="lq-cycle", requests={"cpu": "1"}))
     out = j.delete("Cohort", "b")
     assert [(d.type, d.workload) for d in out] == [("Admitted", "team-a/stuck")]
@@ -470,10 +511,10 @@ def test_deleting_a_cohort_of_the_cycle_breaks_it() -> None:
 
 def test_a_cluster_queue_moving_into_a_cycle_becomes_inactive() -> None:
     j = _cycle_rig()
-    only_rejected(j.apply(cohort("c", "a")))
+    only_rejected(j.apply(cohort("c", parent="a")))
     out = j.apply(job("x", requests={"cpu": "1"}))
     assert [d.type for d in out] == ["Admitted"]
-    j.apply(cluster_queue("cq", {"cpu": 4}, cohort="b"))
+    j.apply(cluster_queue("cq", quotas={"cpu": 4}, flavor=FLAVOR, cohort="b"))
     out = j.apply(job("y", requests={"cpu": "1"}))
     assert [(d.type, d.reason) for d in out] == [("Inadmissible", "CohortCycle")]
 
@@ -482,13 +523,13 @@ def test_a_cluster_queue_moving_into_a_cycle_becomes_inactive() -> None:
 
 
 def test_kuota_explain_shows_why_a_malformed_job_is_not_queued() -> None:
-    j = Journal()
+    j = journal()
     setup_gpu_queue(j)
     j.apply(job("huge", requests={"cpu": "99999999999Ei"}))
     explainer = Explainer("team-a/huge", relevant("team-a/huge", j.decisions))
-    for i in range(1, j.n + 1):
+    for i, event in enumerate(j.events):
         # The steps' quota summaries need the journal's offsets only (objects elided).
-        explainer.event(JournalRecord(i, ObjectUpserted(id=f"e{i}", at=float(i), object={})))
+        explainer.event(JournalRecord(i, ObjectUpserted(id=event.id, at=event.at, object={})))
     text = json.dumps(explainer.explain(), default=str)
     assert "Job team-a/huge" in text and "absurdly large" in text, text
 
@@ -497,9 +538,9 @@ def test_a_huge_bad_value_gives_a_short_rejection() -> None:
     """The message may quote the bad value; it is cut so the decision stays far
     below Kafka's record size limit (a decision too big to produce would stop
     admission on every restart)."""
-    j = Journal()
+    j = journal()
     setup_gpu_queue(j)
-    m = cluster_queue("big", {"cpu": 1})
+    m = cluster_queue("big", quotas={"cpu": 1}, flavor=FLAVOR)
     m["spec"]["queueingStrategy"] = "\u00e9" * 400_000
     obj, _, message = only_rejected(j.apply(m))
     assert obj == "ClusterQueue big" and "spec.queueingStrategy" in message
@@ -510,11 +551,14 @@ def test_a_huge_bad_value_gives_a_short_rejection() -> None:
 
 def test_a_huge_cel_expression_gives_a_bounded_inadmissible_message() -> None:
     """CEL longer than Kubernetes' limit is refused without being quoted whole."""
-    j = Journal()
+    j = journal()
     setup_gpu_queue(j)
     expression = "device.driver == '" + "x" * 600_000 + "' +"
     out = j.apply(
-        claim_template("huge", "gpu.nvidia.com", expression), job("cel", claims={"gpu": "huge"})
+        resource_claim_template(
+            "huge", namespace=NS, device_class="gpu.nvidia.com", cel=[expression]
+        ),
+        job("cel", claims={"gpu": "huge"}),
     )
     assert [(d.type, d.reason) for d in out] == [("Inadmissible", "InvalidCEL")]
     assert "600021 characters long, more than the limit of 10240" in (out[0].message or "")

@@ -14,7 +14,7 @@ import asyncio
 from typing import Any
 
 from aiokafka import ConsumerRecord, TopicPartition
-from builders.kafka import FakeProducer
+from builders.kafka import FakeProducer, consumer_record
 from fuzz_support import golden_records
 from prometheus_client import CollectorRegistry
 
@@ -32,19 +32,7 @@ POISON = [b"\x00\xff", b'{"type": "Admitted", "id": "x"', b'{"kind": "Job"}']
 
 
 def _rec(offset: int, value: bytes) -> ConsumerRecord[bytes, bytes]:
-    return ConsumerRecord(
-        topic=TOPIC,
-        partition=0,
-        offset=offset,
-        timestamp=0,
-        timestamp_type=0,
-        key=b"k",
-        value=value,
-        checksum=None,
-        serialized_key_size=1,
-        serialized_value_size=len(value),
-        headers=[],
-    )
+    return consumer_record(TOPIC, offset, value, key=b"k")
 
 
 class Log:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bad_input_builders import Journal, cluster_queue, cohort, flavor, job, local_queue
+from bad_input_builders import FLAVOR, NS, job, journal
+from builders.manifests import cluster_queue, cohort, flavor, local_queue
 from fuzz_support import FUZZ
 from hypothesis import given
 from hypothesis import strategies as st
@@ -42,14 +43,17 @@ def _reaches(start: str, members: set[str], parent_of: Any) -> bool:
 @FUZZ
 @given(st.lists(st.tuples(st.sampled_from(NAMES), st.sampled_from([*NAMES, None])), max_size=15))
 def test_cohort_parents_in_any_order(updates: list[tuple[str, str | None]]) -> None:
-    j = Journal()
-    j.apply(flavor())
+    j = journal()
+    j.apply(flavor(FLAVOR, spec={}))
     for n in NAMES:  # one ClusterQueue (and LocalQueue) per cohort
-        j.apply(cluster_queue(f"q-{n}", {"cpu": 100}, cohort=n), local_queue(f"lq-{n}", f"q-{n}"))
+        j.apply(
+            cluster_queue(f"q-{n}", quotas={"cpu": 100}, flavor=FLAVOR, cohort=n),
+            local_queue(f"lq-{n}", namespace=NS, cluster_queue=f"q-{n}"),
+        )
     fold = j.fold
     declared: dict[str, str | None] = {}
     for name, parent in updates:
-        out = j.apply(cohort(name, parent))
+        out = j.apply(cohort(name, parent=parent))
         declared[name] = parent
         members = _declared_cycle_members(declared)
         # A cycle's closing update is Rejected naming a cycle; others are not.

@@ -14,6 +14,9 @@ import json
 from typing import Any
 
 from aiokafka import ConsumerRecord
+from builders import manifests
+from builders.kafka import consumer_record
+from builders.manifests import cluster_queue, flavor, local_queue
 from fuzz_support import FUZZ, golden_records, mutated_bytes
 from hypothesis import given
 from hypothesis import strategies as st
@@ -33,43 +36,18 @@ from kuota_admission.records import JournalFolder
 from kuota_preemption.planning import PlanningFolder
 
 TOPICS = Topics(journal="f.journal", decisions="f.decisions", deadletter="f.deadletter")
-GPU = "nvidia.com/gpu"
 
 
 def _good_events() -> list[JournalEvent]:
-    def obj(kind: str, name: str, ns: str = "", **rest: Any) -> dict[str, Any]:
-        meta: dict[str, Any] = {"name": name}
-        if ns:
-            meta["namespace"] = ns
-        api = "batch/v1" if kind == "Job" else "kueue.x-k8s.io/v1beta2"
-        return {"apiVersion": api, "kind": kind, "metadata": meta, **rest}
-
     def job(name: str) -> dict[str, Any]:
-        o = obj(
-            "Job",
-            name,
-            "ns",
-            spec={
-                "template": {
-                    "spec": {
-                        "containers": [
-                            {"name": "c", "image": "x", "resources": {"requests": {GPU: "1"}}}
-                        ]
-                    }
-                }
-            },
+        return manifests.job(
+            name, namespace="ns", gpus="1", created=None, uid=f"uid-{name}", image="x"
         )
-        o["metadata"] |= {"labels": {"kueue.x-k8s.io/queue-name": "lq"}, "uid": f"uid-{name}"}
-        return o
 
-    group = {
-        "coveredResources": [GPU],
-        "flavors": [{"name": "f", "resources": [{"name": GPU, "nominalQuota": 2}]}],
-    }
     objs = [
-        obj("ResourceFlavor", "f", spec={}),
-        obj("ClusterQueue", "cq", spec={"namespaceSelector": {}, "resourceGroups": [group]}),
-        obj("LocalQueue", "lq", "ns", spec={"clusterQueue": "cq"}),
+        flavor("f", spec={}),
+        cluster_queue("cq", gpus=2, flavor="f"),
+        local_queue("lq", namespace="ns", cluster_queue="cq"),
         *(job(f"j{i}") for i in range(4)),
     ]
     evs: list[JournalEvent] = [
@@ -90,19 +68,7 @@ BAD_SEEDS = [
 
 
 def _rec(offset: int, value: bytes | None, key: bytes | None) -> ConsumerRecord[bytes, bytes]:
-    return ConsumerRecord(
-        topic=TOPICS.journal,
-        partition=0,
-        offset=offset,
-        timestamp=0,
-        timestamp_type=0,
-        key=key,
-        value=value,
-        checksum=None,
-        serialized_key_size=len(key or b""),
-        serialized_value_size=len(value or b""),
-        headers=[],
-    )
+    return consumer_record(TOPICS.journal, offset, value, key=key)
 
 
 def _undecodable(value: bytes | None) -> bool:

@@ -19,6 +19,7 @@ from fuzz_support import EXAMPLES, FUZZ, REPO, SEED_KINDS, SEEDS, json_like, mut
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kuota import kinds
 from kuota.api.dra import parse_dra_object
 from kuota.api.parse import KUEUE_CONFIG_KEY, object_ref, parse_job, parse_object
 from kuota.api.types import ValidationError
@@ -33,12 +34,8 @@ from kuota.events.schema import (
     WorkloadFinished,
 )
 
-DRA_KINDS = {
-    k
-    for k in ("DeviceClass", "ResourceSlice", "ResourceClaimTemplate", "ResourceClaim")
-    if DraInventory.handles(k)
-}
-CONFIG_KINDS = {"Configuration", "Kueue", "ConfigMap"}
+DRA_KINDS = {k for k in kinds.names("dra") if DraInventory.handles(k)}
+CONFIG_KINDS = kinds.names("config")
 JOBS = [m for m in SEEDS if m["kind"] == "Job"]
 DRA = [m for m in SEEDS if m["kind"] in DRA_KINDS]
 CONFIGS = [m for m in SEEDS if m["kind"] in CONFIG_KINDS]
