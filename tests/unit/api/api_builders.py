@@ -1,5 +1,8 @@
 """Small fluent builders for the manifests the api tests feed to the parser.
 
+A garbage-planting DSL, not a second set of manifests: the plain objects
+start from :mod:`builders.manifests` (``Manifest.of``).
+
 Each builder starts from a valid object and changes one thing at a time;
 ``set("spec.resourceGroups[0].flavors", "oops")`` plants any value (garbage
 included) at a path, creating mappings on the way.
@@ -13,6 +16,7 @@ from pathlib import Path
 from typing import Any, Self
 
 import yaml
+from builders import manifests
 
 REFERENCES = Path(__file__).resolve().parents[2] / "fixtures" / "references"
 
@@ -31,6 +35,13 @@ class Manifest:
         if namespace is not None:
             meta["namespace"] = namespace
         self.m: dict[str, Any] = {"apiVersion": api_version, "kind": kind, "metadata": meta}
+
+    @classmethod
+    def of(cls, m: dict[str, Any]) -> Manifest:
+        """A builder over a manifest of :mod:`builders.manifests`."""
+        out = cls.__new__(cls)
+        out.m = m
+        return out
 
     def set(self, path: str, value: object) -> Self:
         """Put ``value`` at a dotted path (``a.b[0].c``); list items must exist."""
@@ -126,21 +137,20 @@ class CohortBuilder(Manifest):
 def local_queue(
     name: str = "training-queue", namespace: str = "team-a", cq: str = "team-a-cq"
 ) -> Manifest:
-    return Manifest("kueue.x-k8s.io/v1beta2", "LocalQueue", name, namespace).set(
-        "spec.clusterQueue", cq
-    )
+    return Manifest.of(manifests.local_queue(name, namespace=namespace, cluster_queue=cq))
 
 
 def resource_flavor(name: str = "h100") -> Manifest:
-    return Manifest("kueue.x-k8s.io/v1beta2", "ResourceFlavor", name)
+    return Manifest.of(manifests.flavor(name))
 
 
-def priority_class(name: str = "high", value: object = 1000) -> Manifest:
-    return Manifest("kueue.x-k8s.io/v1beta2", "WorkloadPriorityClass", name).set("value", value)
+def priority_class(name: str = "high", value: Any = 1000) -> Manifest:
+    """``value`` may be garbage (any object)."""
+    return Manifest.of(manifests.priority_class(name, value=value))
 
 
 def namespace(name: str = "team-a") -> Manifest:
-    return Manifest("v1", "Namespace", name)
+    return Manifest.of(manifests.namespace(name))
 
 
 # --------------------------------------------------------------------------- Job
@@ -235,7 +245,7 @@ def _container(
 
 
 def configuration(version: str = "v1beta2", **fields: object) -> dict[str, Any]:
-    return {"apiVersion": f"config.kueue.x-k8s.io/{version}", "kind": "Configuration", **fields}
+    return manifests.configuration(api_version=f"config.kueue.x-k8s.io/{version}", **fields)
 
 
 def kueue_operator(config: dict[str, Any]) -> dict[str, Any]:

@@ -7,11 +7,20 @@ is a Job with the queue label. Resource keyword names are short aliases
 (``gpu`` = ``nvidia.com/gpu``); quotas are ``n``, ``(n, borrowing)`` or
 ``(n, borrowing, lending)``. Builders return manifests (plain dicts) through
 ``.m``; ``Driver`` (tests/builders/driver.py) wraps them in journal events.
+
+These are a fluent scenario DSL (a builder grows a manifest a call at a time),
+not a second set of manifests: the plain objects (``lq``, ``wpc``,
+``namespace``, the DRA kinds and the Configuration) come from
+:mod:`builders.manifests`. Their argument order (``job(namespace, name)``,
+``lq(namespace, name, cluster_queue)``) is the one the fold tests were written
+in.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from builders import manifests
 
 # The shared driver, as the core tests import it.
 from builders.driver import Driver as Driver
@@ -170,32 +179,15 @@ def flavor(name: str) -> Flavor:
 
 
 def lq(namespace: str, name: str, cluster_queue: str) -> _Builder:
-    return _Builder(
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "LocalQueue",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {"clusterQueue": cluster_queue},
-        }
-    )
+    return _Builder(manifests.local_queue(name, namespace=namespace, cluster_queue=cluster_queue))
 
 
 def wpc(name: str, value: int) -> _Builder:
-    return _Builder(
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "WorkloadPriorityClass",
-            "metadata": {"name": name},
-            "value": value,
-        }
-    )
+    return _Builder(manifests.priority_class(name, value=value))
 
 
 def namespace(name: str, **labels: str) -> _Builder:
-    meta: dict[str, Any] = {"name": name}
-    if labels:
-        meta["labels"] = dict(labels)
-    return _Builder({"apiVersion": "v1", "kind": "Namespace", "metadata": meta})
+    return _Builder(manifests.namespace(name, labels=labels))
 
 
 class Job(_Builder):
@@ -296,11 +288,7 @@ def last(decisions: list[Decision], kind: str, workload: str | None = None) -> D
 
 def configuration(*mappings: dict[str, Any]) -> dict[str, Any]:
     """Upstream Kueue Configuration with ``resources.deviceClassMappings``."""
-    return {
-        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
-        "kind": "Configuration",
-        "resources": {"deviceClassMappings": list(mappings)},
-    }
+    return manifests.configuration(resources={"deviceClassMappings": list(mappings)})
 
 
 def class_mapping(name: str, *classes: str) -> dict[str, Any]:
@@ -308,31 +296,12 @@ def class_mapping(name: str, *classes: str) -> dict[str, Any]:
 
 
 def device_class(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "DeviceClass",
-        "metadata": {"name": name},
-        "spec": {},
-    }
+    return manifests.device_class(name)
 
 
 def claim_template(
     namespace: str, name: str, device_class_name: str, count: int = 1
 ) -> dict[str, Any]:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaimTemplate",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "spec": {
-                "devices": {
-                    "requests": [
-                        {
-                            "name": "gpu",
-                            "exactly": {"deviceClassName": device_class_name, "count": count},
-                        }
-                    ]
-                }
-            }
-        },
-    }
+    return manifests.resource_claim_template(
+        name, namespace=namespace, device_class=device_class_name, count=count
+    )

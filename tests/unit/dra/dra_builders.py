@@ -1,4 +1,9 @@
-"""Small fluent builders for DRA manifests, configurations and pod sets.
+"""Fluent builders for DRA manifests over tests/builders, configurations and pod sets.
+
+``slice_`` and ``template`` grow a ResourceSlice and a ResourceClaimTemplate a
+device or a request at a time and build them with
+:mod:`builders.manifests`; the api types (mappings, configurations, pod sets)
+and the article's objects are this folder's own.
 
 slice_("node-0").counters("gpu-0-cs", memory="80Gi")
     .device("gpu-0", type="gpu", productName="A100", consumes={"memory": "80Gi"})
@@ -6,8 +11,10 @@ slice_("node-0").counters("gpu-0-cs", memory="80Gi")
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+from builders import manifests
+from builders.manifests import GPU_DRIVER, device_class
 
 from kuota.api.types import (
     ClaimRef,
@@ -18,25 +25,6 @@ from kuota.api.types import (
 )
 from kuota.core.dra.charging import DraInventory
 from kuota.quantity import parse_quantity
-
-GPU_DRIVER = "gpu.nvidia.com"
-
-
-@dataclass(frozen=True)
-class Version:
-    """A version attribute value (as opposed to a string)."""
-
-    text: str
-
-
-def _attribute(value: object) -> dict[str, object]:
-    if isinstance(value, Version):
-        return {"version": value.text}
-    if isinstance(value, bool):
-        return {"bool": value}
-    if isinstance(value, int):
-        return {"int": value}
-    return {"string": value}
 
 
 class SliceBuilder:
@@ -56,13 +44,11 @@ class SliceBuilder:
         self.generation = generation
         self.slices = slices
         self.node = node if node is not None else name
-        self._counters: list[dict[str, Any]] = []
+        self._counters: list[tuple[str, dict[str, str]]] = []
         self._devices: list[dict[str, Any]] = []
 
     def counters(self, set_name: str, **counters: str) -> SliceBuilder:
-        self._counters.append(
-            {"name": set_name, "counters": {k: {"value": v} for k, v in counters.items()}}
-        )
+        self._counters.append((set_name, counters))
         return self
 
     def device(
@@ -76,60 +62,33 @@ class SliceBuilder:
         **short_attrs: object,
     ) -> SliceBuilder:
         """``short_attrs`` are in the driver's domain; ``attrs`` take qualified names."""
-        device: dict[str, Any] = {"name": name}
-        attributes = {k: _attribute(v) for k, v in {**short_attrs, **(attrs or {})}.items()}
-        if attributes:
-            device["attributes"] = attributes
-        if capacity:
-            device["capacity"] = {k: {"value": v} for k, v in capacity.items()}
-        if consumes:
-            cs = counter_set or self._counters[-1]["name"]
-            device["consumesCounters"] = [
-                {"counterSet": cs, "counters": {k: {"value": v} for k, v in consumes.items()}}
-            ]
-        self._devices.append(device)
+        cs = counter_set or (self._counters[-1][0] if consumes else "")
+        self._devices.append(
+            manifests.device(
+                name,
+                attributes={**short_attrs, **(attrs or {})},
+                capacity=capacity,
+                consumes=consumes,
+                counter_set=cs,
+            )
+        )
         return self
 
     def build(self) -> dict[str, Any]:
-        spec: dict[str, Any] = {
-            "driver": self.driver,
-            "pool": {
-                "name": self.pool,
-                "generation": self.generation,
-                "resourceSliceCount": self.slices,
-            },
-            "nodeName": self.node,
-            "devices": self._devices,
-        }
-        if self._counters:
-            spec["sharedCounters"] = self._counters
-        return {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceSlice",
-            "metadata": {"name": self.name},
-            "spec": spec,
-        }
+        return manifests.resource_slice(
+            self.name,
+            devices=self._devices,
+            driver=self.driver,
+            pool=self.pool,
+            node=self.node,
+            generation=self.generation,
+            slices=self.slices,
+            counters=dict(self._counters),
+        )
 
 
 def slice_(name: str, **kwargs: Any) -> SliceBuilder:
     return SliceBuilder(name, **kwargs)
-
-
-def device_class(
-    name: str, *selectors: str, extended: str | None = None, created: str | None = None
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {"selectors": [{"cel": {"expression": s}} for s in selectors]}
-    if extended:
-        spec["extendedResourceName"] = extended
-    meta: dict[str, Any] = {"name": name}
-    if created:
-        meta["creationTimestamp"] = created
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "DeviceClass",
-        "metadata": meta,
-        "spec": spec,
-    }
 
 
 class TemplateBuilder:
@@ -147,16 +106,16 @@ class TemplateBuilder:
         mode: str | None = None,
         admin: bool = False,
     ) -> TemplateBuilder:
-        exactly: dict[str, Any] = {"deviceClassName": device_class_name}
-        if count is not None:
-            exactly["count"] = count
-        if mode:
-            exactly["allocationMode"] = mode
-        if selectors:
-            exactly["selectors"] = [{"cel": {"expression": s}} for s in selectors]
-        if admin:
-            exactly["adminAccess"] = True
-        self._requests.append({"name": name, "exactly": exactly})
+        self._requests.append(
+            manifests.device_request(
+                name,
+                device_class=device_class_name,
+                cel=selectors,
+                count=count,
+                mode=mode,
+                admin=admin,
+            )
+        )
         return self
 
     def first_available(self, name: str, *device_class_names: str) -> TemplateBuilder:
@@ -167,12 +126,9 @@ class TemplateBuilder:
         return self
 
     def build(self) -> dict[str, Any]:
-        return {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaimTemplate",
-            "metadata": {"name": self.name, "namespace": self.namespace},
-            "spec": {"spec": {"devices": {"requests": self._requests}}},
-        }
+        return manifests.resource_claim_template(
+            self.name, namespace=self.namespace, requests=self._requests
+        )
 
 
 def template(name: str, namespace: str = "team-a") -> TemplateBuilder:
@@ -223,11 +179,11 @@ def milli(q: str) -> int:
 
 GPU_CLASS = device_class(
     "gpu.nvidia.com",
-    "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'",
+    cel=["device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"],
 )
 MIG_CLASS = device_class(
     "mig.nvidia.com",
-    "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'",
+    cel=["device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'"],
 )
 SINGLE_GPU = (
     template("single-gpu")

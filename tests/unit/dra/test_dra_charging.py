@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from builders.manifests import device_class
 from dra_builders import (
     A100_SELECTOR,
     GPU_CLASS,
@@ -11,7 +12,6 @@ from dra_builders import (
     WHOLE_DEVICES,
     a100_node,
     config,
-    device_class,
     h100_mig_node,
     inventory,
     mapping,
@@ -276,7 +276,7 @@ COUNT_CASES = [
     Case(
         "CEL selectors: the class selector narrows too",
         (
-            device_class("h100", "device.attributes['gpu.nvidia.com'].productName == 'H100'"),
+            device_class("h100", cel=["device.attributes['gpu.nvidia.com'].productName == 'H100'"]),
             TWO_A100,
             template("t")
             .request("a", "h100", "device.driver == 'gpu.nvidia.com'", count=2)
@@ -368,7 +368,7 @@ def test_charge_never_raises(
     inv = DraInventory()
     for m in (
         *NODES,
-        device_class("c", *class_selectors, extended="example.com/dev"),
+        device_class("c", cel=class_selectors, extended="example.com/dev"),
         template("t").request("r", "c", *request_selectors, count=count).build(),
     ):
         inv.upsert(m)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from builders.manifests import device_class
 from dra_builders import (
     GPU_CLASS,
     GPU_MEMORY,
@@ -11,7 +12,6 @@ from dra_builders import (
     WHOLE_DEVICES,
     a100_node,
     config,
-    device_class,
     mapping,
     podset,
     slice_,
@@ -26,7 +26,7 @@ from kuota.core.dra.charging import Reason
 
 GPU_EXT = device_class(
     "gpu.nvidia.com",
-    "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'",
+    cel=["device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"],
     extended="nvidia.com/gpu",
 )
 EXTENDED_CASES = [
@@ -93,8 +93,8 @@ EXTENDED_CASES = [
     Case(
         "the newest class declaring the name wins",
         (
-            device_class("old", extended="nvidia.com/gpu", created="2025-01-01T00:00:00Z"),
-            device_class("new", extended="nvidia.com/gpu", created="2025-06-01T00:00:00Z"),
+            device_class("old", cel=[], extended="nvidia.com/gpu", created="2025-01-01T00:00:00Z"),
+            device_class("new", cel=[], extended="nvidia.com/gpu", created="2025-06-01T00:00:00Z"),
         ),
         config(mapping("old-gpu", "old"), mapping("new-gpu", "new")),
         podset({"nvidia.com/gpu": "1"}),
@@ -103,8 +103,8 @@ EXTENDED_CASES = [
     Case(
         "classes created together: the name sorting first wins",
         (
-            device_class("b", extended="nvidia.com/gpu", created="2025-01-01T00:00:00Z"),
-            device_class("a", extended="nvidia.com/gpu", created="2025-01-01T00:00:00Z"),
+            device_class("b", cel=[], extended="nvidia.com/gpu", created="2025-01-01T00:00:00Z"),
+            device_class("a", cel=[], extended="nvidia.com/gpu", created="2025-01-01T00:00:00Z"),
         ),
         config(mapping("a-gpu", "a"), mapping("b-gpu", "b")),
         podset({"nvidia.com/gpu": "1"}),
@@ -196,7 +196,7 @@ REASON_CASES = [
     ),
     Case(
         "invalid CEL in the DeviceClass",
-        (device_class("gpu.nvidia.com", "device.driver =="), SINGLE_GPU),
+        (device_class("gpu.nvidia.com", cel=["device.driver =="]), SINGLE_GPU),
         WHOLE_DEVICES,
         podset({}, "single-gpu"),
         reason=Reason.INVALID_CEL,

@@ -7,12 +7,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from builders.manifests import Version, device_class
 from dra_builders import (
     GPU_CLASS,
     SINGLE_GPU,
-    Version,
     a100_node,
-    device_class,
     h100_mig_node,
     inventory,
     milli,
@@ -111,7 +110,9 @@ def test_slice_reads_attributes_capacity_and_counters() -> None:
 
 
 def test_device_class_reads_selectors_and_extended_name() -> None:
-    got = parse_dra_object(device_class("c", "true", extended="nvidia.com/gpu", created="2025"))
+    got = parse_dra_object(
+        device_class("c", cel=["true"], extended="nvidia.com/gpu", created="2025")
+    )
     assert got == DeviceClass("c", ("true",), "nvidia.com/gpu", "2025")
 
 
@@ -264,7 +265,7 @@ def test_generation_bumps_on_every_change_and_only_then() -> None:
     steps = [
         ("new class", lambda: inv.upsert(GPU_CLASS), 1),
         ("identical class", lambda: inv.upsert(copy.deepcopy(GPU_CLASS)), 0),
-        ("changed class", lambda: inv.upsert(device_class("gpu.nvidia.com", "true")), 1),
+        ("changed class", lambda: inv.upsert(device_class("gpu.nvidia.com", cel=["true"])), 1),
         ("delete", lambda: inv.delete(kind="DeviceClass", name="gpu.nvidia.com"), 1),
         ("delete again", lambda: inv.delete(kind="DeviceClass", name="gpu.nvidia.com"), 0),
         ("template", lambda: inv.upsert(SINGLE_GPU), 1),
@@ -437,7 +438,7 @@ def _paths(node: object, prefix: tuple[object, ...] = ()) -> list[tuple[object, 
 _VALID = [
     SINGLE_GPU,
     template("t").first_available("f", "a", "b").request("r", "c", "true", count=3).build(),
-    device_class("c", "true", extended="x.io/y", created="2025"),
+    device_class("c", cel=["true"], extended="x.io/y", created="2025"),
     h100_mig_node(partitions=2).device("v", attrs={"d.io/v": Version("1.2.3")}).build(),
 ]
 _MUTATIONS = st.sampled_from(_VALID).flatmap(
