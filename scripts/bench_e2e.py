@@ -101,7 +101,8 @@ from bench_e2e_report import (  # noqa: E402 - after the path is set
     wait_pending,
 )
 
-PIPELINE_LABEL = "kuota.dev/pipeline"
+from kuota.kinds import PIPELINE_LABEL, QUEUE_NAME_LABEL  # noqa: E402
+
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 
 
@@ -195,7 +196,7 @@ def job(run: str, i: int, run_for: str | None) -> dict[str, Any]:
         "kind": "Job",
         "metadata": {
             "name": f"job-{i:06d}",
-            "labels": {PIPELINE_LABEL: run, "kueue.x-k8s.io/queue-name": "bench"},
+            "labels": {PIPELINE_LABEL: run, QUEUE_NAME_LABEL: "bench"},
         },
         "spec": {
             "backoffLimit": 0,

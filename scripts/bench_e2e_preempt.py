@@ -36,7 +36,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-PIPELINE_LABEL = "kuota.dev/pipeline"
+from kuota.kinds import PIPELINE_LABEL, PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
+
 WAITING = "WaitingForPreemptionPlan"
 CPU = "100m"
 
@@ -92,8 +93,8 @@ def phase_job(run: str, name: str, level: str) -> dict[str, Any]:
             "name": name,
             "labels": {
                 PIPELINE_LABEL: run,
-                "kueue.x-k8s.io/queue-name": "bench-p",
-                "kueue.x-k8s.io/priority-class": f"{run}-{level}",
+                QUEUE_NAME_LABEL: "bench-p",
+                PRIORITY_CLASS_LABEL: f"{run}-{level}",
             },
         },
         "spec": {

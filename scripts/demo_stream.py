@@ -17,13 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kuota.kinds import PRIORITY_CLASS_LABEL as PRIORITY_LABEL
+from kuota.kinds import QUEUE_NAME_LABEL as QUEUE_LABEL
+
 REPO = Path(__file__).resolve().parent.parent
 DEMO = REPO / "examples" / "demo"
 SETUP_FILES = ("10-gpu-nodes.yaml", "20-device-classes-and-config.yaml", "30-teams.yaml")
 JOBS_FILE = "40-jobs.yaml"
 NAMESPACES = ("training", "inference")
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 GPU_MEMORY = "gpu-memory"
 KWOK_READY = "pod-ready.stage.kwok.x-k8s.io/delay"
 KWOK_COMPLETE = "pod-complete.stage.kwok.x-k8s.io/delay"

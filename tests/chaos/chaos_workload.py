@@ -34,6 +34,8 @@ from e2e_harness import (
     hardware,
 )
 
+from kuota.kinds import PRIORITY_CLASS_LABEL
+
 RUN = "chaos"
 DRIVER = f"{RUN}.gpu.kuota.dev"
 COHORT = f"{RUN}-pool"
@@ -212,7 +214,7 @@ def manifest(job: JobSpec) -> dict[str, Any]:
             "labels": {
                 **labels(),
                 QUEUE_LABEL: "q",
-                "kueue.x-k8s.io/priority-class": job.priority,
+                PRIORITY_CLASS_LABEL: job.priority,
             },
         },
         "spec": {

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-PIPELINE_LABEL = "kuota.dev/pipeline"
+from kuota.kinds import PIPELINE_LABEL
+
 NODE_POOL_LABEL = "e2e.kuota.dev/node-pool"
 KWOK_READY = "pod-ready.stage.kwok.x-k8s.io/delay"
 KWOK_COMPLETE = "pod-complete.stage.kwok.x-k8s.io/delay"

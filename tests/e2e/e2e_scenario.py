@@ -43,13 +43,13 @@ from kubernetes_asyncio import client
 from kuota.core.fold.fold import Fold
 from kuota.core.fold.preempting import PLANS
 from kuota.events.schema import Decision
+from kuota.kinds import QUEUE_NAME_LABEL as QUEUE_LABEL
 from kuota.quantity import format_quantity
 from kuota.sim.duration import micros_to_seconds, parse_duration
 from kuota.sim.engine import Simulator
 from kuota.sim.planning import PreemptionService
 
 SCENARIOS = Path(__file__).resolve().parent / "scenarios"
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 CHARGE = "e2e.kuota.dev/charge"
 DEVICE = "e2e.kuota.dev/device"
 EXPECT = "e2e.kuota.dev/expect"
