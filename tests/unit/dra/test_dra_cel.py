@@ -11,7 +11,6 @@ from kuota.core.dra.cel import (
     DeviceEnv,
     SelectorError,
     compile_selector,
-    parse_semver,
     rewrite_bind,
     semver_value,
 )
@@ -235,18 +234,3 @@ BIND_CASES = [
 @pytest.mark.parametrize(("expression", "want"), BIND_CASES)
 def test_rewrite_bind(expression: str, want: str) -> None:
     assert rewrite_bind(expression) == want
-
-
-SEMVER_CASES = [
-    ("1.2.3", (1, 2, 3, ())),
-    ("1.2.3-rc.1+b", (1, 2, 3, ("rc", "1"))),
-    ("01.2.3", None),
-    ("1.2", None),
-    ("v1.2.3", None),
-    ("1.2.3-", None),
-]
-
-
-@pytest.mark.parametrize(("text", "want"), SEMVER_CASES)
-def test_parse_semver(text: str, want: object) -> None:
-    assert parse_semver(text) == want

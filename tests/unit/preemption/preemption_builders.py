@@ -7,11 +7,17 @@ Quotas are ``n``, ``(n, borrowing)`` or ``(n, borrowing, lending)``, whole
 units (converted to milli-units). ``preemptor(...)`` returns a
 :class:`~kuota.core.preemption.classical.Preemptor` whose contested flavor-resources are
 the ones its request does not fit in now (as the flavor assignment would say).
+
+``within_setup`` / ``plans_setup`` are the fold-level start of the preemption
+and planner tests: two low Jobs fill ClusterQueue ``a``'s 8 GPUs.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from builders.driver import Driver
+from builders.manifests import cluster_queue, flavor, job, local_queue, priority_class
 
 from kuota.api.types import (
     BorrowWithinCohort,
@@ -20,6 +26,7 @@ from kuota.api.types import (
     ResourceGroup,
     ResourceQuota,
 )
+from kuota.core.fold.fold import Fold
 from kuota.core.preemption.classical import AdmittedWorkload, Preemptor, Snapshot
 from kuota.core.quota.fairshare import Weights
 from kuota.core.quota.tree import FlavorResource, QuotaTree, add_usage, available
@@ -158,3 +165,23 @@ class World:
                 if w.key == key:
                     return w
         raise KeyError(key)
+
+
+def within_setup(d: Driver) -> None:
+    d.apply(
+        flavor("h100"),
+        priority_class("low", value=10),
+        priority_class("high", value=100),
+        cluster_queue("a", gpus=8, within="LowerPriority"),
+        local_queue("lq", namespace="ns", cluster_queue="a"),
+    )
+    d.apply(
+        job("low-1", namespace="ns", gpus=4, priority="low"),
+        job("low-2", namespace="ns", gpus=4, priority="low"),
+    )
+
+
+def plans_setup() -> Driver:
+    d = Driver(Fold(preemption="plans"))
+    within_setup(d)
+    return d

@@ -17,25 +17,11 @@ from builders.manifests import (
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from preemption_builders import plans_setup, within_setup
 
 from kuota.core.fold.fold import Fold
-from kuota.core.preemption.planner import Planner
 from kuota.core.quota.tree import available
 from kuota.events.schema import ActuationFailed, Decision, JournalEvent
-
-
-def within_setup(d: Driver) -> None:
-    d.apply(
-        flavor("h100"),
-        priority_class("low", value=10),
-        priority_class("high", value=100),
-        cluster_queue("a", gpus=8, within="LowerPriority"),
-        local_queue("lq", namespace="ns", cluster_queue="a"),
-    )
-    d.apply(
-        job("low-1", namespace="ns", gpus=4, priority="low"),
-        job("low-2", namespace="ns", gpus=4, priority="low"),
-    )
 
 
 def test_inline_preemption_releases_then_admits_in_one_event() -> None:
@@ -75,12 +61,6 @@ def test_nothing_to_preempt_leaves_the_preemptor_waiting() -> None:
 
 
 # --------------------------------------------------------------------------- plans
-
-
-def plans_setup() -> Driver:
-    d = Driver(Fold(preemption="plans"))
-    within_setup(d)
-    return d
 
 
 def test_plans_mode_waits_for_a_plan_and_validates_it() -> None:
@@ -148,45 +128,6 @@ def test_a_head_waiting_for_a_plan_is_announced_again_with_the_lag() -> None:
     assert d.fold.next_wakeup() == 46  # the requeued victim waits for its (empty) plan
     d.plan("ns/low-2", [], at=42)
     assert d.fold.next_wakeup() is None  # the later notices died with the waits
-
-
-def test_the_planner_writes_a_plan_once_and_again_after_a_stale_one() -> None:
-    d = plans_setup()
-    planner = Planner()
-    d.apply(job("high", namespace="ns", gpus=4, priority="high", created=5), at=5)
-    (event,) = planner.plans(d.fold, based_on="e1", at=5)
-    assert event.id == "plan/ns/high/e1" and event.victims == ["ns/low-2"]
-    assert planner.plans(d.fold, based_on="e2", at=5) == []  # in flight: not repeated
-    # Before it is folded, low-2 finishes and low-1 changes nothing: the plan is stale.
-    d.finish("ns/low-2", at=6)  # room: high is admitted without preemption
-    out = d.feed(event)
-    assert out == []
-    assert planner.folded(event, d.fold) is False  # its head no longer waits
-    assert planner.in_flight() == 0
-
-
-def test_a_stale_plan_leaves_the_head_waiting_and_the_planner_searches_again() -> None:
-    d = plans_setup()
-    planner = Planner()
-    d.apply(job("high", namespace="ns", gpus=8, priority="high", created=5), at=5)
-    (stale,) = planner.plans(d.fold, based_on="e1", at=5)
-    assert sorted(stale.victims) == ["ns/low-1", "ns/low-2"]
-    d.finish("ns/low-2", at=6)  # before the plan is folded: one victim is gone
-    assert d.feed(stale) == []
-    assert d.fold.awaits_plan("ns/high")
-    assert planner.folded(stale, d.fold) is True  # search again
-    (fresh,) = planner.plans(d.fold, based_on="e3", at=7)
-    assert fresh.victims == ["ns/low-1"]
-    out = d.feed(fresh)
-    assert kinds(out)[0] == ("Preempted", "ns/low-1")
-    assert ("Admitted", "ns/high") in kinds(out)
-    # The requeued victim may preempt in its turn: search again for it at once.
-    assert d.fold.plans_awaited() == ("ns/low-1",)
-    assert planner.folded(fresh, d.fold) is True
-    (empty,) = planner.plans(d.fold, based_on="e4", at=7)
-    assert empty.preemptor == "ns/low-1" and empty.victims == []
-    d.feed(empty)
-    assert planner.folded(empty, d.fold) is False, "nobody waits any more"
 
 
 def test_a_head_whose_queue_stops_preempting_no_longer_waits_for_a_plan() -> None:
