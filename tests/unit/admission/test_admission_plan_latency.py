@@ -122,7 +122,7 @@ def test_the_victims_wait_ending_in_an_empty_plan_is_not_counted() -> None:
 def test_a_wait_begun_before_a_restart_is_not_counted() -> None:
     rig = Rig()
     j, setup = _waiting_head()
-    rig.replay(setup + j.job("high", namespace="team-a", gpus=2, priority="high"))  # silent recovery
+    rig.replay(setup + j.job("high", namespace="team-a", gpus=2, priority="high"))  # silent
     assert rig.folder.fold.awaits_plan("team-a/high")
     (plan,) = rig.plans()
     rig.live([plan], at=2000.0)
