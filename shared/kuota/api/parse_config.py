@@ -31,6 +31,7 @@ from kuota.api.fields import (
     index,
     integer,
     keyed,
+    label_selector,
     mapping,
     qualified_name,
     seq,
@@ -43,6 +44,7 @@ from kuota.api.types import (
     CounterSource,
     DeviceClassMapping,
     FairSharingConfig,
+    LabelSelector,
     WaitForPodsReady,
 )
 from kuota.quantity import QuantityError, parse_quantity
@@ -52,6 +54,8 @@ _V1BETA1_TIMEOUT_SECONDS = 5 * 60
 _V1BETA2_TIMEOUT_SECONDS = 30 * 60
 _SAMPLING_INTERVAL_SECONDS = 5 * 60
 _OPERATOR_HALF_LIFE_SECONDS = 30 * 60
+_KUEUE_NAMESPACE = "kueue-system"  # Kueue's default ``namespace``
+_OPERATOR_MANAGED_LABEL = "kueue.openshift.io/managed"  # the operator's namespace opt-in
 _STRATEGIES = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
 _STRATEGY_SETS = ((_STRATEGIES[0],), (_STRATEGIES[1],), _STRATEGIES)
 
@@ -296,6 +300,15 @@ def upstream_configuration(raw: Raw, *, version: str, base: str = "") -> Configu
         admission_fair_sharing=_admission_fair_sharing(
             raw.get("admissionFairSharing"), child(base, "admissionFairSharing")
         ),
+        manage_jobs_without_queue_name=boolean(
+            raw.get("manageJobsWithoutQueueName"),
+            child(base, "manageJobsWithoutQueueName"),
+            default=False,
+        ),
+        managed_jobs_namespace_selector=label_selector(
+            raw.get("managedJobsNamespaceSelector"), child(base, "managedJobsNamespaceSelector")
+        ),
+        namespace=string(raw.get("namespace"), child(base, "namespace")) or _KUEUE_NAMESPACE,
     )
 
 
@@ -429,6 +442,18 @@ def operator_configuration(spec: Raw, *, base: str = "spec") -> Configuration:
     resources_path = child(path, "resources")
     resources = mapping(config.get("resources"), resources_path)
     preemption_path = child(path, "preemption")
+    management_path = child(path, "workloadManagement")
+    # labelPolicy None manages Jobs without the queue label. The operator always opts
+    # namespaces in by label; the selector only matters then, so it is kept only then.
+    manage = (
+        enum(
+            mapping(config.get("workloadManagement"), management_path).get("labelPolicy"),
+            child(management_path, "labelPolicy"),
+            ("QueueName", "None"),
+            default="",
+        )
+        == "None"
+    )
     policy = enum(
         mapping(config.get("preemption"), preemption_path).get("preemptionPolicy"),
         child(preemption_path, "preemptionPolicy"),
@@ -448,4 +473,10 @@ def operator_configuration(spec: Raw, *, base: str = "spec") -> Configuration:
             mapping(config.get("admissionFairSharing"), child(path, "admissionFairSharing")),
             child(path, "admissionFairSharing"),
         ),
+        manage_jobs_without_queue_name=manage,
+        managed_jobs_namespace_selector=LabelSelector(
+            match_labels=((_OPERATOR_MANAGED_LABEL, "true"),)
+        )
+        if manage
+        else None,
     )

@@ -219,6 +219,13 @@ class Configuration:
     wait_for_pods_ready: WaitForPodsReady = field(default_factory=WaitForPodsReady)
     fair_sharing: FairSharingConfig = field(default_factory=FairSharingConfig)
     admission_fair_sharing: AdmissionFairSharingConfig | None = None
+    # Kueue's manageJobsWithoutQueueName: Jobs without a queue-name label in a managed
+    # namespace are suspended and wait too (default off, as in Kueue).
+    manage_jobs_without_queue_name: bool = False
+    # Kueue's managedJobsNamespaceSelector; None = Kueue's default, which excludes
+    # kube-system and ``namespace`` (see kuota.api.managed).
+    managed_jobs_namespace_selector: LabelSelector | None = None
+    namespace: str = "kueue-system"  # Kueue's own namespace (its ``namespace`` field)
 
 
 # --------------------------------------------------------------------------- workloads
