@@ -24,12 +24,17 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import NoReturn, Protocol, TypeVar
+from typing import TYPE_CHECKING, ClassVar, NoReturn, Protocol, TypeVar
 
+from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from kuota.bus.settings import SettingsError
+from kuota.bus.processor import Handler, TransactionalProcessor, journal_lag
+from kuota.bus.settings import KafkaSettings, SettingsError
+
+if TYPE_CHECKING:
+    from kuota.events.schema import JournalEvent
 
 #: Stopped on request (SIGTERM/SIGINT), gracefully or forced.
 EXIT_OK = 0
@@ -47,6 +52,8 @@ SIGNALS = (signal.SIGTERM, signal.SIGINT)
 STARTUP_DEADLINE = 60.0  # seconds of start-up retries
 STOP_DEADLINE = 15.0  # seconds from the first signal to a forced stop
 BACKOFF_FIRST, BACKOFF_MAX = 0.5, 5.0
+#: Seconds to fold one journal event (``kuota_fold_latency_seconds``).
+FOLD_BUCKETS = (1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.05, 0.25, 1.0)
 
 S = TypeVar("S", bound="Settings")
 T = TypeVar("T")
@@ -179,6 +186,28 @@ def instance(topic_prefix: str) -> str:
     return topic_prefix.rstrip(".").replace(".", "-") or "kuota"
 
 
+class Identity:
+    """A settings mixin: the Kafka ids of the service ``ROLE`` in its deployment.
+
+    The group is ``<instance>-<ROLE>``, the transactional id (and the static
+    group member id) of a partition ``<instance>-<ROLE>-<partition>``."""
+
+    __slots__ = ()
+    ROLE: ClassVar[str]
+    kafka: KafkaSettings
+
+    @property
+    def instance(self) -> str:
+        return instance(self.kafka.topic_prefix)
+
+    @property
+    def group_id(self) -> str:
+        return f"{self.instance}-{self.ROLE}"
+
+    def transactional_id(self, partition: int) -> str:
+        return f"{self.group_id}-{partition}"
+
+
 # ---------------------------------------------------------------------- logging, metrics
 
 
@@ -207,6 +236,94 @@ def serve_metrics(registry: CollectorRegistry, port: int, host: str) -> Callable
         thread.join(5)
 
     return shutdown
+
+
+class JournalMetrics:
+    """The metrics of a service that folds the journal (admission, preemption),
+    registered on ``registry``: where it is, how far behind, how fast it folds."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r = registry
+        self.lag = Gauge(
+            "kuota_consumer_lag", "Journal end offset minus the next offset to fold", registry=r
+        )
+        self.position = Gauge(
+            "kuota_journal_position", "Journal offset of the next record to fold", registry=r
+        )
+        self.fold_latency = Histogram(
+            "kuota_fold_latency_seconds",
+            "Time to fold one journal event (live)",
+            buckets=FOLD_BUCKETS,
+            registry=r,
+        )
+        self.events = Counter(
+            "kuota_journal_events", "Journal events folded live", ["type"], registry=r
+        )
+        self.replayed = Gauge(
+            "kuota_replayed_events", "Journal events replayed silently at start-up", registry=r
+        )
+
+    def folded(self, event: JournalEvent, seconds: float, *, live: bool) -> None:
+        """One event folded (counted only live: a replay re-folds committed ones)."""
+        if live:
+            self.fold_latency.observe(seconds)
+            self.events.labels(event.type).inc()
+
+    def advanced(self, next_offset: int, lag: int | None) -> None:
+        """After a live batch: the next offset to fold and the lag (None: not known yet)."""
+        self.position.set(next_offset)
+        if lag is not None:
+            self.lag.set(lag)
+
+
+# ---------------------------------------------------------------------- the journal
+
+
+class JournalProcessor(TransactionalProcessor):
+    """The journal's one partition, consumed by the group of ``ids`` (a static
+    member named by its transactional id) and processed in transactions."""
+
+    def __init__(
+        self, ids: Identity, *, journal: str, handle: Handler, max_batch: int, partition: int
+    ) -> None:
+        member = ids.transactional_id(partition)
+        super().__init__(
+            ids.kafka,
+            group_id=ids.group_id,
+            transactional_id=member,
+            input_topic=journal,
+            group_instance_id=member,
+            handle=handle,
+            max_batch=max_batch,
+        )
+
+    async def lag(self, partition: int) -> int | None:
+        """Journal records not consumed yet, as of the last fetch (the lag metric):
+        the end offset minus the consumer's position, which steps over
+        transaction markers (the offset after the last record folded does not:
+        a trailing commit marker would count as one record forever)."""
+        return await journal_lag(self.consumer, TopicPartition(self._input_topic, partition))
+
+
+class _Fencing(Protocol):
+    async def start_producer(self) -> None: ...
+    async def committed_offsets(self) -> dict[int, int | None]: ...
+
+
+async def committed_offset(
+    proc: _Fencing, *, journal: str, name: str, partition: int
+) -> int | None:
+    """Start the transactional producer, which fences a predecessor (so the
+    group's committed offset is final), and return that offset of the journal's
+    one ``partition``; a journal of other partitions is :class:`Fatal`."""
+    await proc.start_producer()
+    committed = await proc.committed_offsets()
+    if set(committed) != {partition}:
+        raise Fatal(
+            f"{journal} has partitions {sorted(committed)}; "
+            f"{name} folds exactly one partition today"
+        )
+    return committed[partition]
 
 
 # ---------------------------------------------------------------------- start-up
@@ -401,13 +518,18 @@ __all__ = [
     "EXIT_OK",
     "EXIT_SETTINGS",
     "EXIT_UNAVAILABLE",
+    "FOLD_BUCKETS",
     "Fatal",
+    "Identity",
+    "JournalMetrics",
+    "JournalProcessor",
     "Runner",
     "Service",
     "Settings",
     "SettingsError",
     "Unavailable",
     "backoff",
+    "committed_offset",
     "instance",
     "integer",
     "log_level",

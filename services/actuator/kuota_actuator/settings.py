@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 from kuota import service
 from kuota.bus.settings import KafkaSettings, SettingsError
@@ -23,7 +24,9 @@ from kuota_actuator.kubeapi import SERVICE_ACCOUNT_TOKEN
 
 
 @dataclass(frozen=True, slots=True)
-class Config:
+class Config(service.Identity):
+    ROLE: ClassVar[str] = "actuator"
+
     kafka: KafkaSettings
     redis_url: str
     kubeconfig: str | None
@@ -40,14 +43,6 @@ class Config:
     max_backoff: float = 5.0
     event_queue: int = 10_000
     metrics_host: str = "0.0.0.0"
-
-    @property
-    def instance(self) -> str:
-        return service.instance(self.kafka.topic_prefix)
-
-    @property
-    def group_id(self) -> str:
-        return f"{self.instance}-actuator"
 
     @property
     def redis_key(self) -> str:

@@ -21,16 +21,15 @@ import logging
 import time
 from typing import Protocol
 
-from aiokafka import TopicPartition
 from redis.exceptions import RedisError
 
 import kuota.api
 import kuota.core
-from kuota.bus.processor import Replayer, TransactionalProcessor, journal_lag
+from kuota.bus.processor import Replayer
 from kuota.bus.topics import ensure_topics
 from kuota.core.fold.fold import Fold
 from kuota.core.fold.preempting import PLANS
-from kuota.service import Fatal
+from kuota.service import Fatal, JournalProcessor, committed_offset
 from kuota.store.settings import redis_client
 from kuota.store.snapshots import Snapshot, SnapshotStore, code_build
 from kuota_admission.metrics import AdmissionMetrics
@@ -42,17 +41,8 @@ log = logging.getLogger("kuota.admission")
 PARTITION = 0  # one journal partition today (see kuota.bus.topics)
 
 
-class FatalError(Fatal):
-    """Stop the service with one log line and exit status 1."""
-
-
-class _KafkaProcessor(TransactionalProcessor):
-    async def lag(self, partition: int) -> int | None:
-        """Journal records not consumed yet, as of the last fetch (the lag metric):
-        the end offset minus the consumer's position, which steps over
-        transaction markers (the offset after the last record folded does not:
-        a trailing commit marker would count as one record forever)."""
-        return await journal_lag(self.consumer, TopicPartition(self._input_topic, partition))
+#: Stop the service with one log line and exit status 1.
+FatalError = Fatal
 
 
 def new_fold() -> Fold:
@@ -92,7 +82,7 @@ def choose_start(
 
 
 class Processor(Protocol):
-    """What :class:`Service` uses of :class:`TransactionalProcessor` (a seam for tests)."""
+    """What :class:`Service` uses of :class:`JournalProcessor` (a seam for tests)."""
 
     async def start_producer(self) -> None: ...
     async def start_consumer(self) -> None: ...
@@ -124,14 +114,12 @@ class Service:
             redis, name=cfg.snapshot_name(PARTITION), build=code_build(kuota.core, kuota.api)
         )
         folder = JournalFolder(topics=topics, observer=self.metrics, consumer=cfg.group_id)
-        proc = _KafkaProcessor(
-            cfg.kafka,
-            group_id=cfg.group_id,
-            transactional_id=cfg.transactional_id(PARTITION),
-            input_topic=topics.journal,
-            group_instance_id=cfg.transactional_id(PARTITION),
+        proc = JournalProcessor(
+            cfg,
+            journal=topics.journal,
             handle=folder.handle,
             max_batch=cfg.max_batch,
+            partition=PARTITION,
         )
         try:
             await self.serve(proc, store, folder, stop)
@@ -145,14 +133,9 @@ class Service:
     ) -> None:
         """Recover (snapshot + silent replay to the committed offset), then live."""
         t0 = time.monotonic()
-        await proc.start_producer()  # fences the predecessor: committed offsets are final
-        committed_all = await proc.committed_offsets()
-        if set(committed_all) != {PARTITION}:
-            raise FatalError(
-                f"{folder.topics.journal} has partitions {sorted(committed_all)}; "
-                f"kuota-admission folds exactly one partition today"
-            )
-        committed = committed_all[PARTITION]
+        committed = await committed_offset(
+            proc, journal=folder.topics.journal, name="kuota-admission", partition=PARTITION
+        )
         snapshot, reason = await self._load_snapshot(store)
         fold, start, why = choose_start(snapshot, reason, committed)
         log.info("recovery: %s; committed offset %s", why, committed)
@@ -162,7 +145,7 @@ class Service:
         folder.next_offset = max(folder.next_offset, end)
         elapsed = time.monotonic() - t0
         self.metrics.recovery_seconds.set(elapsed)
-        self.metrics.replayed.set(replayed)
+        self.metrics.journal.replayed.set(replayed)
         if snapshot is not None and start == snapshot.offset and start > 0:
             self.metrics.snapshot_saved(offset=start, size=None)
         log.info(

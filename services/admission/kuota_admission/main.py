@@ -16,17 +16,13 @@ from kuota.bus.processor import ReplayError
 from kuota.service import Runner
 from kuota_admission.loop import Service, log
 from kuota_admission.metrics import AdmissionMetrics
-from kuota_admission.settings import Config, load_config
+from kuota_admission.settings import load_config
 
 SERVICE = "kuota-admission"
 
 
 def main() -> None:
     metrics = AdmissionMetrics()
-
-    def make(cfg: Config) -> Service:
-        return Service(cfg, metrics)
-
     runner = Runner(
         SERVICE,
         log,
@@ -34,7 +30,7 @@ def main() -> None:
         finishing="the current transaction",
         errors=(ReplayError, RedisError),
     )
-    runner.main(load_config, make)
+    runner.main(load_config, lambda cfg: Service(cfg, metrics))
 
 
 if __name__ == "__main__":

@@ -20,10 +20,10 @@ from kuota.api.duration import DurationError, parse_rfc3339
 from kuota.api.parse import CREATED_AT_ANNOTATION, QUEUE_NAME_LABEL
 from kuota.core.fold.fold import Fold
 from kuota.events.schema import Decision, JournalEvent, ObjectDeleted, ObjectUpserted
+from kuota.service import JournalMetrics
 
 # Kueue's admission wait-time buckets: exponential from 1 s, doubling, 14 of them.
 WAIT_BUCKETS = tuple(float(2**i) for i in range(14))
-FOLD_BUCKETS = (1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.05, 0.25, 1.0)
 # Plan latency: tens of milliseconds with the preemption service up, minutes without it.
 PLAN_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 600.0)
 UNKNOWN = "unknown"
@@ -99,21 +99,7 @@ class AdmissionMetrics:
             buckets=PLAN_BUCKETS,
             registry=r,
         )
-        self.lag = Gauge(
-            "kuota_consumer_lag", "Journal end offset minus the next offset to fold", registry=r
-        )
-        self.position = Gauge(
-            "kuota_journal_position", "Journal offset of the next record to fold", registry=r
-        )
-        self.fold_latency = Histogram(
-            "kuota_fold_latency_seconds",
-            "Time to fold one journal event (live)",
-            buckets=FOLD_BUCKETS,
-            registry=r,
-        )
-        self.events = Counter(
-            "kuota_journal_events", "Journal events folded live", ["type"], registry=r
-        )
+        self.journal = JournalMetrics(r)  # lag, position, fold latency, events, replayed
         self.decisions = Counter("kuota_decisions", "Decisions produced", ["type"], registry=r)
         self.deadletters = Counter(
             "kuota_deadletter_records", "Journal records sent to the dead-letter topic", registry=r
@@ -134,9 +120,6 @@ class AdmissionMetrics:
             "kuota_recovery_seconds",
             "Start-up time: snapshot load plus silent replay to the committed offset",
             registry=r,
-        )
-        self.replayed = Gauge(
-            "kuota_replayed_events", "Journal events replayed silently at start-up", registry=r
         )
         self._snapshot_at: float | None = None
         self._created: dict[str, float] = {}  # pending workload -> created or requeued at
@@ -160,9 +143,7 @@ class AdmissionMetrics:
             key = f"{event.namespace or 'default'}/{event.name}"
             self._created.pop(key, None)
             self._queue_of.pop(key, None)
-        if live:
-            self.fold_latency.observe(seconds)
-            self.events.labels(event.type).inc()
+        self.journal.folded(event, seconds, live=live)
 
     def decided(self, decision: Decision, *, live: bool) -> None:
         d = decision
@@ -218,9 +199,7 @@ class AdmissionMetrics:
         for gone in self._usage_labels - usage:
             self.usage.remove(*gone)
         self._gauge_labels, self._usage_labels = pending, usage
-        self.position.set(next_offset)
-        if lag is not None:
-            self.lag.set(lag)
+        self.journal.advanced(next_offset, lag)
 
     def snapshot_saved(self, *, offset: int, size: int | None) -> None:
         self._snapshot_at = time.time()

@@ -7,7 +7,7 @@ start-up, and refuses a bad one with a one-line ``SettingsError`` (exit 2,
 cadence; the batch size; the metrics server and the log level. The consumer
 group is ``<instance>-admission``, the transactional id and the snapshot name
 ``<instance>-admission-<partition>``, where ``<instance>`` is the topic prefix
-without its trailing dot (``kuota.service.instance``), so deployments and
+without its trailing dot (``kuota.service.Identity``), so deployments and
 tests with their own topic prefix never share a group, fence each other, or
 load each other's snapshot.
 """
@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 from kuota import service
 from kuota.bus.settings import KafkaSettings
@@ -24,7 +25,9 @@ from kuota.store.settings import RedisSettings
 
 
 @dataclass(frozen=True, slots=True)
-class Config:
+class Config(service.Identity):
+    ROLE: ClassVar[str] = "admission"
+
     kafka: KafkaSettings
     redis_url: str
     metrics_port: int
@@ -34,19 +37,8 @@ class Config:
     log_level: str
     metrics_host: str = "0.0.0.0"
 
-    @property
-    def instance(self) -> str:
-        return service.instance(self.kafka.topic_prefix)
-
-    @property
-    def group_id(self) -> str:
-        return f"{self.instance}-admission"
-
-    def transactional_id(self, partition: int) -> str:
-        return f"{self.instance}-admission-{partition}"
-
     def snapshot_name(self, partition: int) -> str:
-        return f"{self.instance}-admission-{partition}"
+        return self.transactional_id(partition)
 
 
 def load_config(env: Mapping[str, str] | None = None) -> Config:

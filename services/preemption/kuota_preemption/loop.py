@@ -14,11 +14,8 @@ import asyncio
 import logging
 import time
 
-from aiokafka import TopicPartition
-
-from kuota.bus.processor import TransactionalProcessor, journal_lag
 from kuota.bus.topics import ensure_topics
-from kuota.service import Fatal
+from kuota.service import JournalProcessor, committed_offset
 from kuota_preemption.metrics import PreemptionMetrics
 from kuota_preemption.planning import PlanningFolder
 from kuota_preemption.settings import Config
@@ -44,29 +41,23 @@ class Service:
         )
         topics = await ensure_topics(cfg.kafka)
         folder = PlanningFolder(topics=topics, observer=metrics, consumer=cfg.group_id)
-        proc = TransactionalProcessor(
-            cfg.kafka,
-            group_id=cfg.group_id,
-            transactional_id=cfg.transactional_id(PARTITION),
-            input_topic=topics.journal,
-            group_instance_id=cfg.transactional_id(PARTITION),
+        proc = JournalProcessor(
+            cfg,
+            journal=topics.journal,
             handle=folder.handle,
             max_batch=cfg.max_batch,
+            partition=PARTITION,
         )
         try:
             t0 = time.monotonic()
-            await proc.start_producer()
-            committed_all = await proc.committed_offsets()
-            if set(committed_all) != {PARTITION}:
-                raise Fatal(
-                    f"{topics.journal} has partitions {sorted(committed_all)}; "
-                    f"kuota-preemption folds exactly one partition today"
-                )
-            end = committed_all[PARTITION] or 0
+            committed = await committed_offset(
+                proc, journal=topics.journal, name="kuota-preemption", partition=PARTITION
+            )
+            end = committed or 0
             replayed = await proc.replay(partition=PARTITION, start=0, end=end, apply=folder.replay)
             folder.next_offset = max(folder.next_offset, end)
             metrics.recovery_seconds.set(time.monotonic() - t0)
-            metrics.replayed.set(replayed)
+            metrics.journal.replayed.set(replayed)
             log.info(
                 "recovered: replayed %d events in %.2f s; live from offset %d",
                 replayed,
@@ -77,13 +68,9 @@ class Service:
             if stop.is_set():
                 return
             await proc.start_consumer()
-            tp = TopicPartition(topics.journal, PARTITION)
             while not stop.is_set():
                 if await proc.run_once():
-                    metrics.position.set(folder.next_offset)
-                    lag = await journal_lag(proc.consumer, tp)
-                    if lag is not None:
-                        metrics.lag.set(lag)
+                    metrics.journal.advanced(folder.next_offset, await proc.lag(PARTITION))
         finally:
             await proc.consumer.stop()  # also when never started: releases its client
             await proc.producer.stop()

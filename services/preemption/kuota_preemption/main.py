@@ -16,21 +16,17 @@ from kuota.bus.processor import ReplayError
 from kuota.service import Runner
 from kuota_preemption.loop import Service, log
 from kuota_preemption.metrics import PreemptionMetrics
-from kuota_preemption.settings import Config, load_config
+from kuota_preemption.settings import load_config
 
 SERVICE = "kuota-preemption"
 
 
 def main() -> None:
     metrics = PreemptionMetrics()
-
-    def make(cfg: Config) -> Service:
-        return Service(cfg, metrics)
-
     runner = Runner(
         SERVICE, log, metrics.registry, finishing="the current transaction", errors=(ReplayError,)
     )
-    runner.main(load_config, make)
+    runner.main(load_config, lambda cfg: Service(cfg, metrics))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@
 
 No Redis and no apiserver: the service's state is its fold of the journal.
 The consumer group is ``<instance>-preemption``, the transactional id
-``<instance>-preemption-<partition>`` (``kuota.service.instance``).
+``<instance>-preemption-<partition>`` (``kuota.service.Identity``).
 """
 
 from __future__ import annotations
@@ -18,29 +18,21 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 from kuota import service
 from kuota.bus.settings import KafkaSettings
 
 
 @dataclass(frozen=True, slots=True)
-class Config:
+class Config(service.Identity):
+    ROLE: ClassVar[str] = "preemption"
+
     kafka: KafkaSettings
     metrics_port: int
     max_batch: int
     log_level: str
     metrics_host: str = "0.0.0.0"
-
-    @property
-    def instance(self) -> str:
-        return service.instance(self.kafka.topic_prefix)
-
-    @property
-    def group_id(self) -> str:
-        return f"{self.instance}-preemption"
-
-    def transactional_id(self, partition: int) -> str:
-        return f"{self.instance}-preemption-{partition}"
 
 
 def load_config(env: Mapping[str, str] | None = None) -> Config:

@@ -21,7 +21,7 @@ from aiokafka.errors import KafkaConnectionError, SaslAuthenticationFailed
 from prometheus_client import CollectorRegistry, Counter
 
 import kuota.service as svc
-from kuota.bus.settings import SettingsError
+from kuota.bus.settings import KafkaSettings, SettingsError
 from kuota.service import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -373,3 +373,90 @@ async def test_a_metrics_port_in_use_is_one_line_and_exit_1(
 
 def test_exit_codes_are_distinct() -> None:
     assert len({EXIT_OK, EXIT_FAILURE, EXIT_SETTINGS, EXIT_UNAVAILABLE}) == 4
+
+
+# ---------------------------------------------------------------------- journal folders
+
+
+@dataclass(frozen=True, slots=True)
+class Folder(svc.Identity):
+    ROLE = "folder"
+
+    kafka: KafkaSettings
+
+
+def _kafka(prefix: str) -> KafkaSettings:
+    env = {"KUOTA_KAFKA_BOOTSTRAP": "127.0.0.1:1", "KUOTA_TOPIC_PREFIX": prefix}
+    return KafkaSettings.from_env(env)
+
+
+def test_identity_names_the_group_and_transactional_ids_by_role_and_instance() -> None:
+    cfg = Folder(_kafka("test-1a2b."))
+    assert cfg.instance == "test-1a2b"
+    assert cfg.group_id == "test-1a2b-folder"
+    assert cfg.transactional_id(0) == "test-1a2b-folder-0"
+    assert Folder(_kafka("kuota.")).transactional_id(3) == "kuota-folder-3"
+
+
+async def test_journal_processor_is_a_static_member_named_by_its_transactional_id() -> None:
+    cfg = Folder(_kafka("kuota."))
+    proc = svc.JournalProcessor(
+        cfg, journal="kuota.journal", handle=lambda _: [], max_batch=7, partition=0
+    )
+    try:
+        assert proc._group_id == "kuota-folder"
+        assert proc.consumer._group_instance_id == "kuota-folder-0"
+        assert proc.producer._txn_manager.transactional_id == "kuota-folder-0"
+        assert proc._input_topic == "kuota.journal" and proc._max_batch == 7
+        assert await proc.lag(0) is None, "not assigned yet: no lag"
+    finally:
+        await proc.consumer.stop()
+        await proc.producer.stop()
+
+
+def test_journal_metrics_names_help_and_labels() -> None:
+    r = CollectorRegistry()
+    m = svc.JournalMetrics(r)
+    m.advanced(42, None)
+    m.advanced(43, 5)
+    m.advanced(44, None)
+    m.folded(ev := type("Ev", (), {"type": "Tick"})(), 0.001, live=True)  # type: ignore[arg-type]
+    m.folded(ev, 0.001, live=False)  # type: ignore[arg-type]
+    m.replayed.set(9)
+    docs = {f.name: (f.documentation, f.type) for f in r.collect()}
+    assert docs == {
+        "kuota_consumer_lag": ("Journal end offset minus the next offset to fold", "gauge"),
+        "kuota_journal_position": ("Journal offset of the next record to fold", "gauge"),
+        "kuota_fold_latency_seconds": ("Time to fold one journal event (live)", "histogram"),
+        "kuota_journal_events": ("Journal events folded live", "counter"),
+        "kuota_replayed_events": ("Journal events replayed silently at start-up", "gauge"),
+    }
+    assert r.get_sample_value("kuota_journal_position") == 44
+    assert r.get_sample_value("kuota_consumer_lag") == 5, "an unknown lag keeps the last one"
+    assert r.get_sample_value("kuota_journal_events_total", {"type": "Tick"}) == 1, "live only"
+    assert r.get_sample_value("kuota_fold_latency_seconds_count") == 1
+    assert r.get_sample_value("kuota_fold_latency_seconds_bucket", {"le": "1e-05"}) == 0
+    assert r.get_sample_value("kuota_replayed_events") == 9
+
+
+class Offsets:
+    def __init__(self, committed: dict[int, int | None]) -> None:
+        self.committed = committed
+        self.calls: list[str] = []
+
+    async def start_producer(self) -> None:
+        self.calls.append("start_producer")
+
+    async def committed_offsets(self) -> dict[int, int | None]:
+        self.calls.append("committed_offsets")
+        return self.committed
+
+
+async def test_committed_offset_fences_first_and_refuses_other_partitions() -> None:
+    proc = Offsets({0: 17})
+    assert await svc.committed_offset(proc, journal="j", name="kuota-x", partition=0) == 17
+    assert proc.calls == ["start_producer", "committed_offsets"], "the fence comes first"
+    fresh = Offsets({0: None})
+    assert await svc.committed_offset(fresh, journal="j", name="x", partition=0) is None
+    with pytest.raises(Fatal, match=r"^j has partitions \[0, 1\]; kuota-x folds exactly one"):
+        await svc.committed_offset(Offsets({0: 1, 1: 2}), journal="j", name="kuota-x", partition=0)
