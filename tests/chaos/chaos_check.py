@@ -23,6 +23,15 @@ with it; the same (Job, decision id) twice, or an unsuspension carrying an id
 that is not an ``Admitted`` decision for that Job, is a double/foreign
 actuation.
 
+Bypass (issue #22): ``bypass`` adds up the GPU-seconds of pods that ran
+without an admission in force. A pod is judged when it first holds a device
+(bound or running) by the Job's latest unsuspension: one carrying the id of an
+``Admitted`` decision of that Job not used before admits pods up to the GPUs
+that decision's ``usage`` charged; any other unsuspension (none, a user's, a
+reused id) admits none. A pod not admitted counts its GPUs (a whole GPU 1, a
+1g.10gb slice 10/80) for its whole life. The rogue user's Jobs
+(``chaos_rogue``) are judged by this, not by the double-actuation check.
+
 At the end ``classify`` puts each Job in one of the three allowed ends
 (admitted and completed; pending, suspended, with a current Inadmissible
 decision; deactivated) or counts it lost.
@@ -40,17 +49,55 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
-from e2e_harness import PIPELINE_LABEL, QuotaModel, job_done, job_key, job_running
+from chaos_rogue import ROGUE_LABEL, rogue_charge
+from chaos_workload import GI
+from e2e_harness import PIPELINE_LABEL, QUEUE_LABEL, QuotaModel, job_done, job_key, job_running
 from kubernetes_asyncio import client
 
 from kuota.events.schema import Decision, parse_decision
 from kuota.kube.watch import Change, Resource, Watcher
+from kuota.quantity import parse_quantity
 
 SAMPLE_PERIOD = 0.1  # seconds; the issue's bound is 0.2
 ANN_DECISION_ID = "kuota.dev/decision-id"
 log = logging.getLogger("chaos")
 
 Usage = dict[tuple[str, str], int]
+# A pod may be seen bound a moment before the watch delivers its Job's unsuspension.
+POD_SLACK = 0.5  # seconds
+GPU_MEMORY = 80 * GI  # one GPU's gpu-memory (milli-units)
+SLICE_GPUS = 10 / 80  # a 1g.10gb slice's share of a GPU
+
+
+@dataclass
+class PodSpan:
+    """A pod of the run while it held a device: from bound or running to its end."""
+
+    job: str
+    gpus: float
+    start: float  # time.monotonic() it was first seen bound or running
+    end: float | None = None  # first seen finished or deleted
+
+
+def pod_gpus(pod: Mapping[str, Any]) -> float:
+    """The GPUs a pod of the run holds: 1 for a whole GPU, 10/80 for a slice."""
+    claims = (pod.get("spec") or {}).get("resourceClaims") or []
+    templates = {c.get("resourceClaimTemplateName") for c in claims}
+    return SLICE_GPUS if "slice" in templates else float(bool(claims))
+
+
+def decision_gpus(d: Decision) -> float:
+    """The GPUs an Admitted decision charged (gpu-memory in 80Gi GPUs, whole-gpus)."""
+    if d.usage is None:
+        return float("inf")
+    total = 0.0
+    for resources in d.usage.values():
+        for r, q in resources.items():
+            if r == "gpu-memory":
+                total += parse_quantity(q) / GPU_MEMORY
+            elif r == "whole-gpus":
+                total += parse_quantity(q) / 1000
+    return total
 
 
 class _BatchWatcher(Watcher):
@@ -89,10 +136,13 @@ class Observer:
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     peak: Usage = field(default_factory=dict)
     early_pods: dict[str, str] = field(default_factory=dict)  # job -> a pod seen before
+    # job -> (time.monotonic(), decision id) of each unsuspension seen, in order
+    unsuspended_at: dict[str, list[tuple[float, str | None]]] = field(default_factory=dict)
+    pod_spans: dict[str, PodSpan] = field(default_factory=dict)  # pod key -> its span
     # name -> event set at each such moment of preemption (the Injector's triggers)
     moments: Mapping[str, asyncio.Event] = field(default_factory=dict)
     _usage: Usage = field(default_factory=dict)
-    _charged: set[str] = field(default_factory=set)  # Jobs in _usage
+    _charged: dict[str, tuple[str, dict[str, int]]] = field(default_factory=dict)  # in _usage
 
     def start(self) -> None:
         self.tasks = [
@@ -121,21 +171,32 @@ class Observer:
         """Kept up to date change by change (O(1) each), not recomputed over 1,000 Jobs."""
         return {k: v for k, v in self._usage.items() if v}
 
+    def _charge_of(self, key: str, obj: dict[str, Any]) -> tuple[str, dict[str, int]] | None:
+        """The workload's table; a rogue Job's by its queue label and parallelism now."""
+        if key in self.charges:
+            return self.charges[key]
+        md = obj.get("metadata") or {}
+        if (md.get("labels") or {}).get(ROGUE_LABEL) is None:
+            return None
+        queue = (md.get("labels") or {}).get(QUEUE_LABEL)
+        cq = self.quota.queue_of.get((str(md.get("namespace")), str(queue)))
+        return None if cq is None else (cq, rogue_charge(obj))
+
     def _account(self, key: str, obj: dict[str, Any] | None) -> None:
         """Move ``key``'s charge in or out of the running usage."""
-        if key not in self.charges:
-            return
         running = obj is not None and job_running(obj)
         if running == (key in self._charged):
             return
-        cq, charge = self.charges[key]
+        if running:
+            assert obj is not None
+            found = self._charge_of(key, obj)
+            if found is None:
+                return
+            self._charged[key] = found
+        cq, charge = self._charged[key] if running else self._charged.pop(key)
         sign = 1 if running else -1
         for r, amount in charge.items():
             self._usage[(cq, r)] = self._usage.get((cq, r), 0) + sign * amount
-        if running:
-            self._charged.add(key)
-        else:
-            self._charged.discard(key)
 
     def _check_usage(self, where: str) -> None:
         usage = self.usage()
@@ -179,6 +240,10 @@ class Observer:
         if was and not suspended:
             ann = (obj.get("metadata") or {}).get("annotations") or {}
             did = ann.get(ANN_DECISION_ID)
+            self.unsuspended_at.setdefault(key, []).append((time.monotonic(), did))
+            self.ever_unsuspended.add(key)
+            if ((obj.get("metadata") or {}).get("labels") or {}).get(ROGUE_LABEL) is not None:
+                return self._checked(key, obj, check)  # judged by bypass(): users unsuspend it
             seen = self.unsuspensions.setdefault(key, [])
             if did is None or did in seen:
                 self.doubles.append(
@@ -186,7 +251,9 @@ class Observer:
                     f"(rv {(obj.get('metadata') or {}).get('resourceVersion')})"
                 )
             seen.append(did)
-            self.ever_unsuspended.add(key)
+        self._checked(key, obj, check)
+
+    def _checked(self, key: str, obj: dict[str, Any], check: bool) -> None:
         if check:
             rv = (obj.get("metadata") or {}).get("resourceVersion")
             self._check_usage(f"after {key}@{rv}")
@@ -207,8 +274,11 @@ class Observer:
     def _on_pod(self, kind: str, obj: dict[str, Any]) -> None:
         md = obj.get("metadata") or {}
         key = f"{md.get('namespace')}/{md.get('name')}"
+        span = self.pod_spans.get(key)
         if kind == "DELETE":
             self.pods.pop(key, None)
+            if span is not None and span.end is None:
+                span.end = time.monotonic()
             return
         self.pods[key] = obj
         job = (
@@ -216,6 +286,10 @@ class Observer:
         )
         phase = (obj.get("status") or {}).get("phase")
         bound = bool((obj.get("spec") or {}).get("nodeName"))
+        if span is None and (phase == "Running" or bound) and phase not in ("Succeeded", "Failed"):
+            self.pod_spans[key] = PodSpan(job, pod_gpus(obj), time.monotonic())
+        elif span is not None and span.end is None and phase in ("Succeeded", "Failed"):
+            span.end = time.monotonic()
         if (phase == "Running" or bound) and job not in self.ever_unsuspended:
             # judged at the end: the Job watch may deliver the unsuspension later
             self.early_pods.setdefault(job, f"pod {key} ({phase}) of {job}, never admitted")
@@ -280,6 +354,43 @@ class Observer:
     def completed(self, key: str) -> bool:
         obj = self.jobs.get(key)
         return obj is not None and job_done(obj)
+
+    def bypass(self, now: float | None = None) -> tuple[float, list[str]]:
+        """GPU-seconds pods ran without an admission in force, and what ran so."""
+        now = time.monotonic() if now is None else now
+        admitted = {
+            (d.workload, d.id): decision_gpus(d) for d in self.decisions if d.type == "Admitted"
+        }
+        # pod key -> (its span, the unsuspension it runs under), by start
+        spans = sorted(self.pod_spans.items(), key=lambda kv: kv[1].start)
+        admitted_pods: dict[tuple[str, int], list[PodSpan]] = {}
+        total, details = 0.0, []
+        for pod, span in spans:
+            ups = self.unsuspended_at.get(span.job, [])
+            under = [i for i, (t, _) in enumerate(ups) if t <= span.start + POD_SLACK]
+            why = "its Job was never seen unsuspended"
+            if under:
+                i = under[-1]
+                did = ups[i][1]
+                fresh = did is not None and all(d != did for _, d in ups[:i])
+                allowed = admitted.get((span.job, did or ""), 0.0) if fresh else 0.0
+                mates = [
+                    p
+                    for p in admitted_pods.get((span.job, i), [])
+                    if p.end is None or p.end > span.start
+                ]
+                if sum(p.gpus for p in mates) + span.gpus <= allowed + 1e-9:
+                    admitted_pods.setdefault((span.job, i), []).append(span)
+                    continue
+                why = (
+                    f"beyond the {allowed:g} GPU(s) of {did}"
+                    if allowed
+                    else f"an unsuspension without a fresh admission (decision-id {did})"
+                )
+            seconds = ((span.end if span.end is not None else now) - span.start) * span.gpus
+            total += seconds
+            details.append(f"pod {pod}: {seconds:.2f} GPU-s, {why}")
+        return total, details
 
     def unadmitted_pods(self) -> list[str]:
         return [v for job, v in sorted(self.early_pods.items()) if job not in self.ever_unsuspended]

@@ -15,11 +15,15 @@ pipeline is stopped, ``kuota audit replay`` re-folds the whole journal, and
 the last line printed is::
 
     faults=<n> jobs=<n> over_admissions=<n> lost=<n> double_actuations=<n> replay=<...>
-    preempted=<n>  (on the same line)
+    preempted=<n> bypass_gpu_s=<x>  (on the same line)
 
 (``replay=identical`` or ``replay=differs``; ``preempted`` counts the
 Preempted decisions, each planned by the preemption service, and must be
-above 0: a run that never preempts did not test it).
+above 0: a run that never preempts did not test it). While the faults run, a
+rogue user (``chaos_rogue``, ``--rogue edit``: a namespace ``edit`` token;
+``--rogue admin``: the stack's admin, whom the webhook trusts, so only the
+backstop stands) tries every way around the queue; ``bypass_gpu_s`` is the
+GPU-seconds pods ran without an admission, and must be 0 with ``edit``.
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ import aiohttp
 import yaml
 from chaos_check import Observer
 from chaos_faults import Fault, Injector, Proxy, plan_faults, proxied_kubeconfig
+from chaos_rogue import NAMESPACE as ROGUE_NAMESPACE
+from chaos_rogue import Rogue, account_objects, rogue_client
 from chaos_workload import (
     RUN,
     JobSpec,
@@ -117,6 +123,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=int,
         default=0,
         help="added to every port of the run's stack (two runs at once need two stacks)",
+    )
+    ap.add_argument(
+        "--rogue",
+        choices=("edit", "admin", "none"),
+        default="edit",
+        help="the rogue user: a namespace edit token (default), the stack's admin "
+        "(trusted by the webhook: only the backstop stands), or none",
     )
     ap.add_argument("--keep", action="store_true", help="leave the run's stack up")
     ap.add_argument("--reuse-stack", action="store_true", help="do not purge the stack first")
@@ -294,10 +307,20 @@ async def run(args: argparse.Namespace) -> int:
     tries: list[int] = []
     started = time.monotonic()
     supervisor: asyncio.Task[None] | None = None
+    rogue: Rogue | None = None
+    rogue_api: client.ApiClient | None = None
+    rogue_done = asyncio.Event()
     try:
         await kubectl_apply(env, infrastructure())
         await asyncio.to_thread(launcher.ensure_crds, pipeline.base_env(), launcher.Log(True))
         await kubectl_apply(env, queue_objects())
+        if args.rogue != "none":
+            rogue_api = await rogue_setup(env, api, run_dir, args.rogue)
+            rogue = Rogue(
+                batch=client.BatchV1Api(rogue_api),
+                rng=random.Random(f"rogue-{args.seed}"),  # the seed's plan stays as it was
+                say=say,
+            )
         await asyncio.to_thread(launcher.up, pipeline, quiet=True)
         say(f"pipeline up in {time.monotonic() - started:.1f}s (logs {pipeline.log_dir})")
         observer.start()
@@ -306,10 +329,14 @@ async def run(args: argparse.Namespace) -> int:
         t0 = time.monotonic()
         faulting = asyncio.create_task(injector.run(faults, t0))
         creating = asyncio.create_task(submit(client.BatchV1Api(api), bursts, t0, injector, tries))
+        roguing = asyncio.create_task(rogue.run(rogue_done.is_set)) if rogue else None
         await creating
         say(f"all {len(jobs)} Jobs created in {time.monotonic() - t0:.0f}s ({sum(tries)} calls)")
         await faulting
         say(f"all {len(injector.done)} faults injected at t+{time.monotonic() - t0:.0f}s")
+        rogue_done.set()
+        if roguing is not None:
+            await roguing
         # The backlog drains at the control plane's pace (the Job controller and
         # kube-scheduler make a few pods a second here): wait while Jobs still
         # complete; --settle seconds without one completing ends the wait.
@@ -337,7 +364,11 @@ async def run(args: argparse.Namespace) -> int:
         doubles = observer.doubles + observer.foreign_unsuspensions()
         gaps = sorted(b - a for a, b in itertools.pairwise(observer.samples))
         p95 = gaps[int(len(gaps) * 0.95)] if gaps else 0.0
+        bypass_s, bypassed = observer.bypass()
     finally:
+        rogue_done.set()
+        if rogue_api is not None:
+            await rogue_api.close()
         if supervisor is not None:
             supervisor.cancel()  # before the services are stopped: no restarts then
             with contextlib.suppress(asyncio.CancelledError):
@@ -361,7 +392,16 @@ async def run(args: argparse.Namespace) -> int:
         f"services that exited by themselves: {injector.crashes or 'none'}; "
         f"create calls {sum(tries)} for {len(tries)} Jobs"
     )
-    for what, items in (("over-admission", violations), ("lost", lost), ("double", doubles)):
+    if rogue is not None:
+        say(
+            f"rogue user ({args.rogue}): {len(rogue.tries)} tries in {ROGUE_NAMESPACE}, "
+            f"{len(rogue.registry)} Jobs; accepted: {', '.join(rogue.accepted()) or 'none'}"
+        )
+        for line in rogue.summary():
+            print(f"    {line}", flush=True)
+    say(f"bypass: {bypass_s:.3g} GPU-seconds in {len(bypassed)} pods without an admission")
+    lists = (("over-admission", violations), ("lost", lost), ("double", doubles))
+    for what, items in (*lists, ("bypass", bypassed)):
         for item in items[:10]:
             say(f"{what}: {item}")
     sampled_ok = p95 <= 0.2
@@ -373,12 +413,36 @@ async def run(args: argparse.Namespace) -> int:
     print(
         f"faults={len(injector.done)} jobs={len(jobs)} over_admissions={len(violations)} "
         f"lost={len(lost)} double_actuations={len(doubles)} replay={replay} "
-        f"preempted={preempted}",
+        f"preempted={preempted} bypass_gpu_s={bypass_s:.3g}",
         flush=True,
     )
     ok = not violations and not lost and not doubles and replay == "identical" and sampled_ok
-    ok = ok and preempted > 0
+    ok = ok and preempted > 0 and (bypass_s == 0 or args.rogue == "admin")
     return 0 if ok else 1
+
+
+async def rogue_setup(
+    env: Mapping[str, str], admin: client.ApiClient, run_dir: Path, who: str
+) -> client.ApiClient:
+    """The rogue's client: its own ServiceAccount's token (``edit`` in its namespace),
+    or, ``admin``, the stack's admin identity (which kuota's webhook trusts)."""
+    if who == "admin":
+        kcfg = client.Configuration()
+        await config.load_kube_config(config_file=env["KUBECONFIG"], client_configuration=kcfg)
+        return client.ApiClient(kcfg)
+    await kubectl_apply(env, account_objects())
+    api = await rogue_client(env["KUOTA_KUBECTL"], env["KUBECONFIG"], run_dir)
+    batch = client.BatchV1Api(api)
+    deadline = time.monotonic() + 20
+    while True:  # the authorizer learns the new binding through a watch
+        try:
+            await batch.list_namespaced_job(ROGUE_NAMESPACE, limit=1)
+            return api
+        except ApiException as err:
+            if err.status != 403 or time.monotonic() > deadline:
+                await api.close()
+                raise
+            await asyncio.sleep(0.2)
 
 
 def audit_replay(env: Mapping[str, str], stack_dir: Path) -> str:

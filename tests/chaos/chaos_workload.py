@@ -10,6 +10,9 @@ GPUs from ``e2e_harness.hardware``) gets three ClusterQueues:
 - ``chaos-c`` alone: 3 ``whole-gpus`` (a DeviceClass with an
   ``extendedResourceName``, charged by device count), ``LowerPriority``.
 
+The team namespaces are managed (``manageJobsWithoutQueueName``); chaos-a has
+a second LocalQueue ``q2`` into chaos-b (for the rogue user, ``chaos_rogue``).
+
 Jobs are drawn from ``random.Random(seed)``: a kind (a whole GPU, 1-2 MIG
 slices in as many pods, or a counted whole GPU in ``chaos-c``), a priority
 (one in five high) and a run time (kwok completes the pods). Each Job's
@@ -41,6 +44,7 @@ DRIVER = f"{RUN}.gpu.kuota.dev"
 COHORT = f"{RUN}-pool"
 GI = 1024**3 * 1000  # milli-units of one Gi
 LOW, HIGH = f"{RUN}-low", f"{RUN}-high"
+MANAGED_LABEL = "chaos.kuota.dev/managed"  # the team namespaces the Configuration manages
 
 
 @dataclass(frozen=True)
@@ -88,7 +92,13 @@ def infrastructure() -> list[dict[str, Any]]:
 
 
 def kueue_configuration() -> dict[str, Any]:
-    return configuration(RUN, DRIVER)
+    """The run's hardware, and its team namespaces managed (``manageJobsWithoutQueueName``):
+    a Job there without a queue label waits too (the rogue user tries one)."""
+    return {
+        **configuration(RUN, DRIVER),
+        "manageJobsWithoutQueueName": True,
+        "managedJobsNamespaceSelector": {"matchLabels": {MANAGED_LABEL: "true"}},
+    }
 
 
 def queue_objects() -> list[dict[str, Any]]:
@@ -122,7 +132,7 @@ def queue_objects() -> list[dict[str, Any]]:
             {
                 "apiVersion": "v1",
                 "kind": "Namespace",
-                "metadata": {"name": ns, "labels": labels()},
+                "metadata": {"name": ns, "labels": {**labels(), MANAGED_LABEL: "true"}},
             },
             {
                 "apiVersion": "kueue.x-k8s.io/v1beta2",
@@ -131,6 +141,15 @@ def queue_objects() -> list[dict[str, Any]]:
                 "spec": {"clusterQueue": ns},
             },
         ]
+        if team == "a":  # a second queue, for the rogue user's moves (into chaos-b)
+            objs.append(
+                {
+                    "apiVersion": "kueue.x-k8s.io/v1beta2",
+                    "kind": "LocalQueue",
+                    "metadata": {"name": "q2", "namespace": ns, "labels": labels()},
+                    "spec": {"clusterQueue": f"{RUN}-b"},
+                }
+            )
         if team == "c":
             objs.append(_template(ns, "wgpu", f"wgpu-{RUN}", None))
         else:

@@ -84,3 +84,142 @@ def test_a_job_held_for_another_reason_than_quota_is_lost() -> None:
     ends, lost = o.classify(["chaos-a/w0", "chaos-a/w1", "chaos-a/w2"])
     assert ends["pending"] == 2
     assert len(lost) == 1 and "chaos-a/w2" in lost[0] and "ActuationLoop" in lost[0]
+
+
+# ------------------------------------------------------------------ bypass (issue #22)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def time(self) -> float:
+        return self.now
+
+
+def admitted(name: str, did: str, gpu_memory: str) -> Any:
+    from kuota.events.schema import Decision
+
+    return Decision(
+        id=did,
+        cause="c",
+        at=1.0,
+        type="Admitted",
+        workload=f"chaos-a/{name}",
+        usage={"chaos-gpu": {"gpu-memory": gpu_memory}},
+    )
+
+
+def pod(job_name: str, n: int, *, phase: str = "Running", template: str = "slice") -> Any:
+    return {
+        "metadata": {
+            "namespace": "chaos-a",
+            "name": f"{job_name}-{n}",
+            "labels": {"batch.kubernetes.io/job-name": job_name},
+        },
+        "spec": {"nodeName": "n1", "resourceClaims": [{"resourceClaimTemplateName": template}]},
+        "status": {"phase": phase},
+    }
+
+
+def rogue(obj: Any) -> Any:
+    obj["metadata"]["labels"] = {"chaos.kuota.dev/rogue": "true", "kueue.x-k8s.io/queue-name": "q"}
+    return obj
+
+
+def test_pods_of_an_admission_are_no_bypass(monkeypatch: Any) -> None:
+    import chaos_check
+
+    clock = Clock()
+    monkeypatch.setattr(chaos_check, "time", clock)
+    o = observer()
+    o._on_job("UPSERT", job("w0", suspend=True))
+    o._on_job("UPSERT", job("w0", suspend=False, decision="d0"))
+    o.decisions.append(admitted("w0", "d0", "80Gi"))
+    clock.now += 0.1
+    o._on_pod("UPSERT", pod("w0", 0, template="whole"))
+    clock.now += 2.0
+    o._on_pod("UPSERT", pod("w0", 0, phase="Succeeded", template="whole"))
+    assert o.bypass() == (0.0, [])
+
+
+def test_a_users_unsuspension_counts_its_pods_gpu_seconds(monkeypatch: Any) -> None:
+    import chaos_check
+
+    clock = Clock()
+    monkeypatch.setattr(chaos_check, "time", clock)
+    o = observer()
+    o._on_job("UPSERT", rogue(job("r0", suspend=True)))
+    o._on_job("UPSERT", rogue(job("r0", suspend=False)))  # no decision id: a user did it
+    assert not o.doubles, "a rogue Job's unsuspension is judged by bypass, not as a double"
+    o._on_pod("UPSERT", pod("r0", 0))
+    clock.now += 4.0
+    o._on_pod("DELETE", pod("r0", 0))
+    total, details = o.bypass()
+    assert total == 4.0 * 10 / 80
+    assert len(details) == 1 and "without a fresh admission (decision-id None)" in details[0]
+
+
+def test_an_old_admission_id_does_not_admit_again(monkeypatch: Any) -> None:
+    """Preempted, suspended, then unsuspended by a user: the annotation still names
+    the first admission, which admitted the first run only."""
+    import chaos_check
+
+    clock = Clock()
+    monkeypatch.setattr(chaos_check, "time", clock)
+    o = observer()
+    o.decisions.append(admitted("w1", "d1", "10Gi"))
+    o._on_job("UPSERT", job("w1", suspend=True))
+    o._on_job("UPSERT", job("w1", suspend=False, decision="d1"))
+    o._on_pod("UPSERT", pod("w1", 0))
+    clock.now += 1.0
+    o._on_job("UPSERT", job("w1", suspend=True, decision="d1"))
+    o._on_pod("DELETE", pod("w1", 0))
+    o._on_job("UPSERT", job("w1", suspend=False, decision="d1"))
+    o._on_pod("UPSERT", pod("w1", 1))
+    clock.now += 2.0
+    total, details = o.bypass()
+    assert total == 2.0 * 10 / 80 and "w1-1" in details[0], details
+
+
+def test_pods_beyond_what_the_admission_charged_count(monkeypatch: Any) -> None:
+    """Grown after admission (parallelism 1 -> 2): the second slice ran on no quota."""
+    import chaos_check
+
+    clock = Clock()
+    monkeypatch.setattr(chaos_check, "time", clock)
+    o = observer()
+    o.decisions.append(admitted("w2", "d2", "10Gi"))
+    o._on_job("UPSERT", job("w2", suspend=True))
+    o._on_job("UPSERT", job("w2", suspend=False, decision="d2"))
+    o._on_pod("UPSERT", pod("w2", 0))
+    clock.now += 1.0
+    o._on_pod("UPSERT", pod("w2", 1))
+    clock.now += 3.0
+    total, details = o.bypass()
+    assert total == 3.0 * 10 / 80
+    assert (
+        len(details) == 1 and "w2-1" in details[0] and "beyond the 0.125 GPU(s) of d2" in details[0]
+    )
+    # a pod that replaces a finished one is admitted again
+    o._on_pod("UPSERT", pod("w2", 0, phase="Succeeded"))
+    o._on_pod("UPSERT", pod("w2", 1, phase="Succeeded"))
+    o._on_pod("UPSERT", pod("w2", 2))
+    clock.now += 1.0
+    assert o.bypass()[0] == 3.0 * 10 / 80
+
+
+def test_a_rogue_jobs_charge_follows_its_queue_label() -> None:
+    o = observer()
+    r = rogue(job("r1", suspend=True))
+    o._on_job("UPSERT", r)
+    moved = rogue(job("r1", suspend=False))
+    moved["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "q2"
+    moved["spec"]["parallelism"] = 2
+    o._on_job("UPSERT", moved)
+    assert o.usage() == {("chaos-b", "gpu-memory"): 20 * GI}
+    o._on_job("DELETE", moved)
+    assert o.usage() == {}
