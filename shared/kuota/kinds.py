@@ -24,6 +24,9 @@ QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 #: The label the apiserver sets on every Namespace to its name.
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+#: The namespaces kuota's webhook registration leaves out (deploy/base/webhook.yaml,
+#: scripts/webhook-register); ingest journals no unlabelled Job of theirs.
+SYSTEM_NAMESPACES = ("kube-system", "kuota-system")
 #: The convention for several kuota pipelines on one apiserver: each one's
 #: ``KUOTA_JOB_LABEL_SELECTOR`` selects its own value (the e2e tests, the benches).
 PIPELINE_LABEL = "kuota.dev/pipeline"
@@ -64,11 +67,6 @@ class Kind:
     @property
     def api_versions(self) -> tuple[str, ...]:
         return tuple(f"{self.group}/{v}" if self.group else v for v in self.versions)
-
-    @property
-    def label_selector(self) -> str:
-        """The selector a watch of this kind uses: workloads carry the queue label."""
-        return QUEUE_NAME_LABEL if self.role == "workload" else ""
 
     def path(self, namespace: str = "", name: str = "") -> str:
         """The collection's path (every namespace when ``namespace`` is empty), or

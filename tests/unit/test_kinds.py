@@ -112,8 +112,7 @@ def test_each_kind_and_plural_once_and_the_roles() -> None:
         "WorkloadPriorityClass",
     }
     assert all(k.crd for k in KINDS if k.role == "queue")
-    assert [k.kind for k in KINDS if k.label_selector] == ["Job"]
-    assert kinds.get("Job").label_selector == kinds.QUEUE_NAME_LABEL
+    assert not hasattr(kinds.get("Job"), "label_selector"), "Jobs are watched all (#22)"
 
 
 def test_what_ingest_watches_and_journals() -> None:
@@ -161,12 +160,12 @@ def test_ingest_watches_the_registrys_paths() -> None:
     assert got == {
         k.kind: (
             k.path(),
-            k.label_selector or None,
+            None,  # every object of the kind: a Job whose queue label goes is still seen
             f"{k.plural}.kueue.x-k8s.io" if k.role == "queue" else None,
         )
         for k in kinds.WATCHED
     }
-    assert got["Job"] == ("/apis/batch/v1/jobs", "kueue.x-k8s.io/queue-name", None)
+    assert got["Job"] == ("/apis/batch/v1/jobs", None, None)
     assert got["LocalQueue"][0] == "/apis/kueue.x-k8s.io/v1beta2/localqueues"
     cm = sources.config_map_watch(NAMESPACE, CONFIG)
     assert cm.resource.path == f"/api/v1/namespaces/{NAMESPACE}/configmaps"

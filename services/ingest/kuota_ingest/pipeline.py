@@ -32,6 +32,7 @@ from kuota.bus.topics import ensure_topics
 from kuota.kube.translate import Seen
 from kuota.service import Fatal, describe, within
 from kuota.store.settings import redis_client
+from kuota_ingest.cluster_view import ClusterView
 from kuota_ingest.journal import JournalWriter
 from kuota_ingest.metrics import RelistCollector
 from kuota_ingest.settings import IngestSettings
@@ -127,18 +128,20 @@ class Service:
             writer = JournalWriter(
                 producer, topic=topics.journal, redis=redis, seen_key=settings.seen_key
             )
+            view = ClusterView()  # fed by the watches, read by the webhook
             sources = Sources(
                 api,
                 writer,
                 memory=memory,
                 clock=Clock(),
                 crd_retry_seconds=settings.crd_retry_seconds,
+                view=view,
             )
             collector = RelistCollector(_settled(sources.relist_counts))
             REGISTRY.register(collector)
             stack.callback(REGISTRY.unregister, collector)
             if settings.webhook_enabled:
-                stack.push_async_callback((await self._webhook()).cleanup)
+                stack.push_async_callback((await self._webhook(view)).cleanup)
             else:
                 log.info(
                     "webhook off (KUOTA_WEBHOOK_CERT_FILE/KEY_FILE unset or KUOTA_WEBHOOK_PORT=0): "
@@ -147,7 +150,7 @@ class Service:
             self.live = True
             await self._supervise(sources, writer, stop, topics.journal, len(memory), version)
 
-    async def _webhook(self) -> web.AppRunner:
+    async def _webhook(self, view: ClusterView) -> web.AppRunner:
         s = self.settings
         assert s.webhook_cert is not None and s.webhook_key is not None
         try:
@@ -155,7 +158,7 @@ class Service:
         except (OSError, ValueError) as e:
             raise Fatal(f"webhook certificate: {e}") from None
         runner = await _serve(
-            webhook_app(s.webhook_trusted_users),
+            webhook_app(s.webhook_trusted_users, view),
             s.webhook_host,
             s.webhook_port,
             "webhook",

@@ -27,7 +27,7 @@ from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from kuota import kinds
-from kuota.kinds import QUEUE_NAME_LABEL, Kind
+from kuota.kinds import QUEUE_NAME_LABEL, SYSTEM_NAMESPACES, Kind
 from kuota.kube.translate import (
     Seen,
     Translation,
@@ -40,6 +40,7 @@ from kuota.kube.translate import (
 )
 from kuota.kube.watch import Resource, Watcher
 from kuota_ingest import metrics
+from kuota_ingest.cluster_view import ClusterView
 from kuota_ingest.journal import Item, JournalWriter
 
 log = logging.getLogger("kuota_ingest.sources")
@@ -53,7 +54,6 @@ class Watched:
 
 
 def _watched(kind: Kind, selector: str = "") -> Watched:
-    selector = selector or kind.label_selector
     resource = Resource(kind.kind, kind.path(), label_selector=selector or None)
     return Watched(resource, f"{kind.plural}.{kind.group}" if kind.crd else None)
 
@@ -63,9 +63,23 @@ WATCHED: tuple[Watched, ...] = tuple(_watched(k) for k in kinds.WATCHED)
 
 
 def jobs_watch(extra_selector: str | None) -> Watched:
-    """The Job watch, narrowed by ``KUOTA_JOB_LABEL_SELECTOR`` when it is set."""
-    selector = QUEUE_NAME_LABEL if not extra_selector else f"{QUEUE_NAME_LABEL},{extra_selector}"
-    return _watched(kinds.get("Job"), selector)
+    """The Job watch: every Job (a Job whose queue label is removed, or one without
+    a label in a managed namespace, must be seen), narrowed by
+    ``KUOTA_JOB_LABEL_SELECTOR`` when it is set."""
+    return _watched(kinds.get("Job"), extra_selector or "")
+
+
+def _unlabelled_system_job(kind: str, obj: object, remembered: bool) -> bool:
+    """An unlabelled Job in a namespace the webhook leaves out, not journaled before:
+    never kuota's, so not journaled (a remembered one goes on, its label removal too)."""
+    if kind != "Job" or remembered or not isinstance(obj, dict):
+        return False
+    md = obj.get("metadata")
+    md = md if isinstance(md, dict) else {}
+    labels = md.get("labels")
+    if isinstance(labels, dict) and labels.get(QUEUE_NAME_LABEL):
+        return False
+    return md.get("namespace") in SYSTEM_NAMESPACES
 
 
 def config_map_watch(namespace: str, name: str) -> Watched:
@@ -94,8 +108,10 @@ class Sources:
         memory: dict[str, Seen],
         clock: Clock,
         crd_retry_seconds: float = 30.0,
+        view: ClusterView | None = None,
     ) -> None:
         self._api = api
+        self.view = view  # what the webhook knows of namespaces, the Configuration, Jobs
         self._writer = writer
         self.memory = memory
         self._clock = clock
@@ -115,6 +131,10 @@ class Sources:
     async def observe(self, kind: str, change_type: str, obj: Any) -> None:
         key = object_key(kind, obj) if isinstance(obj, dict) else None
         prev = self.memory.get(key) if key is not None else None
+        if _unlabelled_system_job(kind, obj, prev is not None):
+            return
+        if self.view is not None:
+            self.view.observe(kind, change_type, obj)
         at = self._clock()
         if change_type == "DELETE":
             t = translate_delete(kind, obj, prev, at=at)

@@ -3,7 +3,8 @@
 The answer itself is ``kuota.kube.admission_review.mutate_job`` (CREATE: the
 rules, then suspend; UPDATE: the rules); this module reads the body, writes
 one log line and counts the outcome. ``trusted_users`` are kuota's own
-identities (``KUOTA_WEBHOOK_TRUSTED_USERS``).
+identities (``KUOTA_WEBHOOK_TRUSTED_USERS``); ``view`` is ingest's
+``ClusterView`` (managed namespaces, Jobs kuota queued).
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ from aiohttp import web
 
 from kuota.kube.admission_review import JOB, mutate_job
 from kuota_ingest import metrics
+from kuota_ingest.cluster_view import ClusterView
 
 log = logging.getLogger("kuota_ingest.webhook")
 
 PATH = JOB.mutate_path()  # /mutate-batch-v1-job, as deploy/base/webhook.yaml calls it
 MAX_BODY = 3 * 1024 * 1024  # the apiserver's own request limit is 3 MiB
 TRUSTED = web.AppKey("trusted_users", frozenset[str])
+VIEW = web.AppKey("view", ClusterView)
 
 
 async def _mutate(request: web.Request) -> web.Response:
@@ -31,7 +34,7 @@ async def _mutate(request: web.Request) -> web.Response:
     except (ValueError, UnicodeDecodeError):
         body = None
     trusted: frozenset[str] = request.app[TRUSTED]
-    answer = mutate_job(body, trusted_users=trusted)
+    answer = mutate_job(body, trusted_users=trusted, managed=request.app[VIEW])
     metrics.WEBHOOK.labels(answer.outcome).inc()
     level = logging.WARNING if answer.outcome == "malformed" else logging.INFO
     why = answer.why
@@ -57,9 +60,12 @@ async def _healthz(_: web.Request) -> web.Response:
     return web.Response(text="ok")
 
 
-def webhook_app(trusted_users: Collection[str] = frozenset()) -> web.Application:
+def webhook_app(
+    trusted_users: Collection[str] = frozenset(), view: ClusterView | None = None
+) -> web.Application:
     app = web.Application(client_max_size=MAX_BODY)
     app[TRUSTED] = frozenset(trusted_users)
+    app[VIEW] = view if view is not None else ClusterView()
     app.router.add_post(PATH, _mutate)
     app.router.add_get("/healthz", _healthz)
     return app

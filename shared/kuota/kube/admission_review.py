@@ -2,17 +2,18 @@
 
 Theory of operation: Kueue keeps a Job from starting by creating it suspended;
 kuota does the same. :func:`mutate_job` answers an ``admission.k8s.io/v1``
-review of a ``batch/v1`` Job. A CREATE or UPDATE of a queued Job (the
-``kueue.x-k8s.io/queue-name`` label on the new or the old object) first goes
-through ``RULES``, the one place that decides what a user may change: each rule
-reads a :class:`Change` and returns Kubernetes-style field errors, and any one
-refuses the request (``allowed: false``, 403 ``Forbidden``). The rule today,
-:func:`kuota_annotations`: only kuota's identities (``trusted_users``) may add,
-change or remove a ``kuota.dev/`` annotation other than ``kuota.dev/active``.
-A CREATE that passes and is not suspended yet gets the JSONPatch
-``add /spec/suspend true``; an UPDATE is never mutated. A malformed review is
-``allowed: true`` with a warning, never an error. Why, and the messages:
-docs/design/ingest.md (the webhook).
+review of a ``batch/v1`` Job. A CREATE or UPDATE of a managed Job (the queue
+label on the new or the old object, a namespace kuota manages
+(``manageJobsWithoutQueueName``), or a Job kuota already queued: ``Managed``
+tells) goes through ``RULES``, the one place that decides what a user may
+change: each rule reads a :class:`Change` and returns Kubernetes-style field
+errors, and any one refuses the request (403 ``Forbidden``). Anyone but
+kuota's identities (``trusted_users``) may not unsuspend a managed Job, change
+its queue label while it is not suspended, remove its queue label, add one to
+a running Job, or write a ``kuota.dev/`` annotation other than
+``kuota.dev/active``. A CREATE that passes and is not suspended gets the
+JSONPatch ``add /spec/suspend true``; an UPDATE is never mutated. A malformed
+review is ``allowed: true`` with a warning. Why: docs/design/ingest.md.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import base64
 import json
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from kuota.actuation.patch import ANN_DECISION_ID, ANN_DECISION_OFFSET, ANN_ORIGINAL
 from kuota.api.parse_job import ACTIVE_ANNOTATION, CREATED_AT_ANNOTATION
@@ -65,6 +66,21 @@ class Change:
     trusted: bool  # one of kuota's own identities
     old: Mapping[str, Any]  # the stored Job on UPDATE; {} on CREATE
     new: Mapping[str, Any]  # the Job as it would be stored
+    namespace: str = ""
+    namespace_managed: bool = False  # manageJobsWithoutQueueName covers the namespace
+    known: bool = False  # kuota has already queued this Job (same uid)
+
+
+class Managed(Protocol):
+    """What the webhook needs to know beyond the review (ingest's view of the cluster)."""
+
+    def namespace_managed(self, namespace: str) -> bool:
+        """Unlabelled Jobs in ``namespace`` are kuota's (``manageJobsWithoutQueueName``)."""
+        ...
+
+    def known(self, uid: str) -> bool:
+        """kuota has queued the Job with this uid (it stays kuota's without its label)."""
+        ...
 
 
 def _annotations(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -78,6 +94,82 @@ def queued(obj: Mapping[str, Any]) -> bool:
     md = obj.get("metadata")
     labels = md.get("labels") if isinstance(md, Mapping) else None
     return isinstance(labels, Mapping) and QUEUE_NAME_LABEL in labels
+
+
+def queue_of(obj: Mapping[str, Any]) -> str | None:
+    """The Job's LocalQueue: the queue-name label's value, None if absent or empty."""
+    md = obj.get("metadata")
+    labels = md.get("labels") if isinstance(md, Mapping) else None
+    value = labels.get(QUEUE_NAME_LABEL) if isinstance(labels, Mapping) else None
+    return value if isinstance(value, str) and value else None
+
+
+def suspended(obj: Mapping[str, Any]) -> bool:
+    spec = obj.get("spec")
+    return isinstance(spec, Mapping) and spec.get("suspend") is True
+
+
+def _who(change: Change) -> str:
+    return f'user "{change.user}"' if change.user else "an anonymous user"
+
+
+def _whose(change: Change) -> str:
+    """Why the stored Job is kuota's, for the messages."""
+    queue = queue_of(change.old) or queue_of(change.new)
+    if queue is not None:
+        return f'the Job is queued in LocalQueue "{queue}"'
+    if change.namespace_managed:
+        return (
+            f'namespace "{change.namespace}" is managed by kuota (manageJobsWithoutQueueName): '
+            "its Jobs wait for admission, labelled or not"
+        )
+    return "kuota has queued the Job"
+
+
+def no_unsuspend(change: Change) -> list[str]:
+    """Refuse a user's ``spec.suspend`` true -> false: only kuota starts a managed Job."""
+    if change.trusted or change.operation != "UPDATE":
+        return []
+    if not suspended(change.old) or suspended(change.new):
+        return []
+    return [
+        f"spec.suspend: Forbidden: {_who(change)} may not set it to false: {_whose(change)}, "
+        "and only kuota unsuspends it, when it admits it within its ClusterQueue's quota; "
+        "leave it suspended and kuota starts it"
+    ]
+
+
+_LABEL = f"metadata.labels[{QUEUE_NAME_LABEL}]"
+
+
+def queue_label(change: Change) -> list[str]:
+    """Refuse a user's queue-label change while the Job runs, any removal, and an
+    addition to a running Job (a suspended Job may move to another LocalQueue)."""
+    if change.trusted or change.operation != "UPDATE" or not change.old:
+        return []
+    before, after = queue_of(change.old), queue_of(change.new)
+    if before == after:
+        return []
+    who = _who(change)
+    if after is None:
+        return [
+            f"{_LABEL}: Forbidden: {who} may not remove it: {_whose(change)} and stays kuota's "
+            "without the label (a Job does not leave the queue by losing it); delete the Job, "
+            "or, while it is suspended, set the label to another LocalQueue"
+        ]
+    if suspended(change.new):
+        return []  # a suspended Job moves to another LocalQueue (or joins one): re-queued
+    if before is None:
+        return [
+            f"{_LABEL}: Forbidden: {who} may not add it to a Job that is not suspended: kuota "
+            "would count a Job it never admitted; suspend the Job first (spec.suspend: true), "
+            "then add the label"
+        ]
+    return [
+        f'{_LABEL}: Forbidden: {who} may not change it from "{before}" to "{after}" while the '
+        f'Job is not suspended: it was admitted through LocalQueue "{before}" and runs on that '
+        "quota; only a suspended Job may move to another LocalQueue"
+    ]
 
 
 def _why(key: str) -> str:
@@ -95,7 +187,7 @@ def kuota_annotations(change: Change) -> list[str]:
     new = _annotations(change.new)
     old = _annotations(change.old) if change.operation == "UPDATE" and queued(change.old) else {}
     keys = {k for k in (*new, *old) if isinstance(k, str) and k.startswith(KUOTA_PREFIX)}
-    who = f'user "{change.user}"' if change.user else "an anonymous user"
+    who = _who(change)
     out: list[str] = []
     for key in sorted(keys - USER_ANNOTATIONS):
         if key not in old:
@@ -116,8 +208,8 @@ def kuota_annotations(change: Change) -> list[str]:
 
 
 Rule = Callable[[Change], list[str]]
-#: Every rule a CREATE or UPDATE of a queued Job must pass, in order.
-RULES: tuple[Rule, ...] = (kuota_annotations,)
+#: Every rule a CREATE or UPDATE of a managed Job must pass, in order.
+RULES: tuple[Rule, ...] = (no_unsuspend, queue_label, kuota_annotations)
 
 
 def refusals(change: Change, rules: tuple[Rule, ...] = RULES) -> list[str]:
@@ -149,11 +241,20 @@ def _user(request: Mapping[str, Any]) -> str:
     return name if isinstance(name, str) else ""
 
 
-def mutate_job(body: object, *, trusted_users: Collection[str] = frozenset()) -> Answer:
+def _uid(obj: Mapping[str, Any]) -> str:
+    md = obj.get("metadata")
+    uid = md.get("uid") if isinstance(md, Mapping) else None
+    return uid if isinstance(uid, str) else ""
+
+
+def mutate_job(
+    body: object, *, trusted_users: Collection[str] = frozenset(), managed: Managed | None = None
+) -> Answer:
     """The answer to one AdmissionReview body (already decoded from JSON).
 
     ``trusted_users``: the usernames of kuota's own identities (the rules let
-    them write what users may not)."""
+    them write what users may not). ``managed``: which namespaces and Jobs are
+    kuota's beyond the queue label (None: only labelled Jobs are)."""
     request = body.get("request") if isinstance(body, Mapping) else None
     if not isinstance(request, Mapping):
         why = "not an AdmissionReview with a request"
@@ -183,10 +284,16 @@ def mutate_job(body: object, *, trusted_users: Collection[str] = frozenset()) ->
         return Answer(_review(uid, warning=f"kuota: {why}; allowed unchanged"), "malformed", why)
     old = request.get("oldObject") if operation == "UPDATE" else None
     old = old if isinstance(old, Mapping) else {}
-    if not queued(job) and not queued(old):
+    namespace = request.get("namespace")
+    namespace = namespace if isinstance(namespace, str) else ""
+    ns_managed = managed is not None and managed.namespace_managed(namespace or "default")
+    known = bool(old) and (
+        ANN_DECISION_ID in _annotations(old) or (managed is not None and managed.known(_uid(old)))
+    )
+    if not (queued(job) or queued(old) or ns_managed or known):
         return Answer(_review(uid), "unchanged", f"no {QUEUE_NAME_LABEL} label")
     user = _user(request)
-    change = Change(operation, user, user in trusted_users, old, job)
+    change = Change(operation, user, user in trusted_users, old, job, namespace, ns_managed, known)
     reasons = refusals(change)
     if reasons:
         return Answer(_refusal(uid, "; ".join(reasons)), "refused", f"{operation} by {user}")
@@ -195,6 +302,6 @@ def mutate_job(body: object, *, trusted_users: Collection[str] = frozenset()) ->
     assert isinstance(spec, Mapping)
     if spec.get("suspend") is True:
         return Answer(_review(uid), "unchanged", "already suspended")
-    labels = metadata.get("labels")
-    queue = labels.get(QUEUE_NAME_LABEL) if isinstance(labels, Mapping) else None
-    return Answer(_review(uid, patch=SUSPEND_PATCH), "suspended", f"queue {queue}")
+    queue = queue_of(job)
+    why = f"queue {queue}" if queue else f"namespace {namespace} is managed"
+    return Answer(_review(uid, patch=SUSPEND_PATCH), "suspended", why)

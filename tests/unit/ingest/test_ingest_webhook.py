@@ -190,18 +190,28 @@ def test_a_users_update_of_a_kuota_annotation_is_refused(
         (stored({DECISION: "d"}), {DECISION: "d", "team": "y"}, Q),  # kept as kuota wrote it
         (stored({}), {"kuota.dev/active": "false"}, Q),  # the user's lever
         (stored({"kuota.dev/active": "false"}), {}, Q),
-        (stored({DECISION: "d"}), {DECISION: "d"}, {}),  # the queue label removed
         (stored({}, labels={}), {DECISION: "d"}, {}),  # never queued
     ],
-    ids=["kept", "active set", "active removed", "label removed", "not queued"],
+    ids=["kept", "active set", "active removed", "not queued"],
 )
 def test_a_users_update_that_keeps_kuotas_annotations_is_allowed(
     old: dict[str, Any], new: dict[str, str], labels: dict[str, str]
 ) -> None:
-    body = review(operation="UPDATE", labels=labels, suspend=False, annotations=new, old=old)
+    # Still suspended: unsuspending is the door's business (test_ingest_webhook_door).
+    body = review(operation="UPDATE", labels=labels, suspend=True, annotations=new, old=old)
     a = mutate_job(body, trusted_users=TRUSTED)
     assert (a.outcome, a.review["response"]["allowed"]) == ("unchanged", True)
     assert "patch" not in a.review["response"], "an UPDATE never re-suspends"
+
+
+def test_removing_the_queue_label_keeps_kuotas_annotations_but_is_refused() -> None:
+    """The annotation rule lets the kept annotation pass; the queue-label rule (#22)
+    refuses the removal itself, and only that."""
+    old = stored({DECISION: "d"})
+    body = review(operation="UPDATE", labels={}, suspend=True, annotations={DECISION: "d"}, old=old)
+    message = refusal(mutate_job(body, trusted_users=TRUSTED))
+    assert message.startswith(f"metadata.labels[{QUEUE}]: Forbidden: user")
+    assert "annotations" not in message
 
 
 def test_rules_are_one_list_a_new_rule_joins() -> None:
