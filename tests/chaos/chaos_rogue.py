@@ -35,10 +35,12 @@ from typing import Any
 
 import aiohttp
 import yaml
-from chaos_workload import GI, RUN, labels
+from chaos_workload import GI, HIGH, RUN, labels
 from e2e_harness import KWOK_COMPLETE, KWOK_READY, QUEUE_LABEL, job_done
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
+
+from kuota.kinds import PRIORITY_CLASS_LABEL
 
 NAMESPACE = f"{RUN}-a"  # the rogue's team namespace (managed: see chaos_workload)
 ACCOUNT = "rogue"
@@ -130,8 +132,9 @@ def rogue_token(kubectl: str, kubeconfig: str) -> str:
 
 
 def rogue_job(name: str, *, queue: str | None = "q", active: bool = True) -> dict[str, Any]:
-    """One of the rogue's Jobs: one slice per pod, 1 of 4 completions at a time."""
-    job_labels = {**labels(), ROGUE_LABEL: "true"}
+    """One of the rogue's Jobs: one slice per pod, 1 of 4 completions at a time, high
+    priority (a user picks the priority class; admitted soon, so some run)."""
+    job_labels = {**labels(), ROGUE_LABEL: "true", PRIORITY_CLASS_LABEL: HIGH}
     if queue is not None:
         job_labels[QUEUE_LABEL] = queue
     md: dict[str, Any] = {"name": name, "namespace": NAMESPACE, "labels": job_labels}

@@ -5,9 +5,12 @@ its own ports, so the restarts it causes never touch the stack the other tests
 use), with one ``kill -9`` of each service, one of preemption mid-plan and one
 of admission between a plan and its decision, a Kafka broker restart, a
 kube-apiserver restart, Redis losing its data (and admission killed after it)
-and the actuator cut off from the apiserver for 30 s, and asserts the last
-line: no over-admission, no lost Job, no double actuation, an identical
-replay, and at least one preemption (planned by the preemption service).
+and the actuator cut off from the apiserver for 30 s, and, while they run, a
+rogue user with a namespace ``edit`` token trying every way around the queue
+(``chaos_rogue``). It asserts the last line: no over-admission, no lost Job,
+no double actuation, an identical replay, at least one preemption (planned by
+the preemption service), and ``bypass_gpu_s=0`` (no pod ran without an
+admission), with every kind of the rogue's tries made.
 The whole output is printed when it fails.
 """
 
@@ -21,12 +24,16 @@ from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
+
+from chaos_rogue import ATTEMPTS
+
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(480)]
 
 REPO = Path(__file__).resolve().parents[2]
 LAST = re.compile(
     r"^faults=(\d+) jobs=(\d+) over_admissions=(\d+) lost=(\d+) "
-    r"double_actuations=(\d+) replay=(\w+) preempted=(\d+)$"
+    r"double_actuations=(\d+) replay=(\w+) preempted=(\d+) bypass_gpu_s=([\d.e+-]+)$"
 )
 
 
@@ -40,13 +47,18 @@ def test_short_fault_run_keeps_every_promise() -> None:
     assert lines, f"chaos printed nothing:\n{out[-4000:]}"
     m = LAST.match(lines[-1])
     assert m, f"last line is not the verdict: {lines[-1]!r}\n{out[-4000:]}"
-    faults, jobs, over, lost, doubles, replay, preempted = m.groups()
+    faults, jobs, over, lost, doubles, replay, preempted, bypass = m.groups()
     # one kill per service, the two kills at moments of preemption, kafka,
     # apiserver, redis (+ the kill after it), partition
     assert int(faults) == 11, f"{faults} faults injected, 11 planned\n{out[-4000:]}"
     assert int(preempted) > 0, f"no preemption in the run\n{out[-4000:]}"
     assert int(jobs) == 170
     assert (over, lost, doubles, replay) == ("0", "0", "0", "identical"), out[-6000:]
+    # the rogue user tried every way around the queue, and none ran a pod on no quota
+    assert float(bypass) == 0, out[-6000:]
+    tried = out[out.index("rogue user (edit): ") :]
+    for kind in ATTEMPTS:
+        assert f"\n    {kind}: " in tried, f"the rogue user never tried {kind}\n{tried[:3000]}"
     assert done.returncode == 0, out[-4000:]
     print(out[-1500:])  # the run's summary, shown with -s
     schedule = out[out.index("fault schedule") :].splitlines()[1:12]
