@@ -9,7 +9,8 @@ nothing else. It makes its own Jobs (one 1g.10gb slice per pod, ``parallelism``
 ``kuota.dev/active: "false"``, so never admitted: a steady target) and, from a
 ``Random`` of its own (the workload and the fault plan stay those of the seed),
 keeps trying ``ATTEMPTS`` on them while the faults run, first each kind once,
-then at random, each on a Job in a state it applies to (read with a GET).
+then at random, each on a Job in a state it applies to (read with a GET;
+``stopped``: suspended again after it ran, its admission's id remembered).
 
 Each try is recorded with its outcome: ``refused`` (403 from kuota's webhook,
 message kept), ``forbidden`` (RBAC), ``invalid`` (the apiserver's own
@@ -66,7 +67,11 @@ ATTEMPTS: Mapping[str, str] = {
     "grow-running": "running",
     "create-unlabelled": "",
     "create-unsuspended": "",
+    # the id kuota wrote while the Job ran, put back once it was stopped, and unsuspend
+    "restore-decision-id": "stopped",
 }
+# tried only when a Job of the rogue's was stopped after running (not in every run)
+OPPORTUNISTIC = frozenset({"restore-decision-id"})
 
 
 def token_kubeconfig(admin: Path, token: str, out: Path) -> Path:
@@ -194,6 +199,7 @@ class Rogue:
     period: tuple[float, float] = (0.3, 0.9)  # seconds between two tries
     tries: list[Try] = field(default_factory=list)
     _serial: int = 0
+    _ids: dict[str, str] = field(default_factory=dict)  # Job -> decision id seen running
 
     # ------------------------------------------------------------ calls
 
@@ -222,7 +228,7 @@ class Rogue:
 
     async def _state(self) -> dict[str, list[dict[str, Any]]]:
         """The rogue's Jobs now, by state (its own GET, as a user would look)."""
-        out: dict[str, list[dict[str, Any]]] = {"suspended": [], "running": []}
+        out: dict[str, list[dict[str, Any]]] = {"suspended": [], "running": [], "stopped": []}
         try:
             listed = await self.batch.list_namespaced_job(
                 NAMESPACE, label_selector=f"{ROGUE_LABEL}=true", _preload_content=False
@@ -234,8 +240,14 @@ class Rogue:
         for obj in items:
             if job_done(obj):
                 continue
+            md = obj.get("metadata") or {}
+            did = (md.get("annotations") or {}).get(ANN_DECISION_ID)
             suspended = bool((obj.get("spec") or {}).get("suspend"))
             out["suspended" if suspended else "running"].append(obj)
+            if not suspended and did:
+                self._ids[md.get("name", "")] = did
+            elif suspended and self._ids.get(md.get("name", "")) not in (None, did):
+                out["stopped"].append(obj)
         return out
 
     # ------------------------------------------------------------ the run
@@ -244,7 +256,7 @@ class Rogue:
         """Tries until ``until()``: every kind once in order, then at random."""
         await self._create("create", rogue_job(self._name(), active=False))
         await self._create("create", rogue_job(self._name()))
-        first = list(ATTEMPTS)
+        first = [k for k in ATTEMPTS if k not in OPPORTUNISTIC]
         skipped = 0
         while not until():
             await asyncio.sleep(self.rng.uniform(*self.period))
@@ -315,6 +327,10 @@ class Rogue:
             await self._patch(kind, name, {"metadata": {"labels": {QUEUE_LABEL: None}}})
         elif kind == "grow-running":
             await self._patch(kind, name, {"spec": {"parallelism": COMPLETIONS}})
+        elif kind == "restore-decision-id":
+            body = {"metadata": {"annotations": {ANN_DECISION_ID: self._ids[name]}}}
+            body["spec"] = {"suspend": False}
+            await self._patch(kind, name, body)
         elif kind == "create-unlabelled":
             if len(self.registry) < MAX_JOBS:
                 await self._create(kind, rogue_job(self._name(), queue=None))
