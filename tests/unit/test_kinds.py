@@ -184,15 +184,17 @@ def test_the_webhook_mutates_the_registrys_job() -> None:
     assert webhook.PATH == "/mutate-batch-v1-job"
     assert admission_review.QUEUE_NAME_LABEL is kinds.QUEUE_NAME_LABEL
     hooks = [d for d in _documents("webhook.yaml") if d["kind"] == "MutatingWebhookConfiguration"]
-    (hook,) = [w for d in hooks for w in d["webhooks"]]
-    assert hook["clientConfig"]["service"]["path"] == webhook.PATH
-    (rule,) = hook["rules"]
-    job = kinds.get("Job")
-    assert (rule["apiGroups"], rule["apiVersions"], rule["resources"]) == (
-        [job.group],
-        [job.version],
-        [job.plural],
-    )
+    entries = [w for d in hooks for w in d["webhooks"]]
+    assert len(entries) == 2, "queued Jobs, and the others (#22)"
+    for hook in entries:
+        assert hook["clientConfig"]["service"]["path"] == webhook.PATH
+        (rule,) = hook["rules"]
+        job = kinds.get("Job")
+        assert (rule["apiGroups"], rule["apiVersions"], rule["resources"]) == (
+            [job.group],
+            [job.version],
+            [job.plural],
+        )
 
 
 def test_dra_and_the_simulator_read_the_registry() -> None:
