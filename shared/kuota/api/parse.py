@@ -154,10 +154,12 @@ def parse_object(manifest: object, *, at: float = 0.0) -> ParsedObject | Validat
     return _boundary(manifest, lambda raw: _dispatch(raw, at))
 
 
-def parse_job(manifest: object, *, at: float) -> WorkloadSpec | ValidationError | None:
+def parse_job(
+    manifest: object, *, at: float, managed: bool = False
+) -> WorkloadSpec | ValidationError | None:
     """A ``batch/v1`` Job as a workload, or ``None`` without a queue-name label
-    (see ``kuota.api.parse_job`` for what is read and how)."""
-    return _boundary(manifest, lambda raw: read_job(raw, at=at))
+    unless ``managed`` (see ``kuota.api.parse_job`` for what is read and how)."""
+    return _boundary(manifest, lambda raw: read_job(raw, at=at, managed=managed))
 
 
 # --------------------------------------------------------------------------- boundary

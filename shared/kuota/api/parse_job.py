@@ -1,17 +1,17 @@
 """A ``batch/v1`` Job as the ``WorkloadSpec`` kuota admits.
 
 Theory of operation: as Kueue turns a Job into a Workload with one PodSet
-``main``, ``read_job`` reads only what quota, flavor assignment and ordering
-need: the queue (label ``kueue.x-k8s.io/queue-name``; without it the Job is not
-ours, ``None``) and the priority class; the creation time (the apiserver's
-``creationTimestamp``; the ``kuota.dev/created-at`` annotation only in
+``main``, ``read_job`` reads what quota, flavor assignment and ordering need:
+the queue (label ``kueue.x-k8s.io/queue-name``; without it ``None``, not ours,
+unless ``managed``: then queue ``""`` and the fold decides) and priority class;
+the creation time (``creationTimestamp``; ``kuota.dev/created-at`` only in
 synthetic journals); the pod count (``parallelism`` capped by ``completions``);
-per-pod requests as Kubernetes' ``PodRequests`` computes them (limits as
-requests, sidecars, the init peak, overhead); DRA claims, node selector,
-required node affinity and tolerations; and ``kuota.dev/active``. Jobs of one
-kind share their template, so the PodSet read from a pod spec is memoised by
-``(pod count, marshal.dumps(pod spec, 2))``; a spec that does not read is never
-memoised. Each rule in full: docs/design/manifests.md.
+per-pod requests as Kubernetes' ``PodRequests`` computes them; DRA claims, node
+selector, required node affinity, tolerations; ``kuota.dev/active``; and for
+the backstop the observed ``spec.suspend`` and the actuator's
+``kuota.dev/decision-id`` (docs/design/backstop.md). The PodSet read from a pod
+spec is memoised by ``(pod count, marshal.dumps(pod spec, 2))``; a spec that
+does not read is never memoised. Each rule in full: docs/design/manifests.md.
 """
 
 from __future__ import annotations
@@ -48,6 +48,9 @@ from kuota.kinds import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
 
 CREATED_AT_ANNOTATION = "kuota.dev/created-at"
 ACTIVE_ANNOTATION = "kuota.dev/active"
+# Written by the actuator on every final patch (kuota.actuation.patch): the id of
+# the last decision it applied to the Job.
+DECISION_ID_ANNOTATION = "kuota.dev/decision-id"
 MAX_PODS = 100_000  # parallelism beyond this is a typo, not a workload
 
 
@@ -266,16 +269,28 @@ def _active(annotations: Raw) -> bool:
     return value != "false"
 
 
-def read_job(raw: Raw, *, at: float) -> WorkloadSpec | None:
+_DECISION_ID_PATH = keyed("metadata.annotations", DECISION_ID_ANNOTATION)
+
+
+def _suspended(spec: Raw) -> bool | None:
+    value = spec.get("suspend")
+    if value is None or type(value) is bool:
+        return value
+    raise FieldError("spec.suspend", f"must be a boolean, not {type(value).__name__}")
+
+
+def read_job(raw: Raw, *, at: float, managed: bool = False) -> WorkloadSpec | None:
+    """The Job as a workload; ``None`` without a queue label unless ``managed``."""
     kind = raw.get("kind")
     if kind is not None and kind != "Job":
         raise FieldError("kind", f"expected a Job, not {kind!r}")
     meta = meta_of(raw)
     labels = mapping(meta.get("labels"), "metadata.labels")
     queue = string(labels.get(QUEUE_NAME_LABEL), _QUEUE_PATH)
-    if not queue:
+    if queue:
+        dns1123_subdomain(queue, _QUEUE_PATH)
+    elif not managed:
         return None  # not a Kueue workload
-    dns1123_subdomain(queue, _QUEUE_PATH)
     # object_name(raw) and object_namespace(raw), with ``meta`` already read
     name = dns1123_subdomain(meta.get("name"), "metadata.name")
     namespace = meta.get("namespace")
@@ -300,4 +315,6 @@ def read_job(raw: Raw, *, at: float) -> WorkloadSpec | None:
         creation_seconds=_creation_seconds(meta, annotations, at),
         podsets=(podset,),
         active=_active(annotations),
+        suspended=_suspended(spec),
+        decision_id=string(annotations.get(DECISION_ID_ANNOTATION), _DECISION_ID_PATH) or None,
     )

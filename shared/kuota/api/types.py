@@ -269,6 +269,10 @@ class WorkloadSpec:
     podsets: Final[tuple[PodSet, ...]]
     active: Final[bool]  # False if the user deactivated it (default True)
     owner_kind: Final[str]  # default "Job"
+    # Observed, for the backstop (docs/design/backstop.md): spec.suspend (None when the
+    # manifest has none, as in the simulator) and the actuator's kuota.dev/decision-id.
+    suspended: Final[bool | None]
+    decision_id: Final[str | None]
 
     def __init__(
         self,
@@ -281,6 +285,8 @@ class WorkloadSpec:
         podsets: tuple[PodSet, ...],
         active: bool = True,
         owner_kind: str = "Job",
+        suspended: bool | None = None,
+        decision_id: str | None = None,
     ) -> None:
         self.namespace = namespace
         self.name = name
@@ -291,6 +297,8 @@ class WorkloadSpec:
         self.podsets = podsets
         self.active = active
         self.owner_kind = owner_kind
+        self.suspended = suspended
+        self.decision_id = decision_id
 
     @property
     def key(self) -> str:

@@ -43,6 +43,7 @@ STYLES = {
     "Inadmissible": "yellow",
     "Deactivated": "magenta",
     "Rejected": "magenta",
+    "Suspended": "red",
 }
 
 

@@ -117,6 +117,8 @@ DecisionType = Literal[
     "Rejected",  # an object (queue, flavor, config, DRA object) failed validation
     "QuotaChanged",  # a ClusterQueue's quota, as the fold decides against it, took effect:
     #                 cohort + quota set; reason Deleted (no quota) when it is gone
+    "Suspended",  # a managed Job observed running without an admission: suspend it again
+    #              (reason StartedWithoutAdmission); the workload keeps its place
 ]
 DECISION_TYPES: tuple[str, ...] = DecisionType.__args__  # type: ignore[attr-defined]
 

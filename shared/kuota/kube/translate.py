@@ -6,8 +6,9 @@ with the apiserver's manifest, or a delete). For each change it calls
 remembered about it (:class:`Seen`, ``None`` the first time) and gets back the
 journal events to write and what to remember next. The manifest is journaled
 without ``status``, managed fields and the simulation-only annotations, and
-only when :func:`fold_digest` (what the fold reads, minus what kuota itself
-writes on a Job) changed, so actuation never echoes back. A Job's status
+only when :func:`fold_digest` (what the fold reads, minus kuota's own
+bookkeeping on a Job) changed: of the actuator's writes only the ``spec.suspend``
+flips echo back (the backstop reads them). A Job's status
 becomes ``WorkloadFinished`` (once per uid) and ``PodsReady`` (on each flip).
 Ids are deterministic; ``at`` (ingest's clock) is an argument. Never raises:
 a change that is not a named object yields a ``problem`` for the log; validity
@@ -181,7 +182,10 @@ def _job_spec_projection(obj: Mapping[str, Any]) -> object:
     spec = obj.get("spec")
     if not isinstance(spec, Mapping):
         return spec
+    # spec.suspend counts (the backstop reads it: docs/design/backstop.md), as a
+    # bool: the apiserver defaults it to false, a synthetic manifest may omit it.
     out = {k: v for k, v in spec.items() if k != "suspend"}
+    out["suspend"] = spec.get("suspend") is True
     template = out.get("template")
     if isinstance(template, Mapping):
         tspec = template.get("spec")

@@ -100,6 +100,12 @@ CASES: list[tuple[Callable[..., dict[str, Any]], dict[str, Any], str, set[str]]]
         {"workload", "uid", "cluster_queue", "reason", "message"},
     ),
     (
+        decisions.suspended,
+        {**W, "cluster_queue": "cq"},
+        "Suspended",
+        {"workload", "uid", "cluster_queue", "reason", "message"},
+    ),
+    (
         decisions.rejected,
         {"object": "ClusterQueue cq", "reason": "InvalidObject", "message": "m"},
         "Rejected",

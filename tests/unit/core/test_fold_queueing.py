@@ -359,12 +359,23 @@ def test_job_changed_while_pending_is_requeued_with_the_new_spec() -> None:
     assert last(out, "Admitted").usage == {"default": {"cpu": "2"}}
 
 
-def test_job_changed_while_admitted_keeps_its_admission() -> None:
+def test_job_changed_while_admitted_keeps_its_admission_unless_its_podsets_change() -> None:
     d = setup(cpu=2)
     d.apply(cpu_job("j", 1))
-    assert d.apply(cpu_job("j", 2)) == []
+    labelled = cpu_job("j", 1)
+    labelled.meta()["labels"]["team"] = "x"
+    assert d.apply(labelled) == []
     assert d.usage("cq") == {("default", "cpu"): 1000}
     assert d.apply(cpu_job("j", 1)) == []  # the same Job seen again: nothing new
+    # new podsets: Kueue makes a new Workload; the old charge is never kept (issue #22)
+    out = d.apply(cpu_job("j", 2))
+    assert [(x.type, x.reason) for x in out] == [
+        ("Evicted", "PodSetsChanged"),
+        ("Requeued", "PodSetsChanged"),
+        ("Admitted", None),
+    ]
+    assert d.usage("cq") == {("default", "cpu"): 2000}
+    assert d.apply(cpu_job("j", 2)) == []
 
 
 def test_deactivated_job() -> None:

@@ -188,7 +188,7 @@ class DigestCase:
 
 
 DIGEST_CASES = [
-    DigestCase("suspend flipped", lambda j: j.suspend(False), False),
+    DigestCase("suspend flipped (the backstop reads it)", lambda j: j.suspend(False), True),
     DigestCase("status only", lambda j: j.status(active=2, ready=2), False),
     DigestCase("injected node selector", lambda j: j.inject({"gpu": "h100"}), False),
     DigestCase(
@@ -236,6 +236,14 @@ def test_job_digest_rule(case: DigestCase) -> None:
     assert t.seen is not None and t.seen.rv == "101", "the observed rv is remembered either way"
 
 
+def test_an_absent_suspend_digests_as_false() -> None:
+    running = JobB().suspend(False)
+    absent = JobB()
+    del absent.m["spec"]["suspend"]
+    assert fold_digest("Job", absent.m) == fold_digest("Job", running.m)
+    assert fold_digest("Job", absent.m) != fold_digest("Job", JobB().m), "JobB is suspended"
+
+
 def test_journaled_job_carries_the_users_scheduling_not_the_injection() -> None:
     job = JobB().pod_spec(nodeSelector={"zone": "a"}, tolerations=[{"key": "t"}])
     user = copy.deepcopy(job.m["spec"]["template"]["spec"])
@@ -247,9 +255,11 @@ def test_journaled_job_carries_the_users_scheduling_not_the_injection() -> None:
     assert injected.m["spec"]["template"]["spec"]["nodeSelector"]["gpu"] == "h100", "input kept"
 
 
-def test_actuator_admit_and_stop_never_echo() -> None:
+def test_actuator_admit_and_stop_echo_only_the_suspend_flips() -> None:
     """Contract with kuota.actuation.patch: every Job the actuator writes while
-    admitting and stopping has the digest of the Job the user created."""
+    admitting and stopping has the digest of the Job the user created, but for
+    ``spec.suspend`` (the backstop reads it): each write that flips it is
+    journaled once, every other write is not."""
     from kuota.actuation.patch import (
         ANN_ORIGINAL,
         DecisionOrder,
@@ -295,7 +305,7 @@ def test_actuator_admit_and_stop_never_echo() -> None:
         reason="InClusterQueue",
     )
     seen = first.seen
-    writes = 0
+    writes = suspend_flips = 0
     for decision, offset in ((admitted, 10), (preempted, 11)):
         for _ in range(5):
             step = plan(
@@ -303,16 +313,24 @@ def test_actuator_admit_and_stop_never_echo() -> None:
             )
             if not isinstance(step, UpdateJob | ResetStartTime):
                 break
+            flips = (job.get("spec") or {}).get("suspend") != step.job["spec"].get("suspend")
             job = step.job
             writes += 1
             t = upsert(job, seen)
-            assert t.skipped and not [e for e in t.events if isinstance(e, ObjectUpserted)], (
-                f"{decision.type}: {step.what} echoed into the journal"
-            )
+            upserts = [e for e in t.events if isinstance(e, ObjectUpserted)]
+            if flips:
+                suspend_flips += 1
+                assert len(upserts) == 1 and not t.skipped, f"{decision.type}: {step.what}"
+                assert upserts[0].object["spec"]["suspend"] is job["spec"]["suspend"]
+            else:
+                assert t.skipped and not upserts, (
+                    f"{decision.type}: {step.what} echoed into the journal"
+                )
             seen = t.seen
             if isinstance(step, UpdateJob) and step.final:
                 break
     assert writes >= 3, "admit, suspend and restore were all exercised"
+    assert suspend_flips == 2, "the unsuspend of the admission and the suspend of the stop"
     assert job["spec"]["template"]["spec"]["nodeSelector"] == {"zone": "a"}, "restored"
 
 
@@ -417,7 +435,7 @@ def test_suspended_job_is_never_ready_and_eviction_unreadies() -> None:
     assert _ready_events(t.events) == []
     t = upsert(job.copy().rv(101).suspend(False).m, t.seen)
     assert _ready_events(t.events) == [(True, "podsready/team-a/train/u-1/true@101")]
-    assert t.skipped, "the suspend flip itself is not an upsert"
+    assert not t.skipped, "the suspend flip is journaled (the backstop reads it)"
     t = upsert(job.copy().rv(102).suspend(True).m, t.seen)
     assert _ready_events(t.events) == [(False, "podsready/team-a/train/u-1/false@102")]
 

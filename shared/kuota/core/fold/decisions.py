@@ -142,6 +142,30 @@ def deactivated(
     return d
 
 
+STARTED_WITHOUT_ADMISSION = "StartedWithoutAdmission"
+
+
+def suspended(
+    *,
+    workload: str,
+    uid: str,
+    cluster_queue: str | None,
+    reason: str = STARTED_WITHOUT_ADMISSION,
+    message: str = "started without admission",
+) -> dict[str, Any]:
+    """A managed Job was seen not suspended while it holds no admission (the
+    backstop, docs/design/backstop.md): the actuator suspends it again; the
+    workload stays where it was."""
+    return {
+        "type": "Suspended",
+        "workload": workload,
+        "uid": uid,
+        "cluster_queue": cluster_queue,
+        "reason": reason,
+        "message": message,
+    }
+
+
 def rejected(*, object: str, reason: str, message: str) -> dict[str, Any]:
     """An observed object failed validation (``object``: ``Kind namespace/name``)."""
     return {"type": "Rejected", "object": object, "reason": reason, "message": message}

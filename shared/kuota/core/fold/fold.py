@@ -20,7 +20,8 @@ from __future__ import annotations
 from typing import Any
 
 from kuota import kinds
-from kuota.api.parse import parse_object
+from kuota.api.managed import namespace_managed
+from kuota.api.parse import parse_job, parse_object
 from kuota.api.types import (
     ClusterQueue,
     Cohort,
@@ -37,7 +38,14 @@ from kuota.core.assign.flavors import (
     queue_view,
 )
 from kuota.core.dra.charging import DraInventory
-from kuota.core.fold.decisions import finished, quota_changed, quota_deleted
+from kuota.core.fold.backstop import (
+    PODSETS_CHANGED,
+    QUEUE_LABEL_REMOVED,
+    observation_only,
+    podsets_change,
+    runs_without_admission,
+)
+from kuota.core.fold.decisions import finished, quota_changed, quota_deleted, requeued, suspended
 from kuota.core.fold.preempting import Preempting
 from kuota.core.pickling import register_by_fields
 from kuota.core.queueing.queues import ClusterQueueQueue
@@ -125,10 +133,14 @@ class Fold(Preempting):
         eid = event.id
         decisions: list[Decision] = []
         for i, d in enumerate(out):
-            d["id"] = decision_id(eid, i)
+            d["id"] = did = decision_id(eid, i)
             d["cause"] = eid
             d["cause_offset"] = offset
             d["at"] = at
+            if d["type"] == "Admitted":  # the backstop's staleness rule
+                rec = self._workloads.get(d["workload"])
+                if rec is not None:
+                    rec.admitted_id = did
             decisions.append(trusted_decision(d))  # built here: no validation needed
         return decisions
 
@@ -161,6 +173,8 @@ class Fold(Preempting):
             return
         obj = parse_object(manifest, at=at)
         if obj is None:
+            if kind == "Job":
+                self._unlabelled_job(manifest, at)
             return
         if type(obj) is WorkloadSpec:  # the commonest by far
             self._upsert_workload(obj)
@@ -210,6 +224,31 @@ class Fold(Preempting):
             if source is not None and (source.kind, source.name) == (kind, name):
                 self._set_config(Configuration(), None)
 
+    def _unlabelled_job(self, manifest: dict[str, Any], at: float) -> None:
+        """A Job without a queue label: ours if kuota already queued it (same uid)
+        or its namespace is managed (docs/design/backstop.md); else ignored."""
+        meta = manifest.get("metadata")
+        meta = meta if isinstance(meta, dict) else {}
+        ns, name = meta.get("namespace") or "default", meta.get("name")
+        if not isinstance(ns, str) or not isinstance(name, str):
+            return
+        known = self._workloads.get(f"{ns}/{name}")
+        managed = namespace_managed(self._config, ns, self._namespaces.get(ns, {}))
+        if known is None and not managed:
+            return
+        spec = parse_job(manifest, at=at, managed=True)
+        if isinstance(spec, ValidationError):
+            if managed or (known is not None and known.spec.uid == meta.get("uid")):
+                self._rejected(spec.ref, str(spec))
+        elif spec is not None and (managed or (known is not None and known.spec.uid == spec.uid)):
+            self._upsert_workload(spec)
+
+    def _suspend(self, rec: WorkloadRecord) -> None:
+        """The backstop (kuota.core.fold.backstop): suspend the Job again."""
+        self._out.append(
+            suspended(workload=rec.key, uid=rec.spec.uid, cluster_queue=rec.cluster_queue)
+        )
+
     def _upsert_workload(self, spec: WorkloadSpec) -> None:
         key = spec.key
         finished_uid = self._finished_uids.get(key)
@@ -226,18 +265,50 @@ class Fold(Preempting):
             rec = WorkloadRecord(spec=spec, order=(0, spec.creation_seconds, key))  # order_key
             self._workloads[key] = rec
             self._place(rec)
+            if spec.suspended is False and runs_without_admission(rec, spec):
+                self._suspend(rec)
             return
         if rec.spec == spec:
             return
+        old = rec.spec
+        if old.queue_name and not spec.queue_name:
+            rec.label_removed = True
         if rec.state == ADMITTED:
-            if not spec.active:
-                self._evict(rec, "InactiveWorkload", "the workload was deactivated", requeue=False)
-                rec.spec = spec
-                self._place(rec)
-            return  # an admitted workload keeps its admission
+            self._admitted_changed(rec, spec)
+            return
+        if spec.suspended is False and runs_without_admission(rec, spec):
+            self._suspend(rec)
+        if observation_only(old, spec):
+            rec.spec = spec  # only spec.suspend or the actuator's record: it keeps its place
+            return
         if self._timers.spec_changed(rec, spec):
             return  # waiting out a PodsReady backoff with the new spec
         self._detach(rec)
+        rec.spec = spec
+        self._place(rec)
+
+    def _admitted_changed(self, rec: WorkloadRecord, spec: WorkloadSpec) -> None:
+        """An admitted workload's Job changed: it keeps its admission unless it
+        was deactivated, lost its queue label, or its podsets changed (Kueue makes
+        a new Workload then: evicted and queued again, never charged the old shape)."""
+        old = rec.spec
+        if not spec.active:
+            self._evict(rec, "InactiveWorkload", "the workload was deactivated", requeue=False)
+        elif not spec.queue_name:
+            self._evict(
+                rec,
+                QUEUE_LABEL_REMOVED,
+                "the queue label was removed from the admitted Job; its quota is released",
+                requeue=False,
+            )
+        elif spec.podsets != old.podsets:
+            key, cq_name = rec.key, rec.cluster_queue
+            self._evict(rec, PODSETS_CHANGED, podsets_change(old, spec), requeue=False)
+            self._out.append(
+                requeued(workload=key, uid=spec.uid, cluster_queue=cq_name, reason=PODSETS_CHANGED)
+            )
+        else:
+            return  # an admitted workload keeps its admission
         rec.spec = spec
         self._place(rec)
 

@@ -3,7 +3,8 @@
 Theory of operation: :meth:`Placement._place` makes the checks Kueue makes
 before a workload can compete for quota, in order, and stops at the first that
 fails: deactivated (``kuota.dev/active: "false"``, a Deactivated decision),
-then an Inadmissible hold for a missing WorkloadPriorityClass, a missing or
+then an Inadmissible hold for a Job without a queue label (managed namespace,
+or label removed: docs/design/backstop.md), a missing WorkloadPriorityClass, a missing or
 stopped LocalQueue, a missing ClusterQueue, a namespaceSelector that does not
 select the namespace (no selector at all selects every namespace, unlike
 Kueue: docs/design/namespace-selector.md), a podset that cannot be charged
@@ -20,6 +21,7 @@ from kuota.core.assign.flavors import (
     PodSetRequest,
 )
 from kuota.core.dra.charging import NotChargeable, charge_podset
+from kuota.core.fold.backstop import unlabelled_reason
 from kuota.core.fold.decisions import deactivated
 from kuota.core.fold.state import ChargeGroup, ChargeKey, ChargeResult, FoldState
 from kuota.core.queueing.verdict import text_verdict
@@ -99,6 +101,10 @@ class Placement(FoldState):
                         workload=key, uid=spec.uid, reason=verdict.reason, message=verdict.text
                     )
                 )
+            return
+        if not spec.queue_name:
+            self._set_cq(rec, None)
+            self._hold(rec, (), unlabelled_reason(rec))  # the Job's next change re-places it
             return
         lq_key = (spec.namespace, spec.queue_name)
         self._lq_members.setdefault(lq_key, {})[key] = None

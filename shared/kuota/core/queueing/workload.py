@@ -83,6 +83,11 @@ class WorkloadRecord:
     last_verdict: tuple[str, tuple[object, ...]] | None = None  # Verdict.key last emitted
     pods_ready: bool = False
     extra: dict[str, object] = field(default_factory=dict)  # seam for later issues
+    # The backstop (docs/design/backstop.md): the id of its latest Admitted decision
+    # (an observation the actuator wrote for it is stale once that admission ended),
+    # and whether its queue label was removed while kuota knew it.
+    admitted_id: str | None = None
+    label_removed: bool = False
 
     def __init__(
         self,
@@ -100,6 +105,8 @@ class WorkloadRecord:
         last_verdict: tuple[str, tuple[object, ...]] | None = None,
         pods_ready: bool = False,
         extra: dict[str, object] | None = None,
+        admitted_id: str | None = None,
+        label_removed: bool = False,
     ) -> None:
         self.spec = spec
         self.order = order
@@ -115,6 +122,8 @@ class WorkloadRecord:
         self.last_verdict = last_verdict
         self.pods_ready = pods_ready
         self.extra = {} if extra is None else extra
+        self.admitted_id = admitted_id
+        self.label_removed = label_removed
 
     @property
     def key(self) -> str:
