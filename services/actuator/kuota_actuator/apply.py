@@ -1,7 +1,7 @@
 """Apply one decision to the cluster: the I/O around ``kuota.actuation.patch``.
 
 Theory of operation: for a Job-changing decision (Admitted, Preempted, Evicted,
-Deactivated) take the Job from the watch cache (``kuota_actuator.jobcache``; a
+Deactivated, Suspended) take the Job from the watch cache (``kuota_actuator.jobcache``; a
 GET only on a miss, after a conflict, or to confirm a failure planned from the
 cache), ask :func:`kuota.actuation.patch.plan` for the next step, write it as
 ONE JSON merge patch carrying the Job's resourceVersion as a precondition, and
@@ -29,7 +29,6 @@ from typing import Any
 from kuota import kinds
 from kuota.actuation.patch import (
     JOB_MUTATING,
-    STOPPING,
     DecisionOrder,
     Fail,
     Flavors,
@@ -258,7 +257,7 @@ class Actuator:
                     # A stop gives up (reported; the fold ignores it); an admission
                     # waits as long as it takes: the Job controller is slow, not the
                     # admission wrong, and a report would release its quota for good.
-                    if decision.type in STOPPING and p.waited >= self.wait_timeout:
+                    if decision.type != "Admitted" and p.waited >= self.wait_timeout:
                         return await self._fail(
                             decision, "StopTimeout", f"{result.why} after {p.waited:.0f}s"
                         )

@@ -12,7 +12,8 @@ so a crash between steps is harmless. Admitted injects the flavors as Kueue's
 ``podset.Merge`` does (:func:`inject`), read with the fold's parser
 (:func:`read_flavor`; one that does not parse fails as ``InvalidFlavor``); a
 stop suspends, waits for the pods to go, resets ``startTime`` and restores the
-template. Why steps, what the apiserver allows: docs/design/actuator.md.
+template; ``Suspended`` (the backstop) suspends a Job that started without an
+admission. Why steps, what the apiserver allows: docs/design/actuator.md.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kuota.api.parse import object_ref, parse_object
+from kuota.api.parse_job import DECISION_ID_ANNOTATION
 from kuota.api.types import ObjectRef, ResourceFlavor, Toleration, ValidationError
 from kuota.events.schema import Decision
 
@@ -34,6 +36,7 @@ __all__ = [
     "ANN_ORIGINAL",
     "JOB_MUTATING",
     "STOPPING",
+    "SUSPENDED",
     "DecisionOrder",
     "EventSpec",
     "Fail",
@@ -53,13 +56,14 @@ __all__ = [
     "toleration_json",
 ]
 
-ANN_DECISION_ID = "kuota.dev/decision-id"
+ANN_DECISION_ID = DECISION_ID_ANNOTATION  # the fold reads it (docs/design/backstop.md)
 ANN_DECISION_OFFSET = "kuota.dev/decision-offset"
 ANN_ORIGINAL = "kuota.dev/original-pod-template-scheduling"
 
 MAIN_PODSET = "main"  # a Job's only podset
 STOPPING = frozenset({"Preempted", "Evicted", "Deactivated"})
-JOB_MUTATING = frozenset({"Admitted"}) | STOPPING
+SUSPENDED = "Suspended"  # the backstop: no admission to end, the Job just must not run
+JOB_MUTATING = frozenset({"Admitted", SUSPENDED}) | STOPPING
 
 # Kueue truncates event messages to this many characters (api.TruncateEventMessage).
 MAX_EVENT_MESSAGE = 1024
@@ -339,7 +343,37 @@ def plan(
         return Skip("the Job has finished")
     if decision.type == "Admitted":
         return _plan_admit(job, decision, order=order, flavors=flavors)
+    if decision.type == SUSPENDED:
+        return _plan_suspend(job, decision, order=order)
     return _plan_stop(job, decision, order=order)
+
+
+def _plan_suspend(job: Mapping[str, Any], decision: Decision, *, order: DecisionOrder) -> Plan:
+    """Suspend a Job that started without an admission: one merge patch, or the
+    stop's steps when kuota's flavors are still injected (the template can only
+    be restored once the Job is suspended and its pods are gone)."""
+    annotations = _mapping(_mapping(job.get("metadata")).get("annotations"))
+    if ANN_ORIGINAL in annotations:
+        return _plan_stop(job, decision, order=order)
+    if _suspended(job):
+        return Skip("the Job is suspended already: nothing runs without admission")
+    new = _copy(job)
+    new["spec"]["suspend"] = True
+    ann = _annotations(new)
+    ann[ANN_DECISION_ID] = decision.id
+    ann[ANN_DECISION_OFFSET] = str(order)
+    return UpdateJob(
+        new,
+        final=True,
+        what="suspend: started without admission",
+        events=(_suspended_event(decision),),
+    )
+
+
+def _suspended_event(decision: Decision) -> EventSpec:
+    return EventSpec(
+        "Suspended", _truncate(decision.message or "started without admission"), "Warning"
+    )
 
 
 def _plan_admit(
@@ -476,6 +510,8 @@ def _stop_message(decision: Decision) -> str:
 
 
 def _stop_event(decision: Decision, message: str) -> EventSpec:
+    if decision.type == SUSPENDED:
+        return _suspended_event(decision)
     if decision.type == "Preempted":
         return EventSpec("Preempted", _truncate(message))
     if decision.type == "Evicted":

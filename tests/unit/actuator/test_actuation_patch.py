@@ -376,6 +376,68 @@ def test_stop_of_an_admission_without_flavors_records_it() -> None:
     assert final["spec"]["suspend"] is True and ANN_ORIGINAL not in annotations(final)
 
 
+# --------------------------------------------------------------------------- Suspended
+
+
+def suspended_decision() -> Any:
+    return decision(
+        "Suspended", reason="StartedWithoutAdmission", message="started without admission"
+    )
+
+
+def test_suspended_suspends_a_job_started_without_admission_in_one_patch() -> None:
+    user_started = job().selector(team="ml").running().build()
+    d = suspended_decision()
+    final, steps = converge(user_started, d, record=5)
+    assert len(steps) == 1
+    (step,) = steps
+    assert isinstance(step, UpdateJob) and step.final
+    assert final["spec"]["suspend"] is True
+    assert pod(final) == pod(user_started), "the user's own template is left alone"
+    ann = annotations(final)
+    assert ann[ANN_DECISION_ID] == d.id and ann[ANN_DECISION_OFFSET] == str(order(d, 5))
+    assert ANN_ORIGINAL not in ann
+    assert [(e.reason, e.message, e.type) for e in step.events] == [
+        ("Suspended", "started without admission", "Warning")
+    ]
+    again = plan(final, d, order=order(d, 5), flavors={})
+    assert isinstance(again, Skip), "applied once"
+
+
+def test_suspended_on_a_suspended_job_writes_nothing() -> None:
+    d = suspended_decision()
+    step = plan(job().build(), d, order=order(d), flavors={})
+    assert isinstance(step, Skip) and step.events == ()
+
+
+def test_suspended_restores_the_template_when_kuotas_flavors_are_on_it() -> None:
+    """The Job was started by kuota (flavors injected), its admission ended and
+    the user unsuspended it before the stop restored it: the stop's steps."""
+    original = job().selector(team="ml").build()
+    running, _ = converge(original, admit({"gpu": "h100"}), FLAVORS, record=1)
+    d = suspended_decision()
+    final, steps = converge(running, d, record=2)
+    assert [(type(s).__name__, getattr(s, "final", None)) for s in steps] == [
+        ("UpdateJob", False),
+        ("Wait", None),
+        ("UpdateJob", True),
+    ]
+    assert final["spec"]["suspend"] is True and pod(final) == pod(original)
+    last = steps[-1]
+    assert isinstance(last, UpdateJob)
+    assert [(e.reason, e.message) for e in last.events] == [
+        ("Suspended", "started without admission")
+    ]
+    assert annotations(final)[ANN_DECISION_ID] == d.id
+
+
+def test_suspended_never_touches_a_finished_or_replaced_job() -> None:
+    d = suspended_decision()
+    assert isinstance(plan(job().running().finished().build(), d, order=order(d), flavors={}), Skip)
+    other = job().running().uid("someone-else").build()
+    assert isinstance(plan(other, d, order=order(d), flavors={}), Fail)
+
+
 def test_the_plan_does_not_modify_its_input() -> None:
     manifest = job().build()
     before = json.dumps(manifest, sort_keys=True)

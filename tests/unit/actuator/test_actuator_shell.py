@@ -268,6 +268,22 @@ async def test_preempted_takes_three_writes_and_restores(h: Harness) -> None:
     assert [e["reason"] for e in await h.events()][-2:] == ["Stopped", "Preempted"]
 
 
+async def test_suspended_is_one_patch_and_a_warning_event(h: Harness) -> None:
+    h.kube.objects[job_path(WORKLOAD)] = job().running().build()  # the user unsuspended it
+    d = decision("Suspended", reason="StartedWithoutAdmission", message="started without admission")
+    out = await h.actuator.apply(d, 4)
+    assert out.result == "applied" and len(h.kube.patches) == 1
+    (body,) = h.kube.patches
+    assert body["spec"] == {"suspend": True}
+    assert body["metadata"]["annotations"][ANN_DECISION_ID] == d.id
+    assert h.job["spec"]["suspend"] is True
+    events = await h.events()
+    assert [(e["reason"], e["message"], e["type"]) for e in events] == [
+        ("Suspended", "started without admission", "Warning")
+    ]
+    assert h.value("kuota_actuator_decisions_total", type="Suspended", outcome="applied") == 1
+
+
 async def test_inadmissible_writes_one_pending_event(h: Harness) -> None:
     d = decision("Inadmissible", message="insufficient quota")
     await h.actuator.apply(d, 1)
