@@ -1,8 +1,8 @@
 """The mutating webhook's answer to an AdmissionReview (pure: dict in, dict out).
 
-Theory of operation: Kueue keeps a Job from starting by creating it suspended;
-kuota does the same. :func:`mutate_job` answers an ``admission.k8s.io/v1``
-review of a ``batch/v1`` Job. A CREATE or UPDATE of a managed Job (the queue
+Theory of operation: like Kueue, kuota keeps a Job from starting by creating
+it suspended. :func:`mutate_job` answers a review of a ``batch/v1`` Job. A
+CREATE or UPDATE of a managed Job (the queue
 label on the new or the old object, a namespace kuota manages
 (``manageJobsWithoutQueueName``), or a Job kuota already queued: ``Managed``
 tells) goes through ``RULES``, the one place that decides what a user may
@@ -12,8 +12,8 @@ kuota's identities (``trusted_users``) may not unsuspend a managed Job, change
 its queue label while it is not suspended, remove its queue label, add one to
 a running Job, or write a ``kuota.dev/`` annotation other than
 ``kuota.dev/active``. A CREATE that passes and is not suspended gets the
-JSONPatch ``add /spec/suspend true``; an UPDATE is never mutated. A malformed
-review is ``allowed: true`` with a warning. Why: docs/design/ingest.md.
+JSONPatch ``add /spec/suspend true``; an UPDATE is never mutated; a malformed
+review is allowed with a warning. Why: docs/design/ingest.md ("The webhook").
 """
 
 from __future__ import annotations
