@@ -2,18 +2,16 @@
 
 Theory of operation: like Kueue, kuota keeps a Job from starting by creating
 it suspended. :func:`mutate_job` answers a review of a ``batch/v1`` Job. A
-CREATE or UPDATE of a managed Job (the queue
-label on the new or the old object, a namespace kuota manages
-(``manageJobsWithoutQueueName``), or a Job kuota already queued: ``Managed``
+CREATE or UPDATE of a managed Job (the queue label on the new or the old
+object, a namespace kuota manages, or a Job kuota already queued: ``Managed``
 tells) goes through ``RULES``, the one place that decides what a user may
-change: each rule reads a :class:`Change` and returns Kubernetes-style field
-errors, and any one refuses the request (403 ``Forbidden``). Anyone but
-kuota's identities (``trusted_users``) may not unsuspend a managed Job, change
-its queue label while it is not suspended, remove its queue label, add one to
-a running Job, or write a ``kuota.dev/`` annotation other than
-``kuota.dev/active``. A CREATE that passes and is not suspended gets the
-JSONPatch ``add /spec/suspend true``; an UPDATE is never mutated; a malformed
-review is allowed with a warning. Why: docs/design/ingest.md ("The webhook").
+change: each rule reads a :class:`Change` and returns field errors; any one
+refuses the request (403). Anyone but kuota's identities (``trusted_users``)
+may not unsuspend a managed Job, change its queue label while it is not
+suspended, remove the label, add one to a running Job, or write a
+``kuota.dev/`` annotation but ``kuota.dev/active``. A CREATE that passes gets
+``add /spec/suspend true``; an UPDATE is never mutated; a malformed review is
+allowed with a warning. Why: docs/design/ingest.md ("The webhook").
 """
 
 from __future__ import annotations
