@@ -165,7 +165,7 @@ class Service:
             ssl_context=ctx,
         )
         log.info(
-            "webhook serving https://%s:%d%s; kuota.dev/ annotations writable by %s",
+            "webhook serving https://%s:%d%s; the door open to (trusted) %s",
             s.webhook_host,
             s.webhook_port,
             PATH,
