@@ -494,6 +494,16 @@ def test_read_model_admit_release_pending() -> None:
     assert (m.usage("cq"), m.pending("cq"), m.admitted("cq")) == ({}, {}, 0)
 
 
+def test_read_model_ignores_suspended() -> None:
+    """The backstop's Suspended ends no admission and queues nothing."""
+    m = ClusterQueueReadModel()
+    m.apply(wl("a", "Admitted", cluster_queue="cq", usage=usage("6", "2")))
+    m.apply(wl("b", "Inadmissible", cluster_queue="cq"))
+    before = (m.usage("cq"), m.pending("cq"), m.admitted("cq"))
+    m.apply(wl("b", "Suspended", cluster_queue="cq", reason="StartedWithoutAdmission"))
+    assert (m.usage("cq"), m.pending("cq"), m.admitted("cq")) == before
+
+
 def quota_changed(name: str = "cq", cpu: str = "8", gpu: str = "2", **extra: Any) -> Any:
     quota = {"h100": {"cpu": {"nominalQuota": cpu}, "nvidia.com/gpu": {"nominalQuota": gpu}}}
     fields: dict[str, Any] = {"quota": quota, **extra}
