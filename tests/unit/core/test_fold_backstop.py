@@ -122,6 +122,19 @@ def test_a_stale_observation_after_an_eviction_is_not_suspended_again() -> None:
     assert kinds(out) == [("Suspended", "ns/a")]
 
 
+def test_the_admissions_record_put_back_after_the_stop_is_a_bypass() -> None:
+    """A user (the door down) copies the admission's decision id back onto the
+    stopped Job and unsuspends it: once the stop was seen, that id is forged."""
+    d = Driver()
+    setup(d, 1)
+    (adm,) = d.apply(observed("a", suspend=True))
+    d.apply(observed("a", suspend=False, decision=adm.id))  # the actuator's start
+    d.apply(observed("a", suspend=False, decision=adm.id, queue=None))  # evicted
+    assert d.apply(observed("a", suspend=True, decision=adm.id, queue=None)) == [], "the stop"
+    out = d.apply(observed("a", suspend=False, decision=adm.id, queue=None))
+    assert kinds(out) == [("Suspended", "ns/a")]
+
+
 def test_an_older_admissions_record_is_a_bypass() -> None:
     d = Driver()
     setup(d, 1)

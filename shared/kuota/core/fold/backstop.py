@@ -2,15 +2,15 @@
 
 Theory of operation: the webhook (the door) refuses a user's unsuspend or
 relabel of a managed Job, but it can be down, bypassed by an admin or missing,
-so the fold checks what ingest observes. :func:`runs_without_admission`: a
-Job seen not suspended while its workload holds no admission must be
-suspended again (a ``Suspended`` decision), unless the observation carries the
-``kuota.dev/decision-id`` of the workload's latest Admitted decision: that is
-the Job as the actuator started it, seen before the actuator's own stop.
-:func:`observation_only` tells such a change (``spec.suspend``, the decision
-id) from one that re-places a workload; :func:`unlabelled_reason` says why a
-managed Job without a queue label waits. Pure functions of the records and
-specs; the fold (``fold.Fold._upsert_workload``) applies them.
+so the fold checks what ingest observes. :func:`runs_without_admission`: a Job
+seen not suspended while its workload holds no admission is suspended again
+(a ``Suspended`` decision), unless the observation carries the
+``kuota.dev/decision-id`` of the workload's latest Admitted decision: the Job
+as the actuator started it, seen before the actuator's own stop (once the Job
+is seen suspended, that id is forged if it comes back). :func:`observation_only`
+tells such a change (``spec.suspend``, the decision id) from one that re-places
+a workload; :func:`unlabelled_reason` says why a managed Job without a queue
+label waits. The fold (``Fold._upsert_workload``) applies them.
 docs/design/backstop.md.
 """
 

@@ -278,6 +278,8 @@ class Fold(Preempting):
             return
         if spec.suspended is False and runs_without_admission(rec, spec):
             self._suspend(rec)
+        elif spec.suspended is True and rec.admitted_id is not None:
+            rec.admitted_id = None  # kuota's stop seen: a start under that id now is forged
         if observation_only(old, spec):
             rec.spec = spec  # only spec.suspend or the actuator's record: it keeps its place
             return

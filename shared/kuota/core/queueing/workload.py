@@ -84,8 +84,8 @@ class WorkloadRecord:
     pods_ready: bool = False
     extra: dict[str, object] = field(default_factory=dict)  # seam for later issues
     # The backstop (docs/design/backstop.md): the id of its latest Admitted decision
-    # (an observation the actuator wrote for it is stale once that admission ended),
-    # and whether its queue label was removed while kuota knew it.
+    # (an observation the actuator wrote for it is stale once that admission ended,
+    # until the Job is seen suspended), and whether its queue label was removed.
     admitted_id: str | None = None
     label_removed: bool = False
 
