@@ -416,7 +416,8 @@ async def test_watches_ticks_digest_finish_and_restart(
         assert "managedFields" not in job_ev.object["metadata"]
         assert job_ev.object["kind"] == "Job" and job_ev.object["apiVersion"] == "batch/v1"
 
-        # ---- flipping spec.suspend is not an upsert; a label change after it is
+        # ---- flipping spec.suspend is an upsert (the backstop reads it, issue #22),
+        # as is a label change after it
         flipped = await batch.patch_namespaced_job("flip", namespace, {"spec": {"suspend": False}})
         labelled = await batch.patch_namespaced_job(
             "flip", namespace, {"metadata": {"labels": {"touched": "yes"}}}
@@ -425,8 +426,13 @@ async def test_watches_ticks_digest_finish_and_restart(
             lambda e: e.id == f"Job/{namespace}/flip@{_rv(labelled)}", "the label change"
         )
         ids = [e.id for e in journal.upserts_of("Job", namespace, "flip")]
-        assert f"Job/{namespace}/flip@{_rv(flipped)}" not in ids, ids
-        assert len(ids) == 2, f"create + label change only, got {ids}"
+        assert ids == [
+            f"Job/{namespace}/flip@{_rv(flip)}",
+            f"Job/{namespace}/flip@{_rv(flipped)}",
+            f"Job/{namespace}/flip@{_rv(labelled)}",
+        ], f"create, the suspend flip and the label change, got {ids}"
+        (flip_ev,) = journal.with_id(f"Job/{namespace}/flip@{_rv(flipped)}")
+        assert isinstance(flip_ev, ObjectUpserted) and flip_ev.object["spec"]["suspend"] is False
 
         # ---- a Job that completes on kwok: exactly one WorkloadFinished
         done = await batch.create_namespaced_job(
