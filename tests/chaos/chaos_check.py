@@ -139,6 +139,7 @@ class Observer:
     # job -> (time.monotonic(), decision id) of each unsuspension seen, in order
     unsuspended_at: dict[str, list[tuple[float, str | None]]] = field(default_factory=dict)
     pod_spans: dict[str, PodSpan] = field(default_factory=dict)  # pod key -> its span
+    t0: float = 0.0  # time.monotonic() of the first Job: the times in bypass() are from it
     # name -> event set at each such moment of preemption (the Injector's triggers)
     moments: Mapping[str, asyncio.Event] = field(default_factory=dict)
     _usage: Usage = field(default_factory=dict)
@@ -237,9 +238,15 @@ class Observer:
         self._account(key, obj)
         suspended = bool((obj.get("spec") or {}).get("suspend", False))
         was = True if before is None else bool((before.get("spec") or {}).get("suspend", False))
+        ann = (obj.get("metadata") or {}).get("annotations") or {}
+        did = ann.get(ANN_DECISION_ID)
+        if not suspended and not was and before is not None:
+            # unsuspended before and now with another decision id: stopped and started
+            # again where the watch did not see it (a relist shows only the last state)
+            old = ((before.get("metadata") or {}).get("annotations") or {}).get(ANN_DECISION_ID)
+            if did != old:
+                self.unsuspended_at.setdefault(key, []).append((time.monotonic(), did))
         if was and not suspended:
-            ann = (obj.get("metadata") or {}).get("annotations") or {}
-            did = ann.get(ANN_DECISION_ID)
             self.unsuspended_at.setdefault(key, []).append((time.monotonic(), did))
             self.ever_unsuspended.add(key)
             if ((obj.get("metadata") or {}).get("labels") or {}).get(ROGUE_LABEL) is not None:
@@ -387,9 +394,14 @@ class Observer:
                     if allowed
                     else f"an unsuspension without a fresh admission (decision-id {did})"
                 )
-            seconds = ((span.end if span.end is not None else now) - span.start) * span.gpus
+            end = span.end if span.end is not None else now
+            seconds = (end - span.start) * span.gpus
             total += seconds
-            details.append(f"pod {pod}: {seconds:.2f} GPU-s, {why}")
+            history = ", ".join(f"t+{t - self.t0:.1f}s {d}" for t, d in ups)
+            details.append(
+                f"pod {pod}: {seconds:.2f} GPU-s (t+{span.start - self.t0:.1f}s to "
+                f"t+{end - self.t0:.1f}s), {why}; its Job's unsuspensions: {history or 'none'}"
+            )
         return total, details
 
     def unadmitted_pods(self) -> list[str]:

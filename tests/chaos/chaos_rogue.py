@@ -72,6 +72,17 @@ ATTEMPTS: Mapping[str, str] = {
 }
 # tried only when a Job of the rogue's was stopped after running (not in every run)
 OPPORTUNISTIC = frozenset({"restore-decision-id"})
+# what the door lets through and costs nothing (kuota queues it or reads it again);
+# the report lists each accepted try of the other kinds, with its time
+MAY_PASS = frozenset(
+    {
+        "create",
+        "create-unsuspended",
+        "edit-suspended-template",
+        "grow-suspended",
+        "relabel-suspended-then-unsuspend",
+    }
+)
 
 
 def token_kubeconfig(admin: Path, token: str, out: Path) -> Path:
@@ -198,6 +209,7 @@ class Rogue:
     registry: MutableMapping[str, str] = field(default_factory=dict)
     period: tuple[float, float] = (0.3, 0.9)  # seconds between two tries
     tries: list[Try] = field(default_factory=list)
+    t0: float = 0.0  # time.monotonic() of the run's first Job (for the report)
     _serial: int = 0
     _ids: dict[str, str] = field(default_factory=dict)  # Job -> decision id seen running
 
@@ -369,6 +381,11 @@ class Rogue:
             for o in sorted(counts):
                 if first[(kind, o)] and o != "accepted":
                     lines.append(f"    {o}: {first[(kind, o)][:400]}")
+            if kind.split(":")[0] not in MAY_PASS or kind.endswith(":unsuspend"):
+                for t in self.tries:
+                    if t.kind == kind and t.outcome == "accepted":
+                        made = self.registry.get(t.job, "?")
+                        lines.append(f"    accepted at t+{t.at - self.t0:.1f}s: {t.job} ({made})")
         return lines
 
     def accepted(self) -> list[str]:

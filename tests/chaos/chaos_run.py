@@ -327,6 +327,9 @@ async def run(args: argparse.Namespace) -> int:
         await asyncio.sleep(3)  # ingest journals the queues before the first Job
         supervisor = asyncio.create_task(injector.supervise())
         t0 = time.monotonic()
+        observer.t0 = t0
+        if rogue is not None:
+            rogue.t0 = t0
         faulting = asyncio.create_task(injector.run(faults, t0))
         creating = asyncio.create_task(submit(client.BatchV1Api(api), bursts, t0, injector, tries))
         roguing = asyncio.create_task(rogue.run(rogue_done.is_set)) if rogue else None

@@ -223,3 +223,22 @@ def test_a_rogue_jobs_charge_follows_its_queue_label() -> None:
     assert o.usage() == {("chaos-b", "gpu-memory"): 20 * GI}
     o._on_job("DELETE", moved)
     assert o.usage() == {}
+
+
+def test_a_restart_the_watch_did_not_see_is_a_new_unsuspension(monkeypatch: Any) -> None:
+    """Stopped and admitted again while the watch was away (a relist shows only the
+    last state): the new decision id on a still unsuspended Job is a new start."""
+    import chaos_check
+
+    clock = Clock()
+    monkeypatch.setattr(chaos_check, "time", clock)
+    o = observer()
+    o.decisions += [admitted("w3", "d3", "10Gi"), admitted("w3", "d4", "10Gi")]
+    o._on_job("UPSERT", job("w3", suspend=True))
+    o._on_job("UPSERT", job("w3", suspend=False, decision="d3"))
+    o._on_pod("UPSERT", pod("w3", 0))
+    clock.now += 1.0
+    o._on_job("UPSERT", job("w3", suspend=False, decision="d4"))
+    o._on_pod("UPSERT", pod("w3", 1))  # the first one's end not seen yet
+    clock.now += 1.0
+    assert o.bypass() == (0.0, [])
