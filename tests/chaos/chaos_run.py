@@ -405,7 +405,7 @@ async def run(args: argparse.Namespace) -> int:
     say(f"bypass: {bypass_s:.3g} GPU-seconds in {len(bypassed)} pods without an admission")
     lists = (("over-admission", violations), ("lost", lost), ("double", doubles))
     for what, items in (*lists, ("bypass", bypassed)):
-        for item in items[:10]:
+        for item in items[: 30 if what == "bypass" else 10]:
             say(f"{what}: {item}")
     sampled_ok = p95 <= 0.2
     if not sampled_ok:
