@@ -249,11 +249,15 @@ async def kubectl_apply(env: dict[str, str], objs: list[dict[str, Any]]) -> list
     return list(doc.get("items", [doc]))
 
 
-async def bench(args: argparse.Namespace) -> int:
+async def start_run(
+    script: str, service_env: dict[str, str] | None = None
+) -> tuple[ModuleType, dict[str, str], str, Any, Any, Any]:
+    """What a pipeline bench needs on the local stack: the launcher, the stack's
+    environment, a fresh run name, its (not yet started) pipeline of the four
+    services on free ports, its Kafka settings and an apiserver client."""
     from kubernetes_asyncio import client, config
 
     from kuota.bus.settings import KafkaSettings
-    from kuota.kube.watch import Resource, Watcher
 
     launcher = load_launcher()
     env = dict(os.environ)
@@ -261,7 +265,7 @@ async def bench(args: argparse.Namespace) -> int:
         env.setdefault(key, value)
     for var in ("KUOTA_KAFKA_BOOTSTRAP", "KUOTA_REDIS_URL", "KUBECONFIG", "KUOTA_KUBECTL"):
         if not env.get(var):
-            raise SystemExit(f"bench_e2e: {var} unset; start the stack: scripts/stack up")
+            raise SystemExit(f"{script}: {var} unset; start the stack: scripts/stack up")
     run = f"bench-{uuid.uuid4().hex[:8]}"
     pipeline = launcher.Pipeline(
         name=run,
@@ -269,14 +273,24 @@ async def bench(args: argparse.Namespace) -> int:
         ports={s: free_port() for s in launcher.SERVICES},
         webhook_port=free_port(),
         config_map=None,
-        env={"KUBECONFIG": env["KUBECONFIG"], **dict(kv.split("=", 1) for kv in args.service_env)},
+        env={"KUBECONFIG": env["KUBECONFIG"], **(service_env or {})},
     )
     kafka = KafkaSettings.from_env(
         {"KUOTA_KAFKA_BOOTSTRAP": env["KUOTA_KAFKA_BOOTSTRAP"], "KUOTA_TOPIC_PREFIX": f"{run}."}
     )
     cfg = client.Configuration()
     await config.load_kube_config(config_file=env["KUBECONFIG"], client_configuration=cfg)
-    api = client.ApiClient(cfg)
+    return launcher, env, run, pipeline, kafka, client.ApiClient(cfg)
+
+
+async def bench(args: argparse.Namespace) -> int:
+    from kubernetes_asyncio import client
+
+    from kuota.kube.watch import Resource, Watcher
+
+    launcher, env, run, pipeline, kafka, api = await start_run(
+        "bench_e2e", dict(kv.split("=", 1) for kv in args.service_env)
+    )
     created: dict[str, float] = {}
     unsuspended: dict[str, float] = {}
     done = asyncio.Event()

@@ -39,7 +39,6 @@ import os
 import statistics
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -49,12 +48,11 @@ sys.path.insert(0, str(REPO / "shared"))
 
 from bench_e2e import (  # noqa: E402 - after the path is set
     cleanup,
-    free_port,
     job,
     kubectl_apply,
-    load_launcher,
     say,
     setup_objects,
+    start_run,
 )
 from bench_e2e_preempt import pct  # noqa: E402
 from bench_e2e_report import wait_journaled, wait_pending  # noqa: E402
@@ -122,33 +120,11 @@ async def journal_volume(kafka: Any, topic: str, since: int = 0) -> dict[str, in
 
 
 async def bench(args: argparse.Namespace) -> int:
-    from kubernetes_asyncio import client, config
+    from kubernetes_asyncio import client
 
-    from kuota.bus.settings import KafkaSettings
     from kuota.kube.watch import Resource, Watcher
 
-    launcher = load_launcher()
-    env = dict(os.environ)
-    for key, value in launcher.stack_env().items():
-        env.setdefault(key, value)
-    for var in ("KUOTA_KAFKA_BOOTSTRAP", "KUOTA_REDIS_URL", "KUBECONFIG", "KUOTA_KUBECTL"):
-        if not env.get(var):
-            raise SystemExit(f"bench_resuspend: {var} unset; start the stack: scripts/stack up")
-    run = f"bench-{uuid.uuid4().hex[:8]}"
-    pipeline = launcher.Pipeline(
-        name=run,
-        topic_prefix=f"{run}.",
-        ports={s: free_port() for s in launcher.SERVICES},
-        webhook_port=free_port(),
-        config_map=None,
-        env={"KUBECONFIG": env["KUBECONFIG"]},
-    )
-    kafka = KafkaSettings.from_env(
-        {"KUOTA_KAFKA_BOOTSTRAP": env["KUOTA_KAFKA_BOOTSTRAP"], "KUOTA_TOPIC_PREFIX": f"{run}."}
-    )
-    cfg = client.Configuration()
-    await config.load_kube_config(config_file=env["KUBECONFIG"], client_configuration=cfg)
-    api = client.ApiClient(cfg)
+    launcher, env, run, pipeline, kafka, api = await start_run("bench_resuspend")
     # name -> wall-clock times the watch saw it unsuspended / suspended again
     unsuspended: dict[str, float] = {}
     resuspended: dict[str, float] = {}
