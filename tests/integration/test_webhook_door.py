@@ -7,7 +7,9 @@ The test namespace is managed (a Configuration file with
 ``manageJobsWithoutQueueName`` and a ``managedJobsNamespaceSelector`` that
 matches only it), so an unlabelled Job there is created suspended and guarded
 like a queued one. The registration is scripts/webhook-register's two entries,
-narrowed to this test's Jobs (``--match-label``).
+narrowed to this test's Jobs (``--match-label``), in the strict form
+(``--managed-from``: the unlabelled entry Fail, for the managed namespace only).
+A running Job may not change its parallelism; a suspended one may.
 """
 
 from __future__ import annotations
@@ -154,6 +156,8 @@ async def ingest(
         certs["KUOTA_WEBHOOK_CA_FILE"],
         "--match-label",
         f"{RUN_LABEL}={namespace}",
+        "--managed-from",  # the strict form: Fail for the unlabelled Jobs of this namespace
+        str(config_file),
     ]
     try:
         await p.start()
@@ -204,7 +208,10 @@ SUSPEND = {"spec": {"suspend": True}}
 
 
 async def test_a_namespace_editor_cannot_get_past_the_queue(
-    ingest: IngestProcess, accounts: dict[str, client.BatchV1Api], namespace: str
+    ingest: IngestProcess,
+    accounts: dict[str, client.BatchV1Api],
+    namespace: str,
+    admin: client.ApiClient,
 ) -> None:
     alice, kuota = accounts["alice"], accounts["kuota-actuator"]
     who = f'user "system:serviceaccount:{namespace}:alice"'
@@ -249,9 +256,21 @@ async def test_a_namespace_editor_cannot_get_past_the_queue(
     )
     entry, message = await refused(alice.patch_namespaced_job("a", namespace, _label(None)))
     assert message == remove
+    # 5. nor grow (or shrink): the extra pods would run before kuota re-decides its size
+    grow = {"spec": {"parallelism": 2}}
+    entry, message = await refused(alice.patch_namespaced_job("a", namespace, grow))
+    assert entry == queued_entry
+    assert message == (
+        f"spec.parallelism: Forbidden: {who} may not change it from 1 to 2 while the Job is "
+        'not suspended: the Job is queued in LocalQueue "lq" and its admission covers its '
+        "current size; suspend the Job first (spec.suspend: true); kuota re-reads a "
+        "suspended Job and admits it for its new size"
+    )
     # suspending it and moving it in one update is a suspended Job's move: allowed
     both = {"metadata": {"labels": {QUEUE: "other"}}, "spec": {"suspend": True}}
     assert (await alice.patch_namespaced_job("a", namespace, both)).spec.suspend is True
+    # a suspended Job may change its size (kuota re-reads it)
+    assert (await alice.patch_namespaced_job("a", namespace, grow)).spec.parallelism == 2
 
     # 4. a forged kuota.dev/ annotation (the honest-pipeline rule, same list)
     forged = {"metadata": {"annotations": {"kuota.dev/decision-id": "forged"}}}
@@ -291,6 +310,18 @@ async def test_a_namespace_editor_cannot_get_past_the_queue(
     await kuota.patch_namespaced_job("b", namespace, UNSUSPEND)
     await kuota.patch_namespaced_job("a", namespace, _label(None))
 
+    # kuota's identity may resize a running Job (nothing but the actuator is trusted)
+    await kuota.patch_namespaced_job("b", namespace, {"spec": {"parallelism": 2}})
+
+    # the strict registration: the unlabelled entry fails closed, for the managed namespace
+    reg = await client.AdmissionregistrationV1Api(admin).read_mutating_webhook_configuration(
+        f"kuota-door-{namespace}"
+    )
+    hooks = {w.name: w for w in reg.webhooks}
+    strict = hooks[other_entry]
+    assert (hooks[queued_entry].failure_policy, strict.failure_policy) == ("Fail", "Fail")
+    assert strict.namespace_selector.match_labels == {RUN_LABEL: namespace}
+
     m = ingest.metrics()
-    assert m['kuota_ingest_webhook_requests_total{outcome="refused"}'] >= 8
+    assert m['kuota_ingest_webhook_requests_total{outcome="refused"}'] >= 9
     assert m['kuota_ingest_webhook_requests_total{outcome="suspended"}'] >= 3

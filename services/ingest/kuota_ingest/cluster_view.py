@@ -6,11 +6,14 @@ watches already see (``Sources.observe`` hands each change over before
 translating it): every Namespace's labels, the latest Configuration (the
 file, the named ConfigMap or the operator's ``Kueue``; the last one read wins
 and deleting it restores the defaults, as in the fold), and the uids of the
-Jobs seen with a queue label or in a managed namespace. ``namespace_managed``
-and ``known`` answer ``kuota.kube.admission_review.Managed``. The view is in
-memory only: after a restart it is rebuilt by the first LISTs, and until then
-an unlabelled Job may pass unsuspended; the backstop re-suspends it
-(docs/design/ingest.md, "Managed namespaces").
+Jobs seen with a queue label or in a managed namespace (once kuota's, always:
+a later Configuration does not take a Job back). The other Jobs' namespaces
+are kept too, so a Configuration or a Namespace's labels that change make
+their Jobs known at once. ``namespace_managed``, ``known`` and ``complete``
+answer ``kuota.kube.admission_review.Managed``. The view is in memory only:
+after a restart it is rebuilt by the first LISTs, and until the pipeline calls
+``mark_complete`` the webhook guards every unlabelled Job as possibly managed
+(docs/design/webhook-registration.md, "Before the view is complete").
 """
 
 from __future__ import annotations
@@ -36,12 +39,14 @@ def _meta(obj: Any) -> dict[str, Any]:
 
 
 class ClusterView:
-    def __init__(self, config: Configuration | None = None) -> None:
+    def __init__(self, config: Configuration | None = None, *, complete: bool = False) -> None:
         self.config = config or Configuration()
+        self._complete = complete
         self._config_source: tuple[str, str] | None = None  # (kind, name) of the last one read
         self._namespaces: dict[str, dict[str, str]] = {}
         self._managed: dict[str, bool] = {}  # namespace -> managed, for the current config
-        self._uids: set[str] = set()
+        self._uids: set[str] = set()  # the Jobs known to be kuota's
+        self._others: dict[str, set[str]] = {}  # namespace -> uids of Jobs not (yet) kuota's
 
     # ------------------------------------------------------------------ answers
 
@@ -58,6 +63,14 @@ class ClusterView:
     def known(self, uid: str) -> bool:
         return bool(uid) and uid in self._uids
 
+    def complete(self) -> bool:
+        return self._complete
+
+    def mark_complete(self) -> None:
+        """The first LISTs (Configuration source, Namespaces, Jobs) are done."""
+        self._rescan(None)
+        self._complete = True
+
     # ------------------------------------------------------------------ changes
 
     def observe(self, kind: str, change_type: str, obj: Any) -> None:
@@ -73,6 +86,7 @@ class ClusterView:
             else:
                 self._namespaces[name] = dict(labels) if isinstance(labels, dict) else {}
             self._managed.pop(name, None)
+            self._rescan(name)
         elif kind == "Job":
             self._job(md, deleted)
         elif kind in _CONFIG_KINDS:
@@ -84,12 +98,34 @@ class ClusterView:
             return
         if deleted:
             self._uids.discard(uid)
+            ns = md.get("namespace")
+            self._forget(ns if isinstance(ns, str) else "", uid)
+            return
+        if uid in self._uids:
             return
         labels = md.get("labels")
         namespace = md.get("namespace")
+        namespace = namespace if isinstance(namespace, str) else ""
         labelled = isinstance(labels, dict) and bool(labels.get(QUEUE_NAME_LABEL))
-        if labelled or (isinstance(namespace, str) and self.namespace_managed(namespace)):
+        if labelled or self.namespace_managed(namespace):
             self._uids.add(uid)
+            self._forget(namespace, uid)
+        else:
+            self._others.setdefault(namespace, set()).add(uid)
+
+    def _forget(self, namespace: str, uid: str) -> None:
+        held = self._others.get(namespace)
+        if held is not None:
+            held.discard(uid)
+            if not held:
+                del self._others[namespace]
+
+    def _rescan(self, namespace: str | None) -> None:
+        """Make known the held Jobs (of ``namespace``, or all) whose namespace is managed now."""
+        names = list(self._others) if namespace is None else [namespace]
+        for ns in names:
+            if ns in self._others and self.namespace_managed(ns):
+                self._uids.update(self._others.pop(ns))
 
     def _configuration(self, kind: str, name: str, obj: Any, deleted: bool) -> None:
         if deleted:
@@ -109,3 +145,4 @@ class ClusterView:
         if config != self.config:
             self.config = config
             self._managed.clear()
+            self._rescan(None)

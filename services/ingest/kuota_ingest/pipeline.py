@@ -199,6 +199,13 @@ class Service:
             tasks.append(
                 asyncio.create_task(sources.config_file(s.config_file), name="config file")
             )
+        view = asyncio.create_task(  # ends when the view is complete, not the service
+            sources.complete_view(
+                config_kind="ConfigMap" if s.config_map is not None else None,
+                config_file=s.config_file is not None,
+            ),
+            name="view",
+        )
         writer_task = asyncio.create_task(writer.run(), name="journal writer")
         stop_task = asyncio.create_task(stop.wait(), name="stop")
         ready = asyncio.create_task(
@@ -218,9 +225,9 @@ class Service:
                     f"{task.get_name()} stopped: {describe(err) if err else 'returned'}"
                 )
         finally:
-            for task in (*tasks, ready, stop_task):
+            for task in (*tasks, ready, view, stop_task):
                 task.cancel()
-            await asyncio.gather(*tasks, ready, stop_task, return_exceptions=True)
+            await asyncio.gather(*tasks, ready, view, stop_task, return_exceptions=True)
             try:
                 if not failures and not writer_task.done():
                     await asyncio.wait_for(writer.idle(), DRAIN_SECONDS)

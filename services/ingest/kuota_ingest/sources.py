@@ -119,6 +119,7 @@ class Sources:
         self._relists_done: dict[str, int] = {}
         self._watchers: dict[str, Watcher] = {}
         self.missing: set[str] = set()  # kinds whose CRD is not installed
+        self.config_file_read = False  # config_file has read the file once
 
     # ------------------------------------------------------------------ shared
 
@@ -236,6 +237,24 @@ class Sources:
         w = self._watchers.get(kind)
         return w is not None and w.relists >= 1
 
+    def view_inputs_read(self, *, config_kind: str | None, config_file: bool) -> bool:
+        """The view's inputs have each been read once: Namespaces, Jobs, and the
+        Configuration's source (the file, or the ConfigMap's watch)."""
+        kinds = ["Namespace", "Job", *([config_kind] if config_kind else [])]
+        return all(self.listed(k) for k in kinds) and (self.config_file_read or not config_file)
+
+    async def complete_view(
+        self, *, config_kind: str | None, config_file: bool, period: float = 0.05
+    ) -> None:
+        """Mark the view complete once its inputs are read (the webhook then answers
+        "not managed"; before, it guards every unlabelled Job as possibly managed)."""
+        if self.view is None:
+            return
+        while not self.view_inputs_read(config_kind=config_kind, config_file=config_file):
+            await asyncio.sleep(period)
+        self.view.mark_complete()
+        log.info("the webhook's view is complete: managed namespaces and Jobs known")
+
     async def monitor(self, kinds: list[str], period: float = 0.25) -> None:
         """Keep ``kuota_ingest_watch_up`` current and log when a kind starts being served."""
         up: dict[str, bool] = {}
@@ -263,12 +282,14 @@ class Sources:
                 if last_hash != "unreadable":
                     log.warning("KUOTA_CONFIG_FILE=%s: %s; keeping the last one", path, e)
                 last_hash = "unreadable"
+                self.config_file_read = True
                 await asyncio.sleep(poll_seconds)
                 continue
             digest = hashlib.sha256(raw).hexdigest()
             if digest != last_hash:
                 last_hash = digest
                 await self.config_text(raw.decode(errors="replace"), path)
+            self.config_file_read = True
             await asyncio.sleep(poll_seconds)
 
     async def config_text(self, text: str, path: str) -> None:

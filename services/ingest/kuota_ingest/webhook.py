@@ -65,7 +65,7 @@ def webhook_app(
 ) -> web.Application:
     app = web.Application(client_max_size=MAX_BODY)
     app[TRUSTED] = frozenset(trusted_users)
-    app[VIEW] = view if view is not None else ClusterView()
+    app[VIEW] = view if view is not None else ClusterView(complete=True)  # labels only
     app.router.add_post(PATH, _mutate)
     app.router.add_get("/healthz", _healthz)
     return app

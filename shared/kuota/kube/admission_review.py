@@ -3,15 +3,15 @@
 Theory of operation: like Kueue, kuota keeps a Job from starting by creating
 it suspended. :func:`mutate_job` answers a review of a ``batch/v1`` Job. A
 CREATE or UPDATE of a managed Job (the queue label on the new or the old
-object, a namespace kuota manages, or a Job kuota already queued: ``Managed``
-tells) goes through ``RULES``, the one place that decides what a user may
-change: each rule reads a :class:`Change` and returns field errors; any one
-refuses the request (403). Anyone but kuota's identities (``trusted_users``)
-may not unsuspend a managed Job, change its queue label while it is not
-suspended, remove the label, add one to a running Job, or write a
-``kuota.dev/`` annotation but ``kuota.dev/active``. A CREATE that passes gets
-``add /spec/suspend true``; an UPDATE is never mutated; a malformed review is
-allowed with a warning. Why: docs/design/ingest.md ("The webhook").
+object, a managed namespace, or a Job kuota already queued: ``Managed`` tells)
+goes through ``RULES``, the one place that decides what a user (anyone but
+``trusted_users``) may change: each rule returns field errors; any refuses the
+request (403). A CREATE that passes gets ``add /spec/suspend true``; an UPDATE
+is never mutated; a malformed review is allowed with a warning. Until the view
+is complete (ingest's first LISTs), an unlabelled Job outside the system
+namespaces is possibly managed: the rules apply to it, and its CREATE
+unsuspended is refused as retryable (503). Why: docs/design/ingest.md ("The
+webhook"), docs/design/webhook-registration.md ("Before the view is complete").
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any, Literal, Protocol
 
 from kuota.actuation.patch import ANN_DECISION_ID, ANN_DECISION_OFFSET, ANN_ORIGINAL
 from kuota.api.parse_job import ACTIVE_ANNOTATION, CREATED_AT_ANNOTATION
-from kuota.kinds import QUEUE_NAME_LABEL, get
+from kuota.kinds import QUEUE_NAME_LABEL, SYSTEM_NAMESPACES, get
 
 JOB = get("Job")  # the kind this webhook mutates
 
@@ -67,6 +67,7 @@ class Change:
     namespace: str = ""
     namespace_managed: bool = False  # manageJobsWithoutQueueName covers the namespace
     known: bool = False  # kuota has already queued this Job (same uid)
+    unsure: bool = False  # the view is not complete: possibly managed, guarded as if it were
 
 
 class Managed(Protocol):
@@ -78,6 +79,11 @@ class Managed(Protocol):
 
     def known(self, uid: str) -> bool:
         """kuota has queued the Job with this uid (it stays kuota's without its label)."""
+        ...
+
+    def complete(self) -> bool:
+        """The view has read the Configuration, every Namespace and every Job once
+        (until then "not managed" is not an answer)."""
         ...
 
 
@@ -116,6 +122,12 @@ def _whose(change: Change) -> str:
     queue = queue_of(change.old) or queue_of(change.new)
     if queue is not None:
         return f'the Job is queued in LocalQueue "{queue}"'
+    if change.unsure:
+        return (
+            "kuota-ingest is starting and does not know yet whether namespace "
+            f'"{change.namespace}" is managed (manageJobsWithoutQueueName), so it guards every '
+            "Job there as if it were; if the Job is not kuota's, retry in a few seconds"
+        )
     if change.namespace_managed:
         return (
             f'namespace "{change.namespace}" is managed by kuota (manageJobsWithoutQueueName): '
@@ -170,6 +182,34 @@ def queue_label(change: Change) -> list[str]:
     ]
 
 
+_SIZE = ("parallelism", "completions")
+
+
+def no_resize(change: Change) -> list[str]:
+    """Refuse a user's change of ``spec.parallelism`` or ``spec.completions`` while the
+    Job is not suspended: the extra pods would run before kuota re-decides its size
+    (stricter than Kueue, docs/kueue-differences.md)."""
+    if change.trusted or change.operation != "UPDATE" or not change.old:
+        return []
+    if suspended(change.old) or suspended(change.new):
+        return []  # a suspended Job (or one being suspended) is re-read at its new size
+    old_spec, new_spec = change.old.get("spec"), change.new.get("spec")
+    old_spec = old_spec if isinstance(old_spec, Mapping) else {}
+    new_spec = new_spec if isinstance(new_spec, Mapping) else {}
+    out: list[str] = []
+    for field in _SIZE:
+        before, after = old_spec.get(field), new_spec.get(field)
+        if before == after:
+            continue
+        out.append(
+            f"spec.{field}: Forbidden: {_who(change)} may not change it from {before} to "
+            f"{after} while the Job is not suspended: {_whose(change)} and its admission "
+            "covers its current size; suspend the Job first (spec.suspend: true); kuota "
+            "re-reads a suspended Job and admits it for its new size"
+        )
+    return out
+
+
 def _why(key: str) -> str:
     if key in _WHY:
         return _WHY[key]
@@ -207,7 +247,7 @@ def kuota_annotations(change: Change) -> list[str]:
 
 Rule = Callable[[Change], list[str]]
 #: Every rule a CREATE or UPDATE of a managed Job must pass, in order.
-RULES: tuple[Rule, ...] = (no_unsuspend, queue_label, kuota_annotations)
+RULES: tuple[Rule, ...] = (no_unsuspend, queue_label, no_resize, kuota_annotations)
 
 
 def refusals(change: Change, rules: tuple[Rule, ...] = RULES) -> list[str]:
@@ -227,8 +267,20 @@ def _review(
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
 
 
-def _refusal(uid: str, message: str) -> dict[str, Any]:
-    status = {"code": 403, "reason": "Forbidden", "message": message}
+def starting_message(namespace: str) -> str:
+    """Why an unsuspended CREATE of an unlabelled Job waits for ingest's first LISTs."""
+    return (
+        f'kuota-ingest is starting and does not know yet whether namespace "{namespace}" is '
+        "managed by kuota (manageJobsWithoutQueueName), so it cannot tell whether this Job "
+        "must wait for admission; retry in a few seconds, or create it suspended "
+        f"(spec.suspend: true) or with a {QUEUE_NAME_LABEL} label"
+    )
+
+
+def _refusal(
+    uid: str, message: str, *, code: int = 403, reason: str = "Forbidden"
+) -> dict[str, Any]:
+    status = {"code": code, "reason": reason, "message": message}
     response = {"uid": uid, "allowed": False, "status": status}
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
 
@@ -288,10 +340,17 @@ def mutate_job(
     known = bool(old) and (
         ANN_DECISION_ID in _annotations(old) or (managed is not None and managed.known(_uid(old)))
     )
-    if not (queued(job) or queued(old) or ns_managed or known):
+    unsure = (
+        managed is not None
+        and not managed.complete()
+        and (namespace or "default") not in SYSTEM_NAMESPACES
+    )
+    if not (queued(job) or queued(old) or ns_managed or known or unsure):
         return Answer(_review(uid), "unchanged", f"no {QUEUE_NAME_LABEL} label")
+    unsure = unsure and not (queued(job) or queued(old) or ns_managed or known)
     user = _user(request)
-    change = Change(operation, user, user in trusted_users, old, job, namespace, ns_managed, known)
+    trusted = user in trusted_users
+    change = Change(operation, user, trusted, old, job, namespace, ns_managed, known, unsure)
     reasons = refusals(change)
     if reasons:
         return Answer(_refusal(uid, "; ".join(reasons)), "refused", f"{operation} by {user}")
@@ -300,6 +359,10 @@ def mutate_job(
     assert isinstance(spec, Mapping)
     if spec.get("suspend") is True:
         return Answer(_review(uid), "unchanged", "already suspended")
+    if unsure:
+        message = starting_message(namespace or "default")
+        review = _refusal(uid, message, code=503, reason="ServiceUnavailable")
+        return Answer(review, "refused", f"CREATE by {user}: the view is not complete")
     queue = queue_of(job)
     why = f"queue {queue}" if queue else f"namespace {namespace} is managed"
     return Answer(_review(uid, patch=SUSPEND_PATCH), "suspended", why)

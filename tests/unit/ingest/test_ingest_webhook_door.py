@@ -92,6 +92,7 @@ def managed_view(manage: bool = True, **ns_labels: dict[str, str]) -> ClusterVie
     view.observe("Configuration", "UPSERT", obj)
     for name, labels in ns_labels.items():
         view.observe("Namespace", "UPSERT", {"metadata": {"name": name, "labels": labels}})
+    view.mark_complete()  # ingest's first LISTs are done
     return view
 
 
@@ -137,9 +138,11 @@ def test_a_job_kuota_queued_stays_guarded_without_its_label() -> None:
     """The label is gone (a trusted hand or the webhook down): kuota's annotation on
     the stored Job, or the view's memory of its uid, still make it kuota's."""
     old = job(queue=None, annotations={"kuota.dev/decision-id": "d-1"})
-    outcome, message = answer(review(job(queue=None, suspend=False), old), ClusterView())
+    outcome, message = answer(
+        review(job(queue=None, suspend=False), old), ClusterView(complete=True)
+    )
     assert outcome == "refused" and "kuota has queued the Job" in message
-    view = ClusterView()
+    view = ClusterView(complete=True)
     view.observe("Job", "UPSERT", job(uid="uid-7"))  # seen with its label
     old = job(queue=None, uid="uid-7")
     assert answer(review(job(queue=None, suspend=False, uid="uid-7"), old), view)[0] == "refused"
