@@ -5,14 +5,14 @@ Deactivated, Suspended) take the Job from the watch cache (``kuota_actuator.jobc
 GET only on a miss, after a conflict, or to confirm a failure planned from the
 cache), ask :func:`kuota.actuation.patch.plan` for the next step, write it as
 ONE JSON merge patch carrying the Job's resourceVersion as a precondition, and
-repeat until the step was final: an admission is a single PATCH. A ``Wait``
+repeat until the step was final: an admission is a single PATCH, refused
+(``JobChanged``) if the Job is not at the decision's generation. A ``Wait``
 sleeps until the watch shows the Job changed (or a growing pause, then a GET).
 A 409 is retried from a fresh GET (``max_conflicts`` in a row: failed),
 transient errors forever with capped backoff (a success wakes every waiting
 decision), and permanent ones are reported as ``ActuationFailed``. At most
 ``slots`` steps make API calls at once; Events go to ``kuota_actuator.events``.
-The errors, why a decision is never applied twice, the latencies:
-docs/design/actuator.md.
+The errors, why a decision is never applied twice, latencies: docs/design/actuator.md.
 """
 
 from __future__ import annotations
@@ -77,6 +77,13 @@ def merge_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
             a, b = old[key], new[key]
             patch[key] = merge_patch(a, b) if isinstance(a, dict) and isinstance(b, dict) else b
     return patch
+
+
+def _generation(job: dict[str, Any] | None, before: int | None) -> int | None:
+    """``job``'s metadata.generation, as written by this decision's own patch
+    (conditional on the resourceVersion: nobody else's change is in it)."""
+    found = ((job or {}).get("metadata") or {}).get("generation")
+    return found if type(found) is int else before
 
 
 def slim(job: dict[str, Any]) -> dict[str, Any]:
@@ -158,6 +165,7 @@ class _Progress:
     wait_pause: float = 0.05
     effective: float | None = None
     fresh: bool = False  # read the Job from the apiserver, not the cache, next
+    generation: int | None = None  # the Job's generation after this decision's own writes
 
 
 class _Refresh(Exception):
@@ -320,7 +328,13 @@ class Actuator:
         job, cached = await self._read(decision.workload, p)
         if job is None:
             return await self._fail(decision, "JobNotFound", f"Job {decision.workload} not found")
-        step = plan(job, decision, order=order, flavors=await self._flavors(decision))
+        step = plan(
+            job,
+            decision,
+            order=order,
+            flavors=await self._flavors(decision),
+            generation=p.generation,
+        )
         if isinstance(step, Skip):
             self._log(decision, f"skipped, {step.why}", logging.DEBUG)
             self.events.emit(decision.id, step.events, target=job_ref(job))
@@ -328,7 +342,7 @@ class Actuator:
         if isinstance(step, Fail):
             if cached:
                 raise _Refresh()
-            return await self._fail(decision, step.reason, step.message)
+            return await self._fail(decision, step.reason, step.message, step.generation)
         if isinstance(step, Wait):
             return step
         # Only writes that took effect count: a conflict or an apiserver (or
@@ -339,8 +353,10 @@ class Actuator:
             )
         if isinstance(step, ResetStartTime):
             body = with_precondition({"status": {"startTime": None}}, job)
-            self.jobs.note(await self.kube.merge_patch(f"{path}/status", body))
+            status_written = await self.kube.merge_patch(f"{path}/status", body)
+            self.jobs.note(status_written)
             p.writes += 1
+            p.generation = _generation(status_written, p.generation)
             self._log(decision, step.what)
             p.conflicts = 0
             return None
@@ -351,6 +367,7 @@ class Actuator:
             p.fresh = True
             return None  # deleted meanwhile: the next GET reports it
         self.jobs.note(written)
+        p.generation = _generation(written, p.generation)  # our own write moved it
         p.conflicts = 0
         now = self._clock()
         if p.effective is None:
@@ -387,7 +404,9 @@ class Actuator:
             preempting = self._cluster_queue_of(decision.preemptor or "") or "unknown"
             self.metrics.preempted.labels(preempting, decision.reason or "").inc()
 
-    async def _fail(self, decision: Decision, reason: str, message: str) -> Outcome:
+    async def _fail(
+        self, decision: Decision, reason: str, message: str, generation: int | None = None
+    ) -> Outcome:
         log.warning(
             "%s %s %s: failed, %s: %s",
             decision.id,
@@ -406,6 +425,7 @@ class Actuator:
                 reason=reason,
                 message=message,
                 decision_type=decision.type,
+                generation=generation,
             )
         )
         return Outcome("failed", f"{reason}: {message}")

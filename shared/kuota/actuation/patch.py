@@ -9,11 +9,11 @@ skipped) and the template's own ``nodeSelector`` / ``tolerations``
 :func:`plan` looks at the Job as it is now and returns ONE step (update,
 reset ``startTime``, wait, skip, fail); the shell executes it and asks again,
 so a crash between steps is harmless. Admitted injects the flavors as Kueue's
-``podset.Merge`` does (:func:`inject`), read with the fold's parser
-(:func:`read_flavor`; one that does not parse fails as ``InvalidFlavor``); a
-stop suspends, waits for the pods to go, resets ``startTime`` and restores the
-template; ``Suspended`` (the backstop) suspends a Job that started without an
-admission. Why steps, what the apiserver allows: docs/design/actuator.md.
+``podset.Merge`` does (:func:`inject`, read with the fold's :func:`read_flavor`)
+and fails as ``JobChanged`` if the Job is not at the decision's generation; a
+stop suspends, waits for the pods, resets ``startTime``, restores the template;
+``Suspended`` (the backstop) suspends a Job started without an admission.
+Why steps, what the apiserver allows: docs/design/actuator.md.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ __all__ = [
     "ANN_DECISION_ID",
     "ANN_DECISION_OFFSET",
     "ANN_ORIGINAL",
+    "JOB_CHANGED",
     "JOB_MUTATING",
     "STOPPING",
     "SUSPENDED",
@@ -63,6 +64,7 @@ ANN_ORIGINAL = "kuota.dev/original-pod-template-scheduling"
 MAIN_PODSET = "main"  # a Job's only podset
 STOPPING = frozenset({"Preempted", "Evicted", "Deactivated"})
 SUSPENDED = "Suspended"  # the backstop: no admission to end, the Job just must not run
+JOB_CHANGED = "JobChanged"  # an Admitted decision's Job is no longer at its generation
 JOB_MUTATING = frozenset({"Admitted", SUSPENDED}) | STOPPING
 
 # Kueue truncates event messages to this many characters (api.TruncateEventMessage).
@@ -280,6 +282,7 @@ class Fail:
 
     reason: str
     message: str
+    generation: int | None = None  # JobChanged: the Job's generation found
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,8 +321,11 @@ def plan(
     *,
     order: DecisionOrder,
     flavors: Flavors,
+    generation: int | None = None,
 ) -> Plan:
-    """The next step to bring ``job`` in line with ``decision`` (see module docstring)."""
+    """The next step to bring ``job`` in line with ``decision`` (see module docstring).
+    ``generation``: the Job's generation an admission may start at, once the shell's
+    own writes for it moved it on from the decision's ``generation``."""
     if decision.type not in JOB_MUTATING:
         return Skip(f"{decision.type} does not change the Job")
     meta = _mapping(job.get("metadata"))
@@ -342,7 +348,7 @@ def plan(
     if _finished(job):
         return Skip("the Job has finished")
     if decision.type == "Admitted":
-        return _plan_admit(job, decision, order=order, flavors=flavors)
+        return _plan_admit(job, decision, order=order, flavors=flavors, generation=generation)
     if decision.type == SUSPENDED:
         return _plan_suspend(job, decision, order=order)
     return _plan_stop(job, decision, order=order)
@@ -382,7 +388,19 @@ def _plan_admit(
     *,
     order: DecisionOrder,
     flavors: Flavors,
+    generation: int | None,
 ) -> Plan:
+    want = decision.generation if generation is None else generation
+    found = _mapping(job.get("metadata")).get("generation")
+    if want is not None and found != want:
+        # Kueue starts a Job only while it matches its Workload: the Job changed
+        # after the fold decided (e.g. grew while suspended), the decision is stale.
+        return Fail(
+            JOB_CHANGED,
+            f"the Job changed after it was admitted (metadata.generation {found}, admitted "
+            f"at {decision.generation}): not started with that admission",
+            found if isinstance(found, int) and not isinstance(found, bool) else None,
+        )
     names = assigned_flavors(decision)
     missing = [n for n in names if n not in flavors]
     if missing:

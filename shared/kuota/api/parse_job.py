@@ -7,9 +7,9 @@ unless ``managed``: then queue ``""`` and the fold decides) and priority class;
 the creation time (``creationTimestamp``; ``kuota.dev/created-at`` only in
 synthetic journals); the pod count (``parallelism`` capped by ``completions``);
 per-pod requests as Kubernetes' ``PodRequests`` computes them; DRA claims, node
-selector, required node affinity, tolerations; ``kuota.dev/active``; and for
-the backstop the observed ``spec.suspend`` and the actuator's
-``kuota.dev/decision-id`` (docs/design/backstop.md). The PodSet read from a pod
+selector, required node affinity, tolerations; ``kuota.dev/active``; for the
+backstop ``spec.suspend``, the actuator's ``kuota.dev/decision-id`` and
+``metadata.generation`` (docs/design/backstop.md). The PodSet read from a pod
 spec is memoised by ``(pod count, marshal.dumps(pod spec, 2))``; a spec that
 does not read is never memoised. Each rule in full: docs/design/manifests.md.
 """
@@ -279,6 +279,13 @@ def _suspended(spec: Raw) -> bool | None:
     raise FieldError("spec.suspend", f"must be a boolean, not {type(value).__name__}")
 
 
+def _generation(meta: Raw) -> int | None:
+    value = meta.get("generation")
+    if value is None:
+        return None
+    return integer(value, "metadata.generation", minimum=0)
+
+
 def read_job(raw: Raw, *, at: float, managed: bool = False) -> WorkloadSpec | None:
     """The Job as a workload; ``None`` without a queue label unless ``managed``."""
     kind = raw.get("kind")
@@ -317,4 +324,5 @@ def read_job(raw: Raw, *, at: float, managed: bool = False) -> WorkloadSpec | No
         active=_active(annotations),
         suspended=_suspended(spec),
         decision_id=string(annotations.get(DECISION_ID_ANNOTATION), _DECISION_ID_PATH) or None,
+        generation=_generation(meta),
     )

@@ -273,6 +273,9 @@ class WorkloadSpec:
     # manifest has none, as in the simulator) and the actuator's kuota.dev/decision-id.
     suspended: Final[bool | None]
     decision_id: Final[str | None]
+    # metadata.generation (None when absent, as in the simulator): an Admitted decision
+    # carries it, the actuator starts the Job only at it (docs/design/backstop.md)
+    generation: Final[int | None]
 
     def __init__(
         self,
@@ -287,6 +290,7 @@ class WorkloadSpec:
         owner_kind: str = "Job",
         suspended: bool | None = None,
         decision_id: str | None = None,
+        generation: int | None = None,
     ) -> None:
         self.namespace = namespace
         self.name = name
@@ -299,6 +303,7 @@ class WorkloadSpec:
         self.owner_kind = owner_kind
         self.suspended = suspended
         self.decision_id = decision_id
+        self.generation = generation
 
     @property
     def key(self) -> str:

@@ -83,6 +83,8 @@ class ActuationFailed(_EventBase):
     reason: str  # machine-readable, CamelCase, e.g. JobNotFound, FailedToStart
     message: str = ""
     decision_type: str | None = None  # the Decision's type, e.g. "Admitted"
+    # JobChanged: the Job's metadata.generation as the actuator found it
+    generation: int | None = None
 
 
 JournalEvent = Annotated[
@@ -146,6 +148,9 @@ class Decision(_Frozen):
     # for QuotaChanged: flavor -> resource -> {"nominalQuota", and "borrowingLimit" /
     # "lendingLimit" when set} as quantities, in the ClusterQueue's resource-group order
     quota: dict[str, dict[str, dict[str, str]]] | None = None
+    # for Admitted: the Job's metadata.generation the fold decided on; the actuator
+    # starts the Job only at that generation (docs/design/backstop.md)
+    generation: int | None = None
 
 
 # Trusted construction: the fold builds every Decision from fields it computed

@@ -8,8 +8,9 @@ journal events to write and what to remember next. The manifest is journaled
 without ``status``, managed fields and the simulation-only annotations, and
 only when :func:`fold_digest` (what the fold reads, minus kuota's own
 bookkeeping on a Job) changed: of the actuator's writes only the ``spec.suspend``
-flips echo back (the backstop reads them). A Job's status
-becomes ``WorkloadFinished`` (once per uid) and ``PodsReady`` (on each flip).
+flips and template restores echo back (the backstop reads the flips, each
+``metadata.generation`` counts). A Job's status becomes ``WorkloadFinished``
+(once per uid) and ``PodsReady`` (on each flip).
 Ids are deterministic; ``at`` (ingest's clock) is an argument. Never raises:
 a change that is not a named object yields a ``problem`` for the log; validity
 is the fold's business. The rules in full: docs/design/ingest.md.
@@ -217,6 +218,10 @@ def fold_digest(kind: str, obj: Mapping[str, Any]) -> str:
             "annotations": annotations or {},
         },
     }
+    if kind == "Job":
+        # The Admitted decision carries it and the actuator starts the Job only at
+        # it, so the fold must see each one: kuota's own template restore included.
+        projection["metadata"]["generation"] = md.get("generation")
     for k, v in obj.items():
         if k in ("apiVersion", "kind", "metadata", "status"):
             continue

@@ -39,6 +39,12 @@ CASES: list[tuple[Callable[..., dict[str, Any]], dict[str, Any], str, set[str]]]
         {"workload", "uid", "cluster_queue", "flavors", "usage", "victims"},
     ),
     (
+        decisions.admitted,
+        {**W, "cluster_queue": "cq", "flavors": FLAVORS, "usage": USAGE, "generation": 7},
+        "Admitted",
+        {"workload", "uid", "cluster_queue", "flavors", "usage", "generation"},
+    ),
+    (
         decisions.inadmissible,
         {**W, "cluster_queue": None, "reason": "LocalQueueDoesNotExist", "message": "m"},
         "Inadmissible",

@@ -68,6 +68,7 @@ ARGUMENTS: dict[type, tuple[Any, ...]] = {
         "X",
         False,
         "d-1",
+        12,
     ),
     WorkloadRecord: (
         _SPEC,

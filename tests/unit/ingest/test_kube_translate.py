@@ -207,7 +207,7 @@ DIGEST_CASES = [
         "decision id annotation", lambda j: j.annotate(**{"kuota.dev/decision-id": "d"}), False
     ),
     DigestCase("managed fields", lambda j: j.m["metadata"].update(managedFields=[]) or j, False),
-    DigestCase("generation", lambda j: j.m["metadata"].update(generation=5) or j, False),
+    DigestCase("generation", lambda j: j.m["metadata"].update(generation=5) or j, True),
     DigestCase("parallelism", lambda j: j.spec(parallelism=4), True),
     DigestCase("container resources", lambda j: j.pod_spec(containers=[{"name": "d"}]), True),
     DigestCase("active annotation", lambda j: j.annotate(**{"kuota.dev/active": "false"}), True),

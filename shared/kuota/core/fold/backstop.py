@@ -10,7 +10,9 @@ as the actuator started it, seen before the actuator's own stop (once the Job
 is seen suspended, that id is forged if it comes back). :func:`observation_only`
 tells such a change (``spec.suspend``, the decision id) from one that re-places
 a workload; :func:`unlabelled_reason` says why a managed Job without a queue
-label waits. The fold (``Fold._upsert_workload``) applies them.
+label waits; :func:`generation_seen` when a Job the actuator refused to start
+(``JobChanged``) may be admitted again. The fold (``Fold._upsert_workload``)
+applies them.
 docs/design/backstop.md.
 """
 
@@ -23,6 +25,10 @@ from kuota.kinds import QUEUE_NAME_LABEL
 NO_LOCAL_QUEUE_NAMED = "NoLocalQueueNamed"
 QUEUE_LABEL_REMOVED = "QueueLabelRemoved"
 PODSETS_CHANGED = "PodSetsChanged"  # an admitted Job's podsets changed: evicted, requeued
+# The actuator found the Job at another generation than its Admitted decision's (it
+# changed after the decision): not started; evicted, requeued, admitted again once
+# the fold has seen the Job at that generation.
+JOB_CHANGED = "JobChanged"
 
 
 def runs_without_admission(rec: WorkloadRecord, spec: WorkloadSpec) -> bool:
@@ -42,6 +48,11 @@ def observation_only(old: WorkloadSpec, new: WorkloadSpec) -> bool:
         and old.creation_seconds == new.creation_seconds
         and old.owner_kind == new.owner_kind
     )
+
+
+def generation_seen(spec: WorkloadSpec, found: int | None) -> bool:
+    """Whether ``spec`` is the Job at generation ``found`` or later (unknown: yes)."""
+    return found is None or spec.generation is None or spec.generation >= found
 
 
 def podsets_change(old: WorkloadSpec, new: WorkloadSpec) -> str:

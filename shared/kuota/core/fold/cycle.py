@@ -27,6 +27,7 @@ from kuota.core.assign.flavors import (
     plan_podsets,
     still_fits,
 )
+from kuota.core.fold.backstop import JOB_CHANGED, generation_seen
 from kuota.core.fold.decisions import admitted, deactivated, evicted, requeued
 from kuota.core.fold.ordering import Entry, cycle_order
 from kuota.core.fold.placement import Placement
@@ -244,6 +245,7 @@ class Cycles(Placement):
                 flavors=fit.decision_flavors,
                 usage=fit.decision_usage,
                 victims=victims,
+                generation=rec.spec.generation,
             )
         )
         self._timers.admitted(self._config, key, at)
@@ -347,6 +349,21 @@ class Cycles(Placement):
         if requeue:
             self._out.append(requeued(workload=key, uid=uid, cluster_queue=cq_name, reason=reason))
             self._place(rec)
+
+    def _refused_changed(self, rec: WorkloadRecord, found: int | None, message: str) -> None:
+        """The actuator did not start ``rec``: its Job was at generation ``found``,
+        not the admission's. Evicted and Requeued (as for a Conflict); admitted
+        again at once if the fold has seen that generation, else when it does."""
+        cq_name = rec.cluster_queue
+        self._evict(rec, JOB_CHANGED, message + "; it is queued again", requeue=False)
+        self._out.append(
+            requeued(workload=rec.key, uid=rec.spec.uid, cluster_queue=cq_name, reason=JOB_CHANGED)
+        )
+        if generation_seen(rec.spec, found):
+            self._place(rec)
+            return
+        self._job_changed[rec.key] = found  # Fold._upsert_workload re-places it
+        self._hold(rec, (), (JOB_CHANGED, message + "; it waits to see the changed Job"))
 
     def _timed_out(self, key: str, when: float) -> None:
         """A PodsReady timer fired: evict, to wait out a backoff outside any

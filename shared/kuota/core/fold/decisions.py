@@ -26,10 +26,13 @@ def admitted(
     flavors: dict[str, dict[str, str]],
     usage: dict[str, dict[str, str]],
     victims: list[str] | None = None,
+    generation: int | None = None,
 ) -> dict[str, Any]:
     """Quota reserved: ``flavors`` podset -> resource -> flavor, ``usage``
     flavor -> resource -> quantity; ``victims`` when it preempted (maps shared
-    between admissions are copied by ``trusted_decision``)."""
+    between admissions are copied by ``trusted_decision``); ``generation``, the
+    Job's ``metadata.generation`` decided on, when its manifest has one (the
+    actuator starts the Job only at it)."""
     d: dict[str, Any] = {
         "type": "Admitted",
         "workload": workload,
@@ -40,6 +43,8 @@ def admitted(
     }
     if victims is not None:
         d["victims"] = victims
+    if generation is not None:
+        d["generation"] = generation
     return d
 
 

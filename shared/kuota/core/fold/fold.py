@@ -17,6 +17,7 @@ handling of invalid objects and cycles of cohorts: docs/design/fold.md.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from kuota import kinds
@@ -39,8 +40,10 @@ from kuota.core.assign.flavors import (
 )
 from kuota.core.dra.charging import DraInventory
 from kuota.core.fold.backstop import (
+    JOB_CHANGED,
     PODSETS_CHANGED,
     QUEUE_LABEL_REMOVED,
+    generation_seen,
     observation_only,
     podsets_change,
     runs_without_admission,
@@ -69,7 +72,8 @@ __all__ = ["ClusterQueueSummary", "Fold"]
 _CONFIG_KINDS = kinds.names("config")
 # ActuationFailed of an Admitted decision: JobNotFound keeps the quota (the Job's
 # delete, which releases it, is on its way); these requeue (contention, not the
-# Job); any other reason holds the workload until its Job changes.
+# Job), and JobChanged once the fold has seen the changed Job (Cycle._refused_changed);
+# any other reason holds the workload until its Job changes.
 JOB_NOT_FOUND = "JobNotFound"
 REQUEUE_FAILURES = frozenset({"Conflict", "ActuationLoop"})
 
@@ -280,7 +284,11 @@ class Fold(Preempting):
             self._suspend(rec)
         elif spec.suspended is True and rec.admitted_id is not None:
             rec.admitted_id = None  # kuota's stop seen: a start under that id now is forged
-        if observation_only(old, spec):
+        # A JobChanged refusal waits for the Job as the actuator found it (or later).
+        refused = key in self._job_changed and generation_seen(spec, self._job_changed[key])
+        if refused:
+            del self._job_changed[key]
+        if observation_only(old, spec) and not refused:
             rec.spec = spec  # only spec.suspend or the actuator's record: it keeps its place
             return
         if self._timers.spec_changed(rec, spec):
@@ -310,6 +318,8 @@ class Fold(Preempting):
                 requeued(workload=key, uid=spec.uid, cluster_queue=cq_name, reason=PODSETS_CHANGED)
             )
         else:
+            if spec.generation != old.generation:  # the generation the next Admitted carries
+                rec.spec = replace(old, generation=spec.generation)
             return  # an admitted workload keeps its admission
         rec.spec = spec
         self._place(rec)
@@ -372,9 +382,14 @@ class Fold(Preempting):
         adm = rec.admission if rec is not None else None
         if rec is None or adm is None or rec.state != ADMITTED or adm.at != event.at:
             return  # not the admission that failed (a later one, or none any more)
+        if rec.admitted_id is not None and rec.admitted_id != event.decision_id:
+            return  # a later admission at the same event time
         message = (
             f"the Job could not be started with its admission: {event.message or event.reason}"
         )
+        if event.reason == JOB_CHANGED:
+            self._refused_changed(rec, event.generation, message)
+            return
         if event.reason in REQUEUE_FAILURES:
             self._evict(rec, event.reason, message + "; it is queued again", requeue=True)
             return

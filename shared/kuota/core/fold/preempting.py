@@ -341,6 +341,8 @@ class Preempting(Cycles):
         """The workload finished or its Job is gone: drop what preemption and the
         timers remember of it."""
         self._timers.forget(key)
+        if self._job_changed:
+            self._job_changed.pop(key, None)
         # Mostly empty (no plans mode, no preemption): test before popping.
         if self._awaiting_plan:
             self._awaiting_plan.pop(key, None)

@@ -129,6 +129,9 @@ class FoldState:
         self._workloads: dict[str, WorkloadRecord] = {}  # not finished
         self._finished_uids: dict[str, str] = {}  # finished workload -> uid, until deleted
         self._holds: dict[HoldKey, dict[str, None]] = {}
+        # JobChanged refusals: workload -> the Job's generation the actuator found,
+        # which the fold must see before it admits the workload again
+        self._job_changed: dict[str, int | None] = {}
         self._lq_members: dict[tuple[str, str], dict[str, None]] = {}
         self._admitted: dict[str, dict[str, None]] = {}
         self._pending_count: dict[str, int] = {}  # ClusterQueue -> pending workloads for it
