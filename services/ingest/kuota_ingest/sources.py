@@ -8,9 +8,10 @@ after Kafka acknowledges them.
 
 After a restart the memory comes back from Redis and each watcher is seeded
 with a placeholder per remembered object: its first LIST then reports only
-objects whose resourceVersion moved, and reports remembered objects that are
-gone as deletes. So a restart re-journals nothing unchanged and misses no
-delete that happened while ingest was down.
+objects whose resourceVersion moved (Namespaces and Jobs: every one, for the
+webhook's in-memory view), and reports remembered objects that are gone as
+deletes. So a restart re-journals nothing unchanged and misses no delete that
+happened while ingest was down.
 """
 
 from __future__ import annotations
@@ -80,6 +81,10 @@ def _unlabelled_system_job(kind: str, obj: object, remembered: bool) -> bool:
     if isinstance(labels, dict) and labels.get(QUEUE_NAME_LABEL):
         return False
     return md.get("namespace") in SYSTEM_NAMESPACES
+
+
+#: The kinds ``ClusterView`` reads labels of (besides the Configuration's).
+VIEW_KINDS = frozenset({"Namespace", "Job"})
 
 
 def config_map_watch(namespace: str, name: str) -> Watched:
@@ -161,8 +166,14 @@ class Sources:
     # ------------------------------------------------------------------ watches
 
     def _seeded(self, watched: Watched) -> Watcher:
-        """A fresh watcher that already knows every remembered object of its kind."""
+        """A fresh watcher that already knows every remembered object of its kind.
+
+        The view's kinds (Namespace, Job) are seeded without a resourceVersion, so
+        the first LIST hands every object over again (the view is in memory and
+        needs their labels); an unchanged one translates to nothing, so nothing is
+        re-journaled, and a remembered one gone is still reported as a delete."""
         kind = watched.resource.kind
+        feeds_view = self.view is not None and kind in VIEW_KINDS
         w = Watcher(self._api, watched.resource)
         prefix = f"{kind}/"
         for key, seen in self.memory.items():
@@ -172,6 +183,8 @@ class Sources:
                 continue
             obj = stub(kind, key, seen)
             md = obj["metadata"]
+            if feeds_view:
+                md["resourceVersion"] = ""  # never matches: the LIST reports it, unchanged too
             w.known[(md.get("namespace", ""), md["name"])] = obj
         old = self._watchers.get(kind)
         if old is not None:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
+from test_ingest_sources import FakeApi, _ns, _run_until, _setup
 from test_ingest_webhook_door import (
     ACTUATOR,
     REPO,
@@ -28,10 +29,11 @@ from test_ingest_webhook_door import (
 
 from kuota import kinds
 from kuota.kube.admission_review import mutate_job, starting_message
-from kuota.kube.translate import config_file_object
+from kuota.kube.translate import Seen, config_file_object
+from kuota.kube.watch import Resource
 from kuota_ingest.cluster_view import ClusterView
 from kuota_ingest.registration import namespace_selector, read_configuration
-from kuota_ingest.sources import Sources
+from kuota_ingest.sources import Sources, Watched
 
 
 def sized(*, parallelism: int = 1, completions: int | None = 1, **kw: Any) -> dict[str, Any]:
@@ -326,3 +328,34 @@ async def test_the_view_is_complete_once_its_inputs_are_read(config_map: bool) -
         sources.config_file_read = True
     await asyncio.wait_for(task, 1)
     assert view.complete()
+
+
+async def test_after_a_restart_the_view_sees_unchanged_namespaces_and_nothing_is_rejournaled() -> (
+    None
+):
+    """The chaos run's leak: after a restart the seeded LIST reported only changed
+    objects, so the view never saw an unchanged Namespace's labels (nor an unchanged
+    Job) and answered "not managed"; a rogue unsuspend passed."""
+    first = FakeApi([_ns("team-a", "5", team="yes"), _ns("b", "6")])
+    sources, writer, _, redis = _setup(first, {})
+    tasks = [asyncio.create_task(writer.run())]
+    tasks.append(asyncio.create_task(sources.watch(Watched(Resource("Namespace", "/ns")))))
+    await _run_until(lambda: len(redis.hashes.get("seen", {})) == 2, "memory persisted")
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+    memory = {k: s for k, v in redis.hashes["seen"].items() if (s := Seen.loads(v))}
+    again, writer2, producer2, _ = _setup(first, memory)  # nothing changed while down
+    view = ClusterView()
+    view.observe("Configuration", "UPSERT", _config())
+    again.view = view
+    tasks = [asyncio.create_task(writer2.run())]
+    tasks.append(asyncio.create_task(again.watch(Watched(Resource("Namespace", "/ns")))))
+    await _run_until(lambda: again.listed("Namespace"), "listed")
+    await asyncio.sleep(0.05)
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    assert view.namespace_managed("team-a") and not view.namespace_managed("b")
+    assert producer2.sent == [], "unchanged: nothing journaled again"
