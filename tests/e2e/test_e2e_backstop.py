@@ -12,6 +12,9 @@ on the real stack (kube-apiserver, kwok, Kafka, Redis), one pipeline for the mod
    running Job): ``Evicted`` and ``Requeued`` (PodSetsChanged), then admitted
    again charged for the new shape (two cpus, not one), its pods stopped and
    started again.
+3. A Job admitted while the actuator is away grows while still suspended: the
+   actuator, back, does not start it on the old admission (its generation is
+   older than the Job's: ActuationFailed JobChanged), only on the new one.
 """
 
 from __future__ import annotations
@@ -28,13 +31,14 @@ from e2e_harness import (
     QUEUE_LABEL,
     Run,
     kubectl_apply,
+    load_launcher,
     run_fixture,
     wait_journaled,
 )
 from kubernetes_asyncio import client
 
 from kuota.actuation.patch import ANN_DECISION_ID
-from kuota.events.schema import Decision
+from kuota.events.schema import ActuationFailed, Decision
 
 pytestmark = [
     pytest.mark.e2e,
@@ -214,15 +218,65 @@ async def test_an_admins_unsuspend_is_suspended_again_and_a_grown_job_requeued(
     assert admitted.usage == {ns: {"cpu": "1"}}
 
     def restarted() -> dict[str, Any] | None:
+        # The re-admission decided with the eviction is for the Job before kuota's
+        # stop (suspend, restore: two generations on): refused once (JobChanged),
+        # admitted again at the generation the stop left (backstop.md).
         obj = latest(run, first) or {}
         ann = (obj.get("metadata") or {}).get("annotations") or {}
         running = obj.get("spec", {}).get("suspend") is False
-        return obj if running and ann.get(ANN_DECISION_ID) == regrown[0].id else None
+        ids = {d.id for d in decisions(run, first, "Admitted") if d.id != admitted.id}
+        return obj if running and ann.get(ANN_DECISION_ID) in ids else None
 
     await run.until(restarted, "first started again with its new admission")
+    again = [d for d in decisions(run, first, "Admitted") if d.id != admitted.id]
+    assert all(d.usage == {ns: {"cpu": "2"}} for d in again), "never the old charge"
+    assert len(again) <= 2, "refused at most once"
     stops = [o for o in changes(run, first) if o["spec"].get("parallelism") == 2]
     assert any(o["spec"].get("suspend") is True for o in stops), "stopped before the restart"
     assert not decisions(run, first, "Suspended"), "kuota's own stop and start are no bypass"
     assert not decisions(run, second, "Admitted"), "second still waits: first holds the quota"
     log = run.pipeline.log_file("actuator").read_text()
     assert "Traceback" not in log and " ERROR " not in log, log[-3000:]
+
+
+async def test_a_job_grown_before_its_admission_is_applied_never_runs_at_the_old_size(
+    e2e_run: Run,
+) -> None:
+    run = e2e_run
+    launcher = load_launcher()
+    ns = f"{run.id}-gr"
+    batch = client.BatchV1Api(run.api)
+    applied = await kubectl_apply(run, queue_objects(run, ns, cpus=4))
+    await wait_journaled(run, applied)
+    key = f"{ns}/grow"
+    pid = launcher.pids(run.pipeline)["actuator"]
+    assert await asyncio.to_thread(launcher._stop_pid, pid, "actuator"), "actuator stopped"
+    try:
+        await batch.create_namespaced_job(ns, job(run, "grow", 1))
+        (first,) = await run.until(lambda: decisions(run, key, "Admitted"), "admitted, 1 pod")
+        assert first.usage == {ns: {"cpu": "1"}} and first.generation == 1
+        await batch.patch_namespaced_job("grow", ns, {"spec": {"parallelism": 4}})
+        regrown = await run.until(
+            lambda: [d for d in decisions(run, key, "Admitted") if d.id != first.id],
+            "admitted again for 4 pods",
+        )
+        assert regrown[0].usage == {ns: {"cpu": "4"}} and regrown[0].generation == 2
+    finally:
+        await asyncio.to_thread(launcher.up, run.pipeline, quiet=True)
+
+    def reported() -> list[ActuationFailed]:
+        return [e for _, e in run.journal if isinstance(e, ActuationFailed) and e.workload == key]
+
+    (failed,) = await run.until(reported, "the old admission refused")
+    assert (failed.reason, failed.decision_id, failed.generation) == ("JobChanged", first.id, 2)
+
+    def started() -> dict[str, Any] | None:
+        return next((o for o in changes(run, key) if o["spec"].get("suspend") is False), None)
+
+    running = await run.until(started, "started on the new admission")
+    assert running["metadata"]["annotations"][ANN_DECISION_ID] == regrown[0].id
+    assert running["spec"]["parallelism"] == 4
+    now = await batch.read_namespaced_job("grow", ns)
+    assert now.metadata.annotations[ANN_DECISION_ID] != first.id, "never started on 1 pod"
+    assert not decisions(run, key, "Suspended"), "no bypass to catch"
+    assert len(decisions(run, key, "Admitted")) == 2, "the refusal of an ended admission is ignored"
