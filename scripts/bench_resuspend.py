@@ -61,11 +61,14 @@ from kuota.kube.translate import fold_digest  # noqa: E402
 
 
 def suspend_only(prev: dict[str, Any], cur: dict[str, Any]) -> bool:
-    """Whether two journaled manifests of a Job differ only in ``spec.suspend``."""
+    """Whether two journaled manifests of a Job differ only in ``spec.suspend``
+    (and ``metadata.generation``, which a suspend flip moves)."""
     a, b = copy.deepcopy(prev), copy.deepcopy(cur)
     if (a.get("spec") or {}).get("suspend") is (b.get("spec") or {}).get("suspend"):
         return False
     b.setdefault("spec", {})["suspend"] = (a.get("spec") or {}).get("suspend")
+    generation = (a.get("metadata") or {}).get("generation")
+    b.setdefault("metadata", {})["generation"] = generation
     return fold_digest("Job", a) == fold_digest("Job", b)
 
 
