@@ -335,25 +335,36 @@ def test_webhook_service_and_registration(overlay: list[dict[str, Any]]) -> None
     assert "webhook" in {p["name"] for p in container(ingest)["ports"]}
 
     config = one(overlay, "MutatingWebhookConfiguration", "kuota-ingest")
-    (hook,) = config["webhooks"]
-    assert hook["clientConfig"]["service"] == {
-        "name": "kuota-ingest-webhook",
-        "namespace": NAMESPACE,
-        "path": PATH,
-        "port": port["port"],
-    }
-    assert hook["failurePolicy"] == "Fail" and hook["sideEffects"] == "None"
-    assert hook["rules"] == [
-        {
-            "apiGroups": ["batch"],
-            "apiVersions": ["v1"],
-            "operations": ["CREATE", "UPDATE"],
-            "resources": ["jobs"],
-            "scope": "Namespaced",
+    # Two entries on one path (docs/design/webhook-registration.md): queued Jobs,
+    # failing closed; unlabelled Jobs (managed namespaces), Ignore in deploy/base.
+    queued, unlabelled = config["webhooks"]
+    assert (queued["name"], unlabelled["name"]) == (
+        "mutate-batch-v1-job.kuota.dev",
+        "unlabelled-batch-v1-job.kuota.dev",
+    )
+    for hook in (queued, unlabelled):
+        assert hook["clientConfig"]["service"] == {
+            "name": "kuota-ingest-webhook",
+            "namespace": NAMESPACE,
+            "path": PATH,
+            "port": port["port"],
         }
-    ]
-    assert hook["objectSelector"]["matchExpressions"] == [
+        assert hook["sideEffects"] == "None"
+        assert hook["rules"] == [
+            {
+                "apiGroups": ["batch"],
+                "apiVersions": ["v1"],
+                "operations": ["CREATE", "UPDATE"],
+                "resources": ["jobs"],
+                "scope": "Namespaced",
+            }
+        ]
+    assert queued["failurePolicy"] == "Fail" and unlabelled["failurePolicy"] == "Ignore"
+    assert queued["objectSelector"]["matchExpressions"] == [
         {"key": "kueue.x-k8s.io/queue-name", "operator": "Exists"}
+    ]
+    assert unlabelled["objectSelector"]["matchExpressions"] == [
+        {"key": "kueue.x-k8s.io/queue-name", "operator": "DoesNotExist"}
     ]
     # Only the actuator's ServiceAccount may write kuota.dev/ annotations on Jobs.
     actuator = one(overlay, "Deployment", "kuota-actuator")["spec"]["template"]["spec"]

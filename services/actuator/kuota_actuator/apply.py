@@ -79,6 +79,11 @@ def merge_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     return patch
 
 
+# how many generations and workloads the memory of the actuator's own writes keeps
+OWN_CHAIN = 16
+OWN_WORKLOADS = 50_000
+
+
 def _generation(job: dict[str, Any] | None, before: int | None) -> int | None:
     """``job``'s metadata.generation, as written by this decision's own patch
     (conditional on the resourceVersion: nobody else's change is in it)."""
@@ -211,6 +216,9 @@ class Actuator:
         self._clock = clock
         self._sleep = sleep
         self.health = ApiHealth(metrics)
+        # workload -> the generations its Job went through by this actuator's own
+        # writes alone, oldest first (a user's change starts a new chain)
+        self._own: dict[str, list[int]] = {}
 
     # ------------------------------------------------------------------ entry
 
@@ -308,6 +316,32 @@ class Actuator:
             if pause is not None:
                 await self.health.pause(pause, self._sleep)
 
+    def _note_own_write(self, workload: str, before: dict[str, Any], after: dict[str, Any]) -> None:
+        """Remember that this actuator's write (conditional on the resourceVersion,
+        so nobody else's change is in it) moved the Job from one generation to the next."""
+        a = (before.get("metadata") or {}).get("generation")
+        b = (after.get("metadata") or {}).get("generation")
+        if type(a) is not int or type(b) is not int or a == b:
+            return
+        chain = self._own.get(workload)
+        if chain is None or chain[-1] != a:
+            chain = [a]
+        chain.append(b)
+        self._own.pop(workload, None)  # re-insert: the dict's order is the recency order
+        self._own[workload] = chain[-OWN_CHAIN:]
+        if len(self._own) > OWN_WORKLOADS:
+            del self._own[next(iter(self._own))]
+
+    def _own_generation(self, workload: str, job: dict[str, Any], wanted: int) -> int | None:
+        """The Job's current generation if only this actuator's writes (a stop's
+        suspend and restore, an earlier start) moved it on from ``wanted``, the
+        generation a decision was made at; else None (the decision's own is wanted)."""
+        found = (job.get("metadata") or {}).get("generation")
+        chain = self._own.get(workload)
+        if chain and chain[-1] == found and wanted in chain:
+            return found
+        return None
+
     async def _read(self, workload: str, p: _Progress) -> tuple[dict[str, Any] | None, bool]:
         """The Job, from the cache unless a fresh read is due; (job, from the cache)."""
         if not p.fresh:
@@ -328,6 +362,8 @@ class Actuator:
         job, cached = await self._read(decision.workload, p)
         if job is None:
             return await self._fail(decision, "JobNotFound", f"Job {decision.workload} not found")
+        if p.generation is None and decision.generation is not None:
+            p.generation = self._own_generation(decision.workload, job, decision.generation)
         step = plan(
             job,
             decision,
@@ -368,6 +404,7 @@ class Actuator:
             return None  # deleted meanwhile: the next GET reports it
         self.jobs.note(written)
         p.generation = _generation(written, p.generation)  # our own write moved it
+        self._note_own_write(decision.workload, job, written)
         p.conflicts = 0
         now = self._clock()
         if p.effective is None:

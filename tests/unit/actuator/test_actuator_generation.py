@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from actuator_builders import admitted, job, order
+from actuator_builders import admitted, decision, job, order
 from test_actuator_shell import FLAVOR, WORKLOAD, FakeKube, Harness
 
 from kuota.actuation.patch import (
@@ -144,3 +144,37 @@ async def test_conflicts_then_the_change_are_one_refusal_not_a_loop() -> None:
     out = await h.actuator.apply(admitted(GPU, generation=1), 5)
     assert out.result == "failed" and [r.reason for r in h.reported] == ["JobChanged"]
     assert h.value("kuota_actuation_failures_total", reason="ActuationLoop") == 0
+
+
+async def test_a_readmission_decided_before_kuotas_own_stop_was_seen_starts_the_job() -> None:
+    """Admitted at 1 and started (1 -> 2), stopped by kuota (2 -> 3: suspend and
+    restore), admitted again at 2 (the fold had not seen the stop yet): only this
+    actuator's own writes moved the Job from 2 to 3, so the admission starts it."""
+    h = harness(at(1))
+    first = admitted(GPU, generation=1, cause_offset=5)
+    assert (await h.actuator.apply(first, 5)).result == "applied"
+    assert h.job["metadata"]["generation"] == 2
+    stop = decision("Evicted", cluster_queue="cq", reason="Preempted", cause_offset=6)
+    assert (await h.actuator.apply(stop, 6)).result == "applied"
+    assert h.job["spec"]["suspend"] is True and h.job["metadata"]["generation"] == 4
+    again = admitted(GPU, generation=2, cause_offset=7)
+    out = await h.actuator.apply(again, 7)
+    assert out.result == "applied", out
+    assert h.reported == [] and h.job["spec"]["suspend"] is False
+
+
+async def test_a_users_change_after_kuotas_own_writes_is_still_refused() -> None:
+    """Started by kuota (1 -> 2), then a user's change (2 -> 3, not kuota's): an
+    admission decided at 2 or 1 is for another Job, refused."""
+    h = harness(at(1))
+    assert (await h.actuator.apply(admitted(GPU, generation=1, cause_offset=5), 5)).result == (
+        "applied"
+    )
+    stored = h.kube.objects[job_path(WORKLOAD)]
+    stored["metadata"]["generation"] = 3
+    stored["metadata"]["resourceVersion"] = "150"
+    stored["spec"]["suspend"] = True
+    stored["spec"]["parallelism"] = 4
+    h.cache.note(copy.deepcopy(stored))
+    out = await h.actuator.apply(admitted(GPU, generation=2, cause_offset=6), 6)
+    assert out.result == "failed" and [r.reason for r in h.reported] == ["JobChanged"]
