@@ -139,6 +139,9 @@ class Observer:
     # job -> (time.monotonic(), decision id) of each unsuspension seen, in order
     unsuspended_at: dict[str, list[tuple[float, str | None]]] = field(default_factory=dict)
     pod_spans: dict[str, PodSpan] = field(default_factory=dict)  # pod key -> its span
+    # what bypass() set apart: a stopped run's late pods beside kuota's own restart
+    restart_overlap_s: float = 0.0
+    restart_overlaps: list[str] = field(default_factory=list)
     t0: float = 0.0  # time.monotonic() of the first Job: the times in bypass() are from it
     # name -> event set at each such moment of preemption (the Injector's triggers)
     moments: Mapping[str, asyncio.Event] = field(default_factory=dict)
@@ -371,6 +374,7 @@ class Observer:
         # pod key -> (its span, the unsuspension it runs under), by start
         spans = sorted(self.pod_spans.items(), key=lambda kv: kv[1].start)
         admitted_pods: dict[tuple[str, int], list[PodSpan]] = {}
+        self.restart_overlap_s, self.restart_overlaps = 0.0, []
         total, details = 0.0, []
         for pod, span in spans:
             ups = self.unsuspended_at.get(span.job, [])
@@ -394,6 +398,22 @@ class Observer:
                     if allowed
                     else f"an unsuspension without a fresh admission (decision-id {did})"
                 )
+                earlier = {d for _, d in ups[:i]}
+                if allowed and earlier and all((span.job, d or "") in admitted for d in earlier):
+                    # kuota itself stopped and restarted the Job (every unsuspension
+                    # its own admission): a pod of the stopped run that came up late
+                    # beside the new run's. Not a way around the queue: quota released
+                    # at the stop, not when its pods were gone (issue #23, item 3).
+                    end = span.end if span.end is not None else now
+                    self.restart_overlap_s += (end - span.start) * span.gpus
+                    self.restart_overlaps.append(
+                        f"pod {pod}: {(end - span.start) * span.gpus:.2f} GPU-s "
+                        f"(t+{span.start - self.t0:.1f}s to t+{end - self.t0:.1f}s), {why}, "
+                        f"after kuota restarted the Job (unsuspensions: "
+                        + ", ".join(f"t+{t - self.t0:.1f}s {d}" for t, d in ups)
+                        + ")"
+                    )
+                    continue
             end = span.end if span.end is not None else now
             seconds = (end - span.start) * span.gpus
             total += seconds

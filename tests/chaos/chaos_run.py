@@ -403,6 +403,8 @@ async def run(args: argparse.Namespace) -> int:
         for line in rogue.summary():
             print(f"    {line}", flush=True)
     say(f"bypass: {bypass_s:.3g} GPU-seconds in {len(bypassed)} pods without an admission")
+    for item in observer.restart_overlaps[:10]:
+        say(f"restart overlap (kuota's own stop, issue #23): {item}")
     lists = (("over-admission", violations), ("lost", lost), ("double", doubles))
     for what, items in (*lists, ("bypass", bypassed)):
         for item in items[: 30 if what == "bypass" else 10]:
@@ -416,7 +418,8 @@ async def run(args: argparse.Namespace) -> int:
     print(
         f"faults={len(injector.done)} jobs={len(jobs)} over_admissions={len(violations)} "
         f"lost={len(lost)} double_actuations={len(doubles)} replay={replay} "
-        f"preempted={preempted} bypass_gpu_s={bypass_s:.3g}",
+        f"preempted={preempted} bypass_gpu_s={bypass_s:.3g} "
+        f"restart_overlap_gpu_s={observer.restart_overlap_s:.3g}",
         flush=True,
     )
     ok = not violations and not lost and not doubles and replay == "identical" and sampled_ok

@@ -242,3 +242,27 @@ def test_a_restart_the_watch_did_not_see_is_a_new_unsuspension(monkeypatch: Any)
     o._on_pod("UPSERT", pod("w3", 1))  # the first one's end not seen yet
     clock.now += 1.0
     assert o.bypass() == (0.0, [])
+
+
+def test_a_stopped_runs_late_pod_beside_kuotas_own_restart_is_set_apart(monkeypatch: Any) -> None:
+    """Admitted (d1), stopped and admitted again (d2) by kuota: a pod of the d1 run
+    that comes up late beside d2's pod is not a bypass but a restart overlap."""
+    import chaos_check
+
+    clock = Clock()
+    monkeypatch.setattr(chaos_check, "time", clock)
+    o = observer()
+    o.decisions.append(admitted("w3", "d1", "10Gi"))
+    o.decisions.append(admitted("w3", "d2", "10Gi"))
+    o._on_job("UPSERT", job("w3", suspend=True))
+    o._on_job("UPSERT", job("w3", suspend=False, decision="d1"))
+    o._on_job("UPSERT", job("w3", suspend=True, decision="d1"))
+    clock.now += 1.0
+    o._on_job("UPSERT", job("w3", suspend=False, decision="d2"))
+    o._on_pod("UPSERT", pod("w3", 0))
+    o._on_pod("UPSERT", pod("w3", 1))
+    clock.now += 2.0
+    total, details = o.bypass()
+    assert (total, details) == (0.0, [])
+    assert o.restart_overlap_s == 2.0 * 10 / 80
+    assert len(o.restart_overlaps) == 1 and "after kuota restarted the Job" in o.restart_overlaps[0]

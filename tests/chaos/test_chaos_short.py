@@ -33,7 +33,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(480)]
 REPO = Path(__file__).resolve().parents[2]
 LAST = re.compile(
     r"^faults=(\d+) jobs=(\d+) over_admissions=(\d+) lost=(\d+) "
-    r"double_actuations=(\d+) replay=(\w+) preempted=(\d+) bypass_gpu_s=([\d.e+-]+)$"
+    r"double_actuations=(\d+) replay=(\w+) preempted=(\d+) bypass_gpu_s=([\d.e+-]+) "
+    r"restart_overlap_gpu_s=[\d.e+-]+$"
 )
 
 
@@ -55,6 +56,8 @@ def test_short_fault_run_keeps_every_promise() -> None:
     assert int(jobs) == 170
     assert (over, lost, doubles, replay) == ("0", "0", "0", "identical"), out[-6000:]
     # the rogue user tried every way around the queue, and none ran a pod on no quota
+    # (restart_overlap_gpu_s, a stopped run's late pod beside kuota's own restart of
+    # the Job, is printed apart: quota released at the stop, issue #23 item 3)
     assert float(bypass) == 0, out[-6000:]
     tried = out[out.index("rogue user (edit): ") :]
     for kind in set(ATTEMPTS) - OPPORTUNISTIC:
