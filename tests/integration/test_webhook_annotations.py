@@ -67,15 +67,6 @@ JOB_WRITER = {  # what both accounts may do in the test namespace
 
 
 @pytest_asyncio.fixture
-async def admin(kubeconfig: str) -> AsyncIterator[client.ApiClient]:
-    a = await config.new_client_from_config(config_file=kubeconfig)
-    try:
-        yield a
-    finally:
-        await a.close()
-
-
-@pytest_asyncio.fixture
 async def namespace(admin: client.ApiClient) -> AsyncIterator[str]:
     name = f"webhook-{uuid.uuid4().hex[:8]}"
     async with temp_namespace(admin, name, {RUN_LABEL: name}):

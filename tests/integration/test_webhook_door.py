@@ -68,15 +68,6 @@ def _binding(name: str, sa: str, namespace: str, kind: str, role: str) -> dict[s
 
 
 @pytest_asyncio.fixture
-async def admin(kubeconfig: str) -> AsyncIterator[client.ApiClient]:
-    a = await config.new_client_from_config(config_file=kubeconfig)
-    try:
-        yield a
-    finally:
-        await a.close()
-
-
-@pytest_asyncio.fixture
 async def namespace(admin: client.ApiClient) -> AsyncIterator[str]:
     name = f"door-{uuid.uuid4().hex[:8]}"
     async with temp_namespace(admin, name, {RUN_LABEL: name}):
