@@ -36,7 +36,7 @@ from typing import Any
 
 import aiohttp
 import yaml
-from chaos_workload import GI, HIGH, RUN, labels
+from chaos_workload import DRIVER, GI, HIGH, RUN, _template, labels
 from e2e_harness import KWOK_COMPLETE, KWOK_READY, QUEUE_LABEL, job_done
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -69,6 +69,11 @@ ATTEMPTS: Mapping[str, str] = {
     "create-unsuspended": "",
     # the id kuota wrote while the Job ran, put back once it was stopped, and unsuspend
     "restore-decision-id": "stopped",
+    # issue #23: ways to keep GPUs without paying for them
+    "orphan-delete-running": "running",  # item 2: the pods outlive their Job
+    "hold-pod-then-delete": "running",  # items 2-3: pods held Terminating by a finalizer
+    "swap-template-running": "swappable",  # item 4: its template recreated with 2 devices
+    "create-oversized": "",  # item 5: a Job of about 1.2 MB (over Kafka's 1 MiB)
 }
 # tried only when a Job of the rogue's was stopped after running (not in every run)
 OPPORTUNISTIC = frozenset({"restore-decision-id"})
@@ -81,8 +86,19 @@ MAY_PASS = frozenset(
         "edit-suspended-template",
         "grow-suspended",
         "relabel-suspended-then-unsuspend",
+        # allowed to a namespace's editor; what they would cost, the quota check
+        # and bypass_gpu_s measure (the pods, not the objects)
+        "orphan-delete-running",
+        "hold-pod-then-delete",
+        "swap-template-running",
+        "create-oversized",
     }
 )
+SWAP_TEMPLATE = "rogue-slice"  # the rogue's own template, which it recreates
+LONG_RUN_FOR = 15.0  # seconds a pod of a Job made for the #23 tries runs
+HOLD_FOR = 6.0  # seconds a held pod stays Terminating before its finalizer goes
+HOLD_FINALIZER = "chaos.kuota.dev/hold"
+OVERSIZED_BYTES = 1_200_000
 
 
 def token_kubeconfig(admin: Path, token: str, out: Path) -> Path:
@@ -147,7 +163,22 @@ def rogue_token(kubectl: str, kubeconfig: str) -> str:
     return done.stdout.strip()
 
 
-def rogue_job(name: str, *, queue: str | None = "q", active: bool = True) -> dict[str, Any]:
+def rogue_template(devices: int) -> dict[str, Any]:
+    """The rogue's own ResourceClaimTemplate: ``devices`` 1g.10gb slices (as ``slice``)."""
+    profile = f"device.attributes['{DRIVER}'].profile == '1g.10gb'"
+    doc = _template(NAMESPACE, SWAP_TEMPLATE, f"mig-{RUN}", profile)
+    doc["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] = devices
+    return doc
+
+
+def rogue_job(
+    name: str,
+    *,
+    queue: str | None = "q",
+    active: bool = True,
+    run_for: float = RUN_FOR,
+    template: str = "slice",
+) -> dict[str, Any]:
     """One of the rogue's Jobs: one slice per pod, 1 of 4 completions at a time, high
     priority (a user picks the priority class; admitted soon, so some run)."""
     job_labels = {**labels(), ROGUE_LABEL: "true", PRIORITY_CLASS_LABEL: HIGH}
@@ -167,7 +198,7 @@ def rogue_job(name: str, *, queue: str | None = "q", active: bool = True) -> dic
             "template": {
                 "metadata": {
                     "labels": {**labels(), ROGUE_LABEL: "true"},
-                    "annotations": {KWOK_READY: "200ms", KWOK_COMPLETE: f"{RUN_FOR:g}s"},
+                    "annotations": {KWOK_READY: "200ms", KWOK_COMPLETE: f"{run_for:g}s"},
                 },
                 "spec": {
                     "restartPolicy": "Never",
@@ -178,7 +209,7 @@ def rogue_job(name: str, *, queue: str | None = "q", active: bool = True) -> dic
                             "resources": {"claims": [{"name": "gpu"}]},
                         }
                     ],
-                    "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "slice"}],
+                    "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}],
                 },
             },
         },
@@ -210,8 +241,12 @@ class Rogue:
     period: tuple[float, float] = (0.3, 0.9)  # seconds between two tries
     tries: list[Try] = field(default_factory=list)
     t0: float = 0.0  # time.monotonic() of the run's first Job (for the report)
+    core: Any = None  # client.CoreV1Api: its pods (the #23 tries; None: not tried)
+    custom: Any = None  # client.CustomObjectsApi: its ResourceClaimTemplate
     _serial: int = 0
     _ids: dict[str, str] = field(default_factory=dict)  # Job -> decision id seen running
+    _holds: list[tuple[float, str]] = field(default_factory=list)  # (release at, pod)
+    _swap_devices: int = 1  # the devices SWAP_TEMPLATE asks for now
 
     # ------------------------------------------------------------ calls
 
@@ -240,7 +275,12 @@ class Rogue:
 
     async def _state(self) -> dict[str, list[dict[str, Any]]]:
         """The rogue's Jobs now, by state (its own GET, as a user would look)."""
-        out: dict[str, list[dict[str, Any]]] = {"suspended": [], "running": [], "stopped": []}
+        out: dict[str, list[dict[str, Any]]] = {
+            "suspended": [],
+            "running": [],
+            "stopped": [],
+            "swappable": [],
+        }
         try:
             listed = await self.batch.list_namespaced_job(
                 NAMESPACE, label_selector=f"{ROGUE_LABEL}=true", _preload_content=False
@@ -256,6 +296,8 @@ class Rogue:
             did = (md.get("annotations") or {}).get(ANN_DECISION_ID)
             suspended = bool((obj.get("spec") or {}).get("suspend"))
             out["suspended" if suspended else "running"].append(obj)
+            if not suspended and _template_of(obj) == SWAP_TEMPLATE:
+                out["swappable"].append(obj)
             if not suspended and did:
                 self._ids[md.get("name", "")] = did
             elif suspended and self._ids.get(md.get("name", "")) not in (None, did):
@@ -268,10 +310,20 @@ class Rogue:
         """Tries until ``until()``: every kind once in order, then at random."""
         await self._create("create", rogue_job(self._name(), active=False))
         await self._create("create", rogue_job(self._name()))
+        if self.custom is not None:
+            await self._call("create-template", SWAP_TEMPLATE, self._put_template(1))
+            await self._create("create", self._swappable())
         first = [k for k in ATTEMPTS if k not in OPPORTUNISTIC]
         skipped = 0
+        try:
+            await self._loop(until, first, skipped)
+        finally:
+            await self.release_holds(everything=True)
+
+    async def _loop(self, until: Callable[[], bool], first: list[str], skipped: int) -> None:
         while not until():
             await asyncio.sleep(self.rng.uniform(*self.period))
+            await self.release_holds()
             state = await self._state()
             kind = first[0] if first else self.rng.choice(list(ATTEMPTS))
             wanted = ATTEMPTS[kind]
@@ -279,7 +331,8 @@ class Rogue:
             if wanted and not targets:
                 # nothing in that state: make a Job now and then (it will be queued)
                 if len(self.registry) < MAX_JOBS and self.rng.random() < 0.3:
-                    await self._create("create", rogue_job(self._name()))
+                    swap = wanted == "swappable" and self.custom is not None
+                    await self._create("create", self._swappable() if swap else self._long())
                 skipped += 1
                 if first and skipped > 40:  # e.g. never admitted: go on
                     first.pop(0)
@@ -351,8 +404,76 @@ class Rogue:
                 manifest = rogue_job(self._name())
                 manifest["spec"]["suspend"] = False
                 await self._create(kind, manifest)
+        elif kind == "orphan-delete-running":
+            # the Job goes, its pods stay: kuota must charge them until they are gone
+            await self._call(kind, name, self._delete_job(name, "Orphan"))
+        elif kind == "hold-pod-then-delete":
+            # its pods kept Terminating (a finalizer the rogue may add) after the delete
+            if self.core is not None:
+                for pod in await self._pods_of(name):
+                    body = {"metadata": {"finalizers": [HOLD_FINALIZER]}}  # merged in
+                    t = await self._call(
+                        f"{kind}:hold", name, self.core.patch_namespaced_pod(pod, NAMESPACE, body)
+                    )
+                    if t.outcome == "accepted":
+                        self._holds.append((time.monotonic() + HOLD_FOR, pod))
+            await self._call(kind, name, self._delete_job(name, "Background"))
+        elif kind == "swap-template-running":
+            # recreated with twice the devices: pods made from now on claim more
+            if self.custom is not None:
+                await self._call(f"{kind}:delete", name, self._drop_template())
+                devices = 2 if self._swap_devices == 1 else 1
+                t = await self._call(kind, name, self._put_template(devices))
+                if t.outcome == "accepted":
+                    self._swap_devices = devices
+        elif kind == "create-oversized":
+            if len(self.registry) < MAX_JOBS:
+                manifest = rogue_job(self._name())
+                container = manifest["spec"]["template"]["spec"]["containers"][0]
+                container["env"] = [{"name": "BLOB", "value": "x" * OVERSIZED_BYTES}]
+                await self._create(kind, manifest)
         else:  # pragma: no cover - ATTEMPTS and this list are one
             raise ValueError(kind)
+
+    # ------------------------------------------------------------ the #23 tries' calls
+
+    def _long(self) -> dict[str, Any]:
+        """A Job whose pods run long enough to be caught running."""
+        return rogue_job(self._name(), run_for=LONG_RUN_FOR)
+
+    def _swappable(self) -> dict[str, Any]:
+        return rogue_job(self._name(), run_for=LONG_RUN_FOR, template=SWAP_TEMPLATE)
+
+    def _delete_job(self, name: str, propagation: str) -> Any:
+        return self.batch.delete_namespaced_job(name, NAMESPACE, propagation_policy=propagation)
+
+    def _put_template(self, devices: int) -> Any:
+        return self.custom.create_namespaced_custom_object(
+            "resource.k8s.io", "v1", NAMESPACE, "resourceclaimtemplates", rogue_template(devices)
+        )
+
+    def _drop_template(self) -> Any:
+        return self.custom.delete_namespaced_custom_object(
+            "resource.k8s.io", "v1", NAMESPACE, "resourceclaimtemplates", SWAP_TEMPLATE
+        )
+
+    async def _pods_of(self, job: str) -> list[str]:
+        with contextlib.suppress(ApiException, OSError, TimeoutError, aiohttp.ClientError):
+            listed = await self.core.list_namespaced_pod(
+                NAMESPACE, label_selector=f"batch.kubernetes.io/job-name={job}"
+            )
+            return [p.metadata.name for p in listed.items if not p.metadata.deletion_timestamp]
+        return []
+
+    async def release_holds(self, *, everything: bool = False) -> None:
+        """Takes the rogue's finalizer off the pods it held once their time is up."""
+        now = time.monotonic()
+        due = [h for h in self._holds if everything or h[0] <= now]
+        self._holds = [h for h in self._holds if h not in due]
+        for _, pod in due:
+            body = {"metadata": {"$deleteFromPrimitiveList/finalizers": [HOLD_FINALIZER]}}
+            with contextlib.suppress(ApiException, OSError, TimeoutError, aiohttp.ClientError):
+                await self.core.patch_namespaced_pod(pod, NAMESPACE, body)
 
     async def _admitted_id(self) -> str:
         with contextlib.suppress(ApiException, OSError, TimeoutError, aiohttp.ClientError):
@@ -391,6 +512,12 @@ class Rogue:
     def accepted(self) -> list[str]:
         """The kinds of try that got through (a create and a suspended relabel may)."""
         return sorted({t.kind for t in self.tries if t.outcome == "accepted"})
+
+
+def _template_of(job: Mapping[str, Any]) -> str:
+    pod = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
+    claims = pod.get("resourceClaims") or [{}]
+    return str(claims[0].get("resourceClaimTemplateName") or "")
 
 
 def _outcome(err: ApiException) -> tuple[str, str]:

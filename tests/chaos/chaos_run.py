@@ -320,6 +320,8 @@ async def run(args: argparse.Namespace) -> int:
                 batch=client.BatchV1Api(rogue_api),
                 rng=random.Random(f"rogue-{args.seed}"),  # the seed's plan stays as it was
                 say=say,
+                core=client.CoreV1Api(rogue_api),
+                custom=client.CustomObjectsApi(rogue_api),
             )
         await asyncio.to_thread(launcher.up, pipeline, quiet=True)
         say(f"pipeline up in {time.monotonic() - started:.1f}s (logs {pipeline.log_dir})")

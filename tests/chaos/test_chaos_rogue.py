@@ -11,7 +11,18 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 
-from chaos_rogue import ANN_DECISION_ID, ATTEMPTS, OPPORTUNISTIC, QUEUE_LABEL, Rogue, _outcome
+from chaos_rogue import (
+    ANN_DECISION_ID,
+    ATTEMPTS,
+    HOLD_FINALIZER,
+    OPPORTUNISTIC,
+    OVERSIZED_BYTES,
+    QUEUE_LABEL,
+    SWAP_TEMPLATE,
+    Rogue,
+    _outcome,
+)
+from e2e_harness import KWOK_COMPLETE
 from kubernetes_asyncio.client.exceptions import ApiException
 
 DENIED = 'admission webhook "mutate-batch-v1-job.kuota.dev" denied the request: '
@@ -34,11 +45,13 @@ class FakeBatch:
     def __init__(self) -> None:
         self.jobs: dict[str, dict[str, Any]] = {}
         self.patches: list[tuple[str, Any]] = []
+        self.deleted: list[tuple[str, Any]] = []
 
     async def create_namespaced_job(self, ns: str, body: dict[str, Any]) -> None:
         body = json.loads(json.dumps(body))
         body["spec"]["suspend"] = True
-        if len(self.jobs) == 1:  # the second one runs, admitted
+        long = body["spec"]["template"]["metadata"]["annotations"][KWOK_COMPLETE] != "2s"
+        if len(self.jobs) == 1 or long:  # the second one runs, admitted, and the long ones
             body["spec"]["suspend"] = False
             body["metadata"].setdefault("annotations", {})[ANN_DECISION_ID] = "d-1"
         self.jobs[body["metadata"]["name"]] = body
@@ -58,11 +71,51 @@ class FakeBatch:
             err.body = json.dumps({"message": DENIED + "metadata.labels: Forbidden"})
             raise err
 
+    async def delete_namespaced_job(self, name: str, ns: str, **kw: Any) -> None:
+        self.deleted.append((name, kw.get("propagation_policy")))
+        self.jobs.pop(name, None)
+
+
+class Pod:
+    def __init__(self, name: str) -> None:
+        self.metadata = type("Meta", (), {"name": name, "deletion_timestamp": None})()
+
+
+class FakeCore:
+    """Each Job has one pod, named after it; patches are recorded."""
+
+    def __init__(self, batch: FakeBatch) -> None:
+        self.batch = batch
+        self.patches: list[tuple[str, Any]] = []
+
+    async def list_namespaced_pod(self, ns: str, label_selector: str) -> Any:
+        job = label_selector.split("=", 1)[1]
+        return type("List", (), {"items": [Pod(f"{job}-pod")] if job in self.batch.jobs else []})
+
+    async def patch_namespaced_pod(self, name: str, ns: str, body: Any) -> None:
+        self.patches.append((name, body))
+
+
+class FakeCustom:
+    def __init__(self) -> None:
+        self.templates: dict[str, int] = {}
+
+    async def create_namespaced_custom_object(self, *args: Any) -> None:
+        body = args[-1]
+        request = body["spec"]["spec"]["devices"]["requests"][0]
+        self.templates[body["metadata"]["name"]] = request["exactly"]["count"]
+
+    async def delete_namespaced_custom_object(self, *args: Any) -> None:
+        self.templates.pop(args[-1], None)
+
 
 def test_every_kind_is_tried_and_the_outcomes_are_sorted() -> None:
     batch = FakeBatch()
-    rogue = Rogue(batch=batch, rng=random.Random(1), say=print, period=(0.0, 0.0))  # type: ignore[arg-type]
-    asyncio.run(rogue.run(lambda: len(rogue.tries) > 60))
+    core, custom = FakeCore(batch), FakeCustom()
+    rogue = Rogue(
+        batch=batch, rng=random.Random(1), say=print, period=(0.0, 0.0), core=core, custom=custom
+    )  # type: ignore[arg-type]
+    asyncio.run(rogue.run(lambda: len(rogue.tries) > 90))
     kinds = {t.kind.split(":")[0] for t in rogue.tries}
     assert kinds >= set(ATTEMPTS) - OPPORTUNISTIC, kinds
     outcomes = {(t.kind, t.outcome) for t in rogue.tries}
@@ -70,6 +123,18 @@ def test_every_kind_is_tried_and_the_outcomes_are_sorted() -> None:
     assert ("unsuspend", "forbidden") in outcomes  # a 403 without the webhook's words
     assert ("create-unlabelled", "accepted") in outcomes
     assert any(line.startswith("unsuspend: ") for line in rogue.summary())
+    # issue #23's tries: an orphaning delete, pods held by a finalizer (and let go at
+    # the end), the template recreated with more devices, a Job over 1 MiB
+    assert any(p == "Orphan" for _, p in batch.deleted)
+    held = [name for name, body in core.patches if body["metadata"].get("finalizers")]
+    freed = [n for n, b in core.patches if "$deleteFromPrimitiveList/finalizers" in b["metadata"]]
+    assert held and sorted(held) == sorted(freed), (held, freed)
+    assert core.patches[0][1]["metadata"]["finalizers"] == [HOLD_FINALIZER]
+    assert custom.templates.get(SWAP_TEMPLATE) in (1, 2)
+    assert any(t.kind == "swap-template-running" and t.outcome == "accepted" for t in rogue.tries)
+    big = [t for t in rogue.tries if t.kind == "create-oversized"]
+    assert big and all(t.outcome == "accepted" for t in big)
+    assert OVERSIZED_BYTES > 1 << 20
 
 
 def test_outcomes_of_the_apiservers_answers() -> None:
