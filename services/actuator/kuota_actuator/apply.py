@@ -373,7 +373,7 @@ class Actuator:
         )
         if isinstance(step, Skip):
             self._log(decision, f"skipped, {step.why}", logging.DEBUG)
-            self.events.emit(decision.id, step.events, target=job_ref(job))
+            self.events.emit(decision.id, step.events, target=job_ref(job), decision=decision)
             return Outcome("skipped", step.why)
         if isinstance(step, Fail):
             if cached:
@@ -411,7 +411,7 @@ class Actuator:
             p.effective = now - decision.at
         rv = (written.get("metadata") or {}).get("resourceVersion")
         self._log(decision, f"{step.what} (resourceVersion {rv})", logging.DEBUG)
-        self.events.emit(decision.id, step.events, target=job_ref(written))
+        self.events.emit(decision.id, step.events, target=job_ref(written), decision=decision)
         if not step.final:
             return None
         self._count(decision)

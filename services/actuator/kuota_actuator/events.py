@@ -9,7 +9,11 @@ decision's Event is a 409 (counted ``duplicate``), never a second Event. Job
 writes come first: while ``busy()`` says half the actuator's API slots or more
 are in use, a worker holds its Event back for up to ``yield_for`` seconds, then
 writes anyway, so Events still trickle out under sustained load. The reasons
-(Kueue's, built by ``kuota.actuation.patch``): docs/design/actuator.md.
+(Kueue's, built by ``kuota.actuation.patch``): docs/design/actuator.md. A
+Preempted decision's Events live in the victim's namespace: unless
+``name_preemptor`` (``KUOTA_ACTUATOR_EVENTS_NAME_PREEMPTOR``), the worker puts
+the preemptor's Job uid (cache, else a GET, else UNKNOWN) where the message
+names its namespace/name, as Kueue names it by UID (docs/security.md, item 11).
 """
 
 from __future__ import annotations
@@ -18,12 +22,15 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from kuota.actuation.patch import EventSpec
+from kuota import kinds
+from kuota.actuation.patch import MAX_EVENT_MESSAGE, EventSpec
+from kuota.events.schema import Decision
 from kuota_actuator.kubeapi import ApiError, Conflict, Kube
 from kuota_actuator.metrics import ActuatorMetrics
 
@@ -34,6 +41,7 @@ COMPONENT = "kuota-actuator"
 # The object an Event is about, and the namespace the Event lives in.
 Target = tuple[dict[str, str], str]
 Resolve = Callable[[], Awaitable[Target | None]]
+UidOf = Callable[[str], str | None]  # a workload key -> its Job's uid, if known
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +51,30 @@ class _Item:
     target: Target | None
     resolve: Resolve | None
     at: str
+    preemptor: str | None = None  # a key to replace by its uid in the messages
+
+
+def preemptor_text(uid: str | None) -> str:
+    """How a victim's Events name the preemptor: by uid, in Kueue's form (kuota has
+    no Workload object: the workload's uid is its Job's)."""
+    known = uid or "UNKNOWN"
+    return f"UID: {known}, JobUID: {known}"
+
+
+def hide_preemptor(
+    specs: tuple[EventSpec, ...], key: str, uid: str | None
+) -> tuple[EventSpec, ...]:
+    """``specs`` with every mention of the workload ``key`` (``namespace/name``, as a
+    whole word) replaced by :func:`preemptor_text`; specs that do not name it are kept."""
+    pattern = re.compile(rf"(?<![a-z0-9.-]){re.escape(key)}(?![a-z0-9.-])")
+    text = preemptor_text(uid)
+    out = []
+    for spec in specs:
+        message = pattern.sub(lambda _: text, spec.message)
+        if message != spec.message:
+            spec = EventSpec(spec.reason, message[:MAX_EVENT_MESSAGE], spec.type)
+        out.append(spec)
+    return tuple(out)
 
 
 def job_ref(job: dict[str, Any]) -> Target:
@@ -68,7 +100,11 @@ class EventSink:
         workers: int = 4,
         busy: Callable[[], bool] = lambda: False,
         yield_for: float = 1.0,
+        name_preemptor: bool = False,
+        uid_of: UidOf = lambda _key: None,
     ) -> None:
+        self._name_preemptor = name_preemptor
+        self._uid_of = uid_of
         self._busy = busy
         self._yield_for = yield_for
         self.kube = kube
@@ -84,13 +120,18 @@ class EventSink:
         *,
         target: Target | None = None,
         resolve: Resolve | None = None,
+        decision: Decision | None = None,
     ) -> bool:
-        """Queue Events (never blocks); False if dropped because the queue is full."""
+        """Queue Events (never blocks); False if dropped because the queue is full.
+        ``decision``: the one they are for; a Preempted one's preemptor is hidden."""
         if not specs or (target is None and resolve is None):
             return True
         at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        hide = None
+        if decision is not None and decision.type == "Preempted" and not self._name_preemptor:
+            hide = decision.preemptor or None
         try:
-            self._queue.put_nowait(_Item(decision_id, specs, target, resolve, at))
+            self._queue.put_nowait(_Item(decision_id, specs, target, resolve, at, hide))
         except asyncio.QueueFull:
             for spec in specs:
                 self.metrics.events_dropped.labels(spec.reason).inc()
@@ -148,7 +189,10 @@ class EventSink:
         if target is None:
             return
         ref, namespace = target
-        for spec in item.specs:
+        specs = item.specs
+        if item.preemptor is not None and any(item.preemptor in s.message for s in specs):
+            specs = hide_preemptor(specs, item.preemptor, await self._uid(item.preemptor))
+        for spec in specs:
             name = f"{ref['name']}.{item.decision_id[:16]}.{spec.reason.lower()}"[:253]
             body = {
                 "apiVersion": "v1",
@@ -173,3 +217,17 @@ class EventSink:
             except ApiError as err:
                 self.metrics.events.labels(spec.reason, "error").inc()
                 log.warning("%s: event %s not written: %s", item.decision_id, spec.reason, err)
+
+    async def _uid(self, key: str) -> str | None:
+        """The Job ``key``'s uid: from the actuator's cache, else a GET (None: unknown)."""
+        uid = self._uid_of(key)
+        if uid:
+            return uid
+        namespace, _, name = key.partition("/")
+        try:
+            job = await self.kube.get(kinds.get("Job").path(namespace, name))
+        except (ApiError, ValueError) as err:
+            log.debug("preemptor %s: uid not found: %s", key, err)
+            return None
+        found = ((job or {}).get("metadata") or {}).get("uid")
+        return str(found) if found else None

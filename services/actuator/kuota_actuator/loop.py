@@ -84,6 +84,8 @@ class Service:
             self.metrics,
             capacity=cfg.event_queue,
             busy=lambda: bool(gate) and gate[0].busy(),
+            name_preemptor=cfg.events_name_preemptor,
+            uid_of=lambda key: ((jobs.get(key) or {}).get("metadata") or {}).get("uid"),
         )
         tasks = [
             asyncio.create_task(flavors.run(), name="flavors"),

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from kuota import service
-from kuota.bus.settings import KafkaSettings, SettingsError
+from kuota.bus.settings import KafkaSettings, SettingsError, env_flag
 from kuota.store.settings import RedisSettings
 from kuota_actuator.kubeapi import SERVICE_ACCOUNT_TOKEN
 
@@ -42,6 +42,7 @@ class Config(service.Identity):
     job_selector: str | None = None
     max_backoff: float = 5.0
     event_queue: int = 10_000
+    events_name_preemptor: bool = False  # victims' Events name the preemptor
     metrics_host: str = "0.0.0.0"
 
     @property
@@ -81,4 +82,5 @@ def load_config(env: Mapping[str, str] | None = None) -> Config:
         job_selector=e.get("KUOTA_JOB_LABEL_SELECTOR", "").strip() or None,
         max_backoff=service.number(e, "KUOTA_ACTUATOR_MAX_BACKOFF", 5, minimum=0.01),
         event_queue=service.integer(e, "KUOTA_ACTUATOR_EVENT_QUEUE", 10_000, minimum=1),
+        events_name_preemptor=env_flag(e, "KUOTA_ACTUATOR_EVENTS_NAME_PREEMPTOR", False),
     )
