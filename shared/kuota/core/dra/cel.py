@@ -10,9 +10,11 @@ equality gives Kubernetes' ``==``, and Kubernetes' functions (``quantity``,
 ``compareTo``, ``semver`` ...) are Python callbacks on each ``cel.Context``. A
 :class:`DeviceEnv` is built once per device (converting a device costs about an
 evaluation; evaluating on a prebuilt context is ~20x faster) and caches its
-result per expression; compiled programs are cached by text. Errors are
-:class:`SelectorError` values, never raised. Gaps against cel-go:
-docs/design/dra-charging.md ("CEL").
+result per expression, the oldest results dropped first past
+:data:`RESULTS_PER_DEVICE`; compiled programs are cached by text (LRU, 4096).
+The library has no cost limit: the apiserver's estimated-cost check bounds an
+expression (docs/design/claim-templates.md). Errors are :class:`SelectorError`
+values, never raised. Gaps against cel-go: docs/design/dra-charging.md ("CEL").
 """
 
 from __future__ import annotations
@@ -38,6 +40,11 @@ from kuota.quantity import MAX_MILLI, MILLI, QuantityError, parse_quantity
 logging.getLogger("cel").addFilter(lambda record: record.levelno > logging.WARNING)
 
 MAX_EXPRESSION_LENGTH = 10 * 1024  # Kubernetes' CELSelectorExpressionMaxLength
+# Per DeviceEnv: the results of this many distinct expressions, and activations
+# for this many sets of missing domains, are kept (#23 item 6: a tenant's
+# templates can name any number of expressions). First in, first out.
+RESULTS_PER_DEVICE = 1024
+CONTEXTS_PER_DEVICE = 32
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _Q = "@quantity"
 _V = "@semver"
@@ -463,10 +470,13 @@ class DeviceEnv:
         self._contexts = {}
 
     def matches(self, selector: CompiledSelector) -> bool | SelectorError:
-        cached = self._results.get(selector.expression)
+        results = self._results
+        cached = results.get(selector.expression)
         if cached is None:
             cached = self._evaluate(selector)
-            self._results[selector.expression] = cached
+            if len(results) >= RESULTS_PER_DEVICE:
+                del results[next(iter(results))]
+            results[selector.expression] = cached
         return cached
 
     def _evaluate(self, selector: CompiledSelector) -> bool | SelectorError:
@@ -485,6 +495,8 @@ class DeviceEnv:
                 "allowMultipleAllocations": self._multi,
             }
             ctx = _new_context({"device": device})
+            if len(self._contexts) >= CONTEXTS_PER_DEVICE:
+                del self._contexts[next(iter(self._contexts))]
             self._contexts[key] = ctx
         expr = selector.expression
         try:

@@ -11,14 +11,20 @@ counter its pool does not share, or more than the set holds, makes the pool
 ignored (:meth:`DraInventory.ignored_pools`) and the upsert of its slices a
 ``ValidationError``. CEL results are cached in one :class:`DeviceEnv` per
 distinct (driver, attributes, capacity, allowMultipleAllocations), device
-matches per generation; iteration is over sorted keys. Details:
-docs/design/dra-charging.md ("Inventory").
+matches until a slice changes (they read only devices and expressions; a
+template never clears them, a DeviceClass only the extended-resource map), each
+cache capped with first-in-first-out eviction (a cache, never a result: a
+deterministic order keeps replays identical); :attr:`DraInventory.changed_template`
+names the template of the latest change, so the fold charges again only what
+reads it. Iteration is over sorted keys. Details: docs/design/dra-charging.md
+("Inventory"), docs/design/claim-templates.md.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from kuota.api.dra import (
     KINDS,
@@ -33,6 +39,21 @@ from kuota.core.dra.cel import CompiledSelector, DeviceEnv, SelectorError, semve
 
 IMPLICIT_EXTENDED_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
 _ENVS_BY_CONTENT_MAX = 4096
+# Distinct selector lists remembered (inventory-wide, and per pool): a tenant's
+# templates can name any number of them (#23 item 6).
+MATCHES_MAX = 4096
+POOL_MATCHES_MAX = 1024
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+def remember(cache: dict[_K, _V], key: _K, value: _V, cap: int) -> _V:
+    """Store ``value`` under ``key``; past ``cap`` entries the oldest goes first."""
+    if len(cache) >= cap:
+        del cache[next(iter(cache))]
+    cache[key] = value
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +78,7 @@ class MatchError:
 
 
 _Match = tuple[PoolDevice, ...] | MatchError
+_CLASS, _SLICE = "DeviceClass", "ResourceSlice"  # what a change was to (else a template)
 _Usage = tuple[int, int | None] | MatchError  # (devices matched, largest consumption)
 
 
@@ -81,6 +103,7 @@ class DraInventory:
         self._matches: dict[tuple[tuple[str, ...], str | None], _Match] = {}
         self._usage: dict[tuple[tuple[str, ...], str | None, str], _Usage] = {}
         self._extended: dict[str, DeviceClass | None] = {}
+        self._changed_template: tuple[str, str] | None = None
 
     # ------------------------------------------------------------------ changes
 
@@ -91,6 +114,12 @@ class DraInventory:
     @property
     def generation(self) -> int:
         return self._generation
+
+    @property
+    def changed_template(self) -> tuple[str, str] | None:
+        """(namespace, name) of the ResourceClaimTemplate the latest change was to;
+        None when it was to a DeviceClass or ResourceSlice (cluster-wide)."""
+        return self._changed_template
 
     def upsert(self, manifest: Mapping[str, object]) -> ValidationError | None:
         """Store a DeviceClass, ResourceSlice or ResourceClaimTemplate.
@@ -104,12 +133,12 @@ class DraInventory:
         if isinstance(obj, DeviceClass):
             if self._classes.get(obj.name) != obj:
                 self._classes[obj.name] = obj
-                self._changed(slices=False)
+                self._changed(_CLASS)
         elif isinstance(obj, ResourceClaimTemplate):
             key = (obj.namespace, obj.name)
             if self._templates.get(key) != obj:
                 self._templates[key] = obj
-                self._changed(slices=False)
+                self._changed(key)
         else:
             conflict = self._conflict(obj)
             if conflict is not None:
@@ -121,7 +150,7 @@ class DraInventory:
                 key = (obj.driver, obj.pool.name)
                 self._pools.setdefault(key, {})[obj.name] = obj
                 self._views.pop(key, None)
-                self._changed(slices=True)
+                self._changed(_SLICE)
             view = self._view((obj.driver, obj.pool.name))
             if view.contradiction:
                 # Stored (it is what the cluster holds) but its pool is ignored: say so.
@@ -139,12 +168,13 @@ class DraInventory:
     def _forget(self, ref: ObjectRef) -> None:
         if ref.kind == "DeviceClass":
             if self._classes.pop(ref.name, None) is not None:
-                self._changed(slices=False)
+                self._changed(_CLASS)
         elif ref.kind == "ResourceClaimTemplate":
-            if self._templates.pop((ref.namespace, ref.name), None) is not None:
-                self._changed(slices=False)
+            key = (ref.namespace, ref.name)
+            if self._templates.pop(key, None) is not None:
+                self._changed(key)
         elif ref.kind == "ResourceSlice" and self._drop_slice(ref.name):
-            self._changed(slices=True)
+            self._changed(_SLICE)
 
     def _drop_slice(self, name: str) -> bool:
         old = self._slices.pop(name, None)
@@ -158,12 +188,19 @@ class DraInventory:
         self._envs.pop(name, None)
         return True
 
-    def _changed(self, *, slices: bool) -> None:
+    def _changed(self, what: tuple[str, str] | str) -> None:
+        """Bump the generation and drop what the change can make stale: a template
+        (namespace, name) nothing cached, a DeviceClass the extended-resource map,
+        a slice every device match too."""
         self._generation += 1
-        self._matches.clear()
-        self._usage.clear()
+        if isinstance(what, tuple):
+            self._changed_template = what
+            return
+        self._changed_template = None
         self._extended.clear()
-        if slices:
+        if what == _SLICE:
+            self._matches.clear()
+            self._usage.clear()
             self._usable = None
 
     def _conflict(self, new: ResourceSlice) -> ValidationError | None:
@@ -308,7 +345,7 @@ class DraInventory:
                 found.extend(matched)
             else:
                 cached = tuple(found)
-            self._matches[key] = cached
+            remember(self._matches, key, cached, MATCHES_MAX)
         return cached
 
     def counter_usage(
@@ -331,7 +368,7 @@ class DraInventory:
                     if name == counter
                 ]
                 cached = (len(matched), max(amounts) if amounts else None)
-            self._usage[key] = cached
+            remember(self._usage, key, cached, MATCHES_MAX)
         return cached
 
     def _pool_matches(
@@ -348,14 +385,14 @@ class DraInventory:
             for selector in selectors:
                 verdict = env.matches(selector)
                 if isinstance(verdict, SelectorError):
-                    view.matches[exprs] = MatchError(device, verdict)
-                    return view.matches[exprs]
+                    return remember(
+                        view.matches, exprs, MatchError(device, verdict), POOL_MATCHES_MAX
+                    )
                 if not verdict:
                     break
             else:
                 found.append(device)
-        view.matches[exprs] = tuple(found)
-        return view.matches[exprs]
+        return remember(view.matches, exprs, tuple(found), POOL_MATCHES_MAX)
 
 
 @dataclass(slots=True)

@@ -48,6 +48,7 @@ from kuota.core.fold.backstop import (
     podsets_change,
     runs_without_admission,
 )
+from kuota.core.fold.claim_templates import dra_changed
 from kuota.core.fold.decisions import finished, quota_changed, quota_deleted, requeued, suspended
 from kuota.core.fold.preempting import Preempting
 from kuota.core.pickling import register_by_fields
@@ -173,7 +174,7 @@ class Fold(Preempting):
             if error is not None:
                 self._rejected(error.ref, str(error))
             if self._inventory.generation != before:
-                self._recharge()
+                dra_changed(self)  # a template: only its namespace's users
             return
         obj = parse_object(manifest, at=at)
         if obj is None:
@@ -208,7 +209,7 @@ class Fold(Preempting):
             before = self._inventory.generation
             self._inventory.delete(kind=kind, name=name, namespace=namespace)
             if self._inventory.generation != before:
-                self._recharge()
+                dra_changed(self)
         elif kind == "Job":
             self._delete_workload(f"{namespace or 'default'}/{name}")
         elif kind == "ResourceFlavor":
