@@ -1,6 +1,6 @@
 """kuota-ingest as a process on the real stack: watches -> journal, ticks,
-the digest rule, finished Jobs on kwok, restart without re-journaling, and
-the mutating webhook called by the real kube-apiserver.
+the digest rule, finished Jobs on kwok, restart without re-journaling (the
+webhook is a process of its own: test_webhook_service.py).
 
 Each test starts ``.venv/bin/kuota-ingest`` with its own topic prefix (so its
 own journal and its own Redis memory), free ports and certificates from
@@ -519,57 +519,6 @@ async def test_watches_ticks_digest_finish_and_restart(
             except ApiException as e:
                 if e.status != 404:
                     raise
-
-
-async def test_webhook_suspends_queued_jobs(
-    ingest: IngestProcess, api: client.ApiClient, namespace: str, certs: dict[str, str]
-) -> None:
-    batch = client.BatchV1Api(api)
-    run = namespace.removeprefix("ingest-")
-    name = f"kuota-test-{run}"
-    register = [
-        str(REPO / "scripts" / "webhook-register"),
-        "--name",
-        name,
-        "--url",
-        f"https://127.0.0.1:{ingest.env['KUOTA_WEBHOOK_PORT']}/mutate-batch-v1-job",
-        "--ca",
-        certs["KUOTA_WEBHOOK_CA_FILE"],
-        "--match-label",
-        f"{RUN_LABEL}={run}",
-    ]
-    await ingest.start()
-    subprocess.run(register, check=True, capture_output=True, env={**os.environ})
-    try:
-        labels = {RUN_LABEL: run}
-        # The apiserver picks a new configuration up asynchronously: probe with dry runs.
-        deadline = time.monotonic() + 20
-        while True:
-            probe = await batch.create_namespaced_job(
-                namespace, _job("probe", queue="lq", suspend=False, labels=labels), dry_run="All"
-            )
-            if probe.spec.suspend:
-                break
-            assert time.monotonic() < deadline, "the webhook was not called within 20s"
-            await asyncio.sleep(0.3)
-
-        queued = await batch.create_namespaced_job(
-            namespace, _job("queued", queue="lq", suspend=False, labels=labels)
-        )
-        assert queued.spec.suspend is True, "a Job with the queue label is stored suspended"
-        stored = await batch.read_namespaced_job("queued", namespace)
-        assert stored.spec.suspend is True
-
-        plain = await batch.create_namespaced_job(
-            namespace, _job("plain", queue=None, suspend=False, labels=labels)
-        )
-        assert plain.spec.suspend is False, "a Job without the queue label is left alone"
-
-        m = ingest.metrics()
-        assert m['kuota_ingest_webhook_requests_total{outcome="suspended"}'] >= 2
-        assert "webhook suspended" in ingest.log_text()
-    finally:
-        subprocess.run([register[0], "--delete", "--name", name], check=True, capture_output=True)
 
 
 KUEUE_CONFIG = """\

@@ -1,5 +1,5 @@
 """Queue order comes from the apiserver, not from users: the real kube-apiserver,
-the real kuota-ingest (webhook and journal), and two ServiceAccounts of a
+the real kuota-webhook and kuota-ingest (the journal), and two ServiceAccounts of a
 per-test namespace acting with their own tokens (TokenRequest): ``alice``, a
 user, and ``kuota-actuator``, the identity this ingest trusts
 (``KUOTA_WEBHOOK_TRUSTED_USERS``).
@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -33,7 +31,6 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from stack_helpers import temp_namespace
 from test_deploy_rbac_services import token_kubeconfig
 from test_ingest_service import (
-    REPO,
     RUN_LABEL,
     IngestProcess,
     Journal,
@@ -41,6 +38,7 @@ from test_ingest_service import (
     ingest_environment,
     webhook_certs,
 )
+from webhook_process import WebhookProcess, registered, webhook_environment
 
 from kuota.api.duration import parse_rfc3339
 from kuota.api.parse import parse_job
@@ -120,39 +118,33 @@ async def accounts(
 async def ingest(
     kafka_bootstrap: str, redis_url: str, kubeconfig: str, namespace: str, tmp_path: Path
 ) -> AsyncIterator[IngestProcess]:
-    """kuota-ingest with its webhook, trusting this namespace's ``kuota-actuator``,
-    watching only this test's Jobs, and its webhook registered for them."""
+    """kuota-ingest watching only this test's Jobs, beside a kuota-webhook trusting
+    this namespace's ``kuota-actuator``, registered for them."""
     certs = webhook_certs(tmp_path / "webhook")
+    selector = f"{RUN_LABEL}={namespace}"
     env = ingest_environment(
-        kafka_bootstrap,
-        redis_url,
+        kafka_bootstrap, redis_url, kubeconfig, certs, KUOTA_JOB_LABEL_SELECTOR=selector
+    )
+    hook_env = webhook_environment(
         kubeconfig,
         certs,
         KUOTA_WEBHOOK_TRUSTED_USERS=f"system:serviceaccount:{namespace}:kuota-actuator",
-        KUOTA_JOB_LABEL_SELECTOR=f"{RUN_LABEL}={namespace}",
+        KUOTA_JOB_LABEL_SELECTOR=selector,
     )
     p = IngestProcess(env, tmp_path / "ingest.log")
-    register = [
-        str(REPO / "scripts" / "webhook-register"),
-        "--name",
-        f"kuota-test-{namespace}",
-        "--url",
-        f"https://127.0.0.1:{env['KUOTA_WEBHOOK_PORT']}/mutate-batch-v1-job",
-        "--ca",
-        certs["KUOTA_WEBHOOK_CA_FILE"],
-        "--match-label",
-        f"{RUN_LABEL}={namespace}",
-    ]
+    hook = WebhookProcess(hook_env, tmp_path / "webhook.log")
+    p.webhook = hook  # type: ignore[attr-defined]
     try:
+        await hook.start()
         await p.start()
-        subprocess.run(register, check=True, capture_output=True, env={**os.environ})
-        yield p
+        with registered(
+            f"kuota-test-{namespace}", hook.url, certs["KUOTA_WEBHOOK_CA_FILE"], selector
+        ):
+            yield p
     finally:
-        subprocess.run(
-            [register[0], "--delete", "--name", register[2]], check=True, capture_output=True
-        )
-        code = p.stop()
+        code, hook_code = p.stop(), hook.stop()
         assert code in (0, None), f"kuota-ingest exited with {code}:\n{p.log_text()[-3000:]}"
+        assert hook_code in (0, None), f"kuota-webhook exited with {hook_code}"
 
 
 def job(namespace: str, name: str, annotations: dict[str, str] | None = None) -> dict[str, Any]:
@@ -235,10 +227,11 @@ async def test_users_may_not_write_kuota_annotations(
     assert replaced.metadata.annotations[DECISION] == "d-1"
     assert replaced.spec.suspend is True, "an UPDATE is never mutated"
 
-    m = ingest.metrics()
+    hook: WebhookProcess = ingest.webhook  # type: ignore[attr-defined]
+    m = hook.metrics()
     # >= : the apiserver may call the webhook twice for one PATCH (a retry from fresh state)
-    assert m['kuota_ingest_webhook_requests_total{outcome="refused"}'] >= 5
-    assert "webhook refused" in ingest.log_text()
+    assert m['kuota_webhook_requests_total{outcome="refused"}'] >= 5
+    assert "webhook refused" in hook.log_text()
 
 
 async def test_a_back_dated_job_is_journaled_without_created_at(

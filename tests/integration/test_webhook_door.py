@@ -1,4 +1,4 @@
-"""The door (#22) on the real kube-apiserver with the real kuota-ingest: a user
+"""The door (#22) on the real kube-apiserver with the real kuota-webhook: a user
 with the namespace ``edit`` ClusterRole (``alice``, her own ServiceAccount
 token) tries each bypass and gets 403 with the webhook's message; kuota's
 actuator identity (``KUOTA_WEBHOOK_TRUSTED_USERS``) does the same writes.
@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
-import subprocess
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -31,14 +29,8 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 from stack_helpers import temp_namespace
 from test_deploy_rbac_services import token_kubeconfig
-from test_ingest_service import (
-    REPO,
-    RUN_LABEL,
-    IngestProcess,
-    _job,
-    ingest_environment,
-    webhook_certs,
-)
+from test_ingest_service import RUN_LABEL, _job, webhook_certs
+from webhook_process import WebhookProcess, registered, webhook_environment
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -114,9 +106,7 @@ async def accounts(
 
 
 @pytest_asyncio.fixture
-async def ingest(
-    kafka_bootstrap: str, redis_url: str, kubeconfig: str, namespace: str, tmp_path: Path
-) -> AsyncIterator[IngestProcess]:
+async def webhook(kubeconfig: str, namespace: str, tmp_path: Path) -> AsyncIterator[WebhookProcess]:
     certs = webhook_certs(tmp_path / "webhook")
     config_file = tmp_path / "kueue-config.yaml"
     config_file.write_text(
@@ -126,38 +116,28 @@ async def ingest(
         "managedJobsNamespaceSelector:\n"
         f"  matchLabels:\n    {RUN_LABEL}: {namespace}\n"
     )
-    env = ingest_environment(
-        kafka_bootstrap,
-        redis_url,
+    env = webhook_environment(
         kubeconfig,
         certs,
         KUOTA_WEBHOOK_TRUSTED_USERS=f"system:serviceaccount:{namespace}:kuota-actuator",
         KUOTA_JOB_LABEL_SELECTOR=f"{RUN_LABEL}={namespace}",
         KUOTA_CONFIG_FILE=str(config_file),
     )
-    p = IngestProcess(env, tmp_path / "ingest.log")
-    name = f"kuota-door-{namespace}"
-    register = [
-        str(REPO / "scripts" / "webhook-register"),
-        "--name",
-        name,
-        "--url",
-        f"https://127.0.0.1:{env['KUOTA_WEBHOOK_PORT']}/mutate-batch-v1-job",
-        "--ca",
-        certs["KUOTA_WEBHOOK_CA_FILE"],
-        "--match-label",
-        f"{RUN_LABEL}={namespace}",
-        "--managed-from",  # the strict form: Fail for the unlabelled Jobs of this namespace
-        str(config_file),
-    ]
+    p = WebhookProcess(env, tmp_path / "webhook.log")
     try:
         await p.start()
-        subprocess.run(register, check=True, capture_output=True, env={**os.environ})
-        yield p
+        with registered(
+            f"kuota-door-{namespace}",
+            p.url,
+            certs["KUOTA_WEBHOOK_CA_FILE"],
+            f"{RUN_LABEL}={namespace}",
+            "--managed-from",  # the strict form: Fail for the unlabelled Jobs of this namespace
+            str(config_file),
+        ):
+            yield p
     finally:
-        subprocess.run([register[0], "--delete", "--name", name], check=True, capture_output=True)
         code = p.stop()
-        assert code in (0, None), f"kuota-ingest exited with {code}:\n{p.log_text()[-3000:]}"
+        assert code in (0, None), f"kuota-webhook exited with {code}:\n{p.log_text()[-3000:]}"
 
 
 def job(namespace: str, name: str, *, queue: str | None = "lq", suspend: bool = False) -> Any:
@@ -177,7 +157,7 @@ async def refused(call: Any) -> tuple[str, str]:
 
 async def wait_door(batch: client.BatchV1Api, namespace: str) -> None:
     """Both entries answer (the apiserver picks registrations up asynchronously, and
-    ingest reads the Configuration file and the Namespace at start)."""
+    the webhook reads the Configuration file and the Namespace at start)."""
     deadline = time.monotonic() + 30
     for queue in ("lq", None):
         while True:
@@ -199,7 +179,7 @@ SUSPEND = {"spec": {"suspend": True}}
 
 
 async def test_a_namespace_editor_cannot_get_past_the_queue(
-    ingest: IngestProcess,
+    webhook: WebhookProcess,
     accounts: dict[str, client.BatchV1Api],
     namespace: str,
     admin: client.ApiClient,
@@ -313,6 +293,6 @@ async def test_a_namespace_editor_cannot_get_past_the_queue(
     assert (hooks[queued_entry].failure_policy, strict.failure_policy) == ("Fail", "Fail")
     assert strict.namespace_selector.match_labels == {RUN_LABEL: namespace}
 
-    m = ingest.metrics()
-    assert m['kuota_ingest_webhook_requests_total{outcome="refused"}'] >= 9
-    assert m['kuota_ingest_webhook_requests_total{outcome="suspended"}'] >= 3
+    m = webhook.metrics()
+    assert m['kuota_webhook_requests_total{outcome="refused"}'] >= 9
+    assert m['kuota_webhook_requests_total{outcome="suspended"}'] >= 3

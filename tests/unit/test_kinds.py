@@ -24,7 +24,8 @@ from kuota.kinds import KINDS, Kind
 from kuota.kube import admission_review, translate
 from kuota.sim import engine
 from kuota_actuator import apply, jobcache, status
-from kuota_ingest import sources, webhook
+from kuota_ingest import sources
+from kuota_webhook import server as webhook
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "base"
 NAMESPACE = "kuota-system"  # deploy/base's

@@ -1,13 +1,14 @@
-"""kuota-ingest: Kubernetes watches, a clock and a mutating webhook -> the journal.
+"""kuota-ingest: Kubernetes watches and a clock -> the journal.
 
 Wiring only (docs/design/ingest.md): the settings (``kuota_ingest.settings``,
 and a ``KUOTA_CONFIG_FILE`` that must parse) and the pipeline
 (``kuota_ingest.pipeline``: the journal topics, Redis memory of what was
-journaled, one list+watch per kind, the single journal writer, the webhook)
+journaled, one list+watch per kind, the single journal writer)
 run under ``kuota.service.Runner``, which owns the metrics server, logging,
 the start-up retry, the two-stage stop (the first signal drains the journal
 writer) and the exit codes. The translation of objects into events is
-``kuota.kube.translate``.
+``kuota.kube.translate``. The mutating webhook is a process of its own
+(``kuota_webhook``).
 """
 
 from __future__ import annotations

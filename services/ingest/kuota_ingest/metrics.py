@@ -18,11 +18,6 @@ SKIPPED = Counter(
     "Observed changes not journaled because nothing the fold reads changed, by kind",
     ["kind"],
 )
-WEBHOOK = Counter(
-    "kuota_ingest_webhook_requests",
-    "Mutating webhook requests, by outcome (suspended, unchanged, refused, malformed)",
-    ["outcome"],
-)
 LAST_TICK = Gauge(
     "kuota_ingest_last_tick_timestamp_seconds",
     "Event time of the last Tick acknowledged by Kafka",

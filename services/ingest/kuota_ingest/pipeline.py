@@ -2,13 +2,13 @@
 
 ``Service.run`` connects to Kafka (the topics), Redis (the memory of what was
 journaled), the apiserver, starts the idempotent producer, the single journal
-writer (``kuota_ingest.journal``), the webhook (``kuota_ingest.webhook``), one
-list+watch per kind and the Tick clock (``kuota_ingest.sources``). Until it is
-live, a dependency that does not answer is ``Unavailable`` (retried by
-``kuota.service.Runner``); a bad certificate or a taken webhook port is
-``Fatal``. Live, the first task to end ends the service: a stop request
-drains the writer (at most ``DRAIN_SECONDS``); a failed watch or writer is
-``Fatal`` (exit 1; a restart relists).
+writer (``kuota_ingest.journal``), one list+watch per kind and the Tick
+clock (``kuota_ingest.sources``); the webhook is a process of its own
+(``kuota_webhook``). Until it is live, a dependency that does not answer is
+``Unavailable`` (retried by ``kuota.service.Runner``). Live, the first task
+to end ends the service: a stop request drains the writer (at most
+``DRAIN_SECONDS``); a failed watch or writer is ``Fatal`` (exit 1; a restart
+relists).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import os
 import time
 from collections.abc import Callable
 
-from aiohttp import web
 from aiokafka import AIOKafkaProducer
 from kubernetes_asyncio import client, config
 from prometheus_client import REGISTRY
@@ -32,12 +31,10 @@ from kuota.bus.topics import ensure_topics
 from kuota.kube.translate import Seen
 from kuota.service import Fatal, describe, within
 from kuota.store.settings import redis_client
-from kuota_ingest.cluster_view import ClusterView
 from kuota_ingest.journal import JournalWriter
 from kuota_ingest.metrics import RelistCollector
 from kuota_ingest.settings import IngestSettings
 from kuota_ingest.sources import WATCHED, Clock, Sources, config_map_watch, jobs_watch
-from kuota_ingest.webhook import PATH, tls_context, webhook_app
 
 log = logging.getLogger("kuota_ingest")
 
@@ -64,19 +61,6 @@ async def _load_memory(redis: Redis, key: str) -> dict[str, Seen]:
         if seen is not None:
             memory[k.decode()] = seen
     return memory
-
-
-async def _serve(
-    app: web.Application, host: str, port: int, what: str, **kw: object
-) -> web.AppRunner:
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    try:
-        await web.TCPSite(runner, host, port, **kw).start()  # type: ignore[arg-type]
-    except OSError as e:
-        await runner.cleanup()
-        raise Fatal(f"{what}: cannot listen on {host}:{port}: {e.strerror or e}") from None
-    return runner
 
 
 def _settled(counts: Callable[[], dict[str, int]]) -> Callable[[], dict[str, int]]:
@@ -128,50 +112,18 @@ class Service:
             writer = JournalWriter(
                 producer, topic=topics.journal, redis=redis, seen_key=settings.seen_key
             )
-            view = ClusterView()  # fed by the watches, read by the webhook
             sources = Sources(
                 api,
                 writer,
                 memory=memory,
                 clock=Clock(),
                 crd_retry_seconds=settings.crd_retry_seconds,
-                view=view,
             )
             collector = RelistCollector(_settled(sources.relist_counts))
             REGISTRY.register(collector)
             stack.callback(REGISTRY.unregister, collector)
-            if settings.webhook_enabled:
-                stack.push_async_callback((await self._webhook(view)).cleanup)
-            else:
-                log.info(
-                    "webhook off (KUOTA_WEBHOOK_CERT_FILE/KEY_FILE unset or KUOTA_WEBHOOK_PORT=0): "
-                    "Jobs must be created suspended"
-                )
             self.live = True
             await self._supervise(sources, writer, stop, topics.journal, len(memory), version)
-
-    async def _webhook(self, view: ClusterView) -> web.AppRunner:
-        s = self.settings
-        assert s.webhook_cert is not None and s.webhook_key is not None
-        try:
-            ctx = tls_context(s.webhook_cert, s.webhook_key)
-        except (OSError, ValueError) as e:
-            raise Fatal(f"webhook certificate: {e}") from None
-        runner = await _serve(
-            webhook_app(s.webhook_trusted_users, view),
-            s.webhook_host,
-            s.webhook_port,
-            "webhook",
-            ssl_context=ctx,
-        )
-        log.info(
-            "webhook serving https://%s:%d%s; the door open to (trusted) %s",
-            s.webhook_host,
-            s.webhook_port,
-            PATH,
-            ", ".join(sorted(s.webhook_trusted_users)),
-        )
-        return runner
 
     async def _supervise(
         self,
@@ -199,13 +151,6 @@ class Service:
             tasks.append(
                 asyncio.create_task(sources.config_file(s.config_file), name="config file")
             )
-        view = asyncio.create_task(  # ends when the view is complete, not the service
-            sources.complete_view(
-                config_kind="ConfigMap" if s.config_map is not None else None,
-                config_file=s.config_file is not None,
-            ),
-            name="view",
-        )
         writer_task = asyncio.create_task(writer.run(), name="journal writer")
         stop_task = asyncio.create_task(stop.wait(), name="stop")
         ready = asyncio.create_task(
@@ -225,9 +170,9 @@ class Service:
                     f"{task.get_name()} stopped: {describe(err) if err else 'returned'}"
                 )
         finally:
-            for task in (*tasks, ready, view, stop_task):
+            for task in (*tasks, ready, stop_task):
                 task.cancel()
-            await asyncio.gather(*tasks, ready, view, stop_task, return_exceptions=True)
+            await asyncio.gather(*tasks, ready, stop_task, return_exceptions=True)
             try:
                 if not failures and not writer_task.done():
                     await asyncio.wait_for(writer.idle(), DRAIN_SECONDS)

@@ -5,8 +5,7 @@ at start-up, and refuses a bad one with a one-line ``SettingsError`` (exit 2,
 ``kuota.service``), so a mistake shows before anything connects: Kafka
 (``kuota.bus.settings``) and Redis (``KUOTA_REDIS_URL``), both required;
 ``KUBECONFIG`` or the in-cluster service account; the metrics server and the
-``Tick`` period; the webhook (port, host, certificate and key, the trusted
-users); the Kueue Configuration (``KUOTA_CONFIG_FILE`` or
+``Tick`` period; the Kueue Configuration (``KUOTA_CONFIG_FILE`` or
 ``KUOTA_CONFIG_CONFIGMAP``, not both); the extra Job label selector; the CRD
 retry period; and the Redis hash of what was journaled.
 """
@@ -24,8 +23,6 @@ from kuota.store.settings import RedisSettings
 
 SERVICE_ACCOUNT_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 DEFAULT_SEEN_KEY = "kuota:ingest:seen"
-#: deploy/base's actuator: the identity that writes kuota.dev/ annotations on Jobs.
-DEFAULT_TRUSTED_USERS = frozenset({"system:serviceaccount:kuota-system:kuota-actuator"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,21 +33,12 @@ class IngestSettings:
     metrics_port: int
     metrics_host: str
     tick_seconds: float
-    webhook_port: int
-    webhook_host: str
-    webhook_cert: str | None
-    webhook_key: str | None
-    webhook_trusted_users: frozenset[str]
     config_file: str | None
     config_map: tuple[str, str] | None
     crd_retry_seconds: float
     seen_key: str
     job_label_selector: str | None
     log_level: str
-
-    @property
-    def webhook_enabled(self) -> bool:
-        return self.webhook_port > 0 and self.webhook_cert is not None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> IngestSettings:
@@ -68,21 +56,6 @@ class IngestSettings:
         elif not SERVICE_ACCOUNT_TOKEN.is_file():
             raise SettingsError(
                 "KUBECONFIG is not set and there is no in-cluster service account token"
-            )
-        cert = e.get("KUOTA_WEBHOOK_CERT_FILE", "").strip() or None
-        key = e.get("KUOTA_WEBHOOK_KEY_FILE", "").strip() or None
-        if (cert is None) != (key is None):
-            raise SettingsError(
-                "set both KUOTA_WEBHOOK_CERT_FILE and KUOTA_WEBHOOK_KEY_FILE, or neither"
-            )
-        for var, path in (("KUOTA_WEBHOOK_CERT_FILE", cert), ("KUOTA_WEBHOOK_KEY_FILE", key)):
-            if path is not None and not Path(path).is_file():
-                raise SettingsError(f"{var}={path}: no such file (make one: scripts/webhook-certs)")
-        trusted_raw = e.get("KUOTA_WEBHOOK_TRUSTED_USERS", "").strip()
-        trusted = frozenset(u.strip() for u in trusted_raw.split(",") if u.strip())
-        if trusted_raw and not trusted:
-            raise SettingsError(
-                f"KUOTA_WEBHOOK_TRUSTED_USERS={trusted_raw!r} names no user (want user,user,...)"
             )
         config_file = e.get("KUOTA_CONFIG_FILE", "").strip() or None
         config_map_raw = e.get("KUOTA_CONFIG_CONFIGMAP", "").strip()
@@ -109,11 +82,6 @@ class IngestSettings:
             metrics_port=service.metrics_port(e, 9101),
             metrics_host=service.metrics_host(e),
             tick_seconds=service.number(e, "KUOTA_TICK_SECONDS", 1.0, positive=True),
-            webhook_port=service.port(e, "KUOTA_WEBHOOK_PORT", 9443),
-            webhook_host=e.get("KUOTA_WEBHOOK_HOST", "0.0.0.0"),
-            webhook_cert=cert,
-            webhook_key=key,
-            webhook_trusted_users=trusted or DEFAULT_TRUSTED_USERS,
             config_file=config_file,
             config_map=config_map,
             crd_retry_seconds=service.number(e, "KUOTA_CRD_RETRY_SECONDS", 30.0, positive=True),

@@ -8,8 +8,7 @@ after Kafka acknowledges them.
 
 After a restart the memory comes back from Redis and each watcher is seeded
 with a placeholder per remembered object: its first LIST then reports only
-objects whose resourceVersion moved (Namespaces and Jobs: every one, for the
-webhook's in-memory view), and reports remembered objects that are gone as
+objects whose resourceVersion moved, and reports remembered objects that are gone as
 deletes. So a restart re-journals nothing unchanged and misses no delete that
 happened while ingest was down.
 """
@@ -41,7 +40,6 @@ from kuota.kube.translate import (
 )
 from kuota.kube.watch import Resource, Watcher
 from kuota_ingest import metrics
-from kuota_ingest.cluster_view import ClusterView
 from kuota_ingest.journal import Item, JournalWriter
 
 log = logging.getLogger("kuota_ingest.sources")
@@ -83,10 +81,6 @@ def _unlabelled_system_job(kind: str, obj: object, remembered: bool) -> bool:
     return md.get("namespace") in SYSTEM_NAMESPACES
 
 
-#: The kinds ``ClusterView`` reads labels of (besides the Configuration's).
-VIEW_KINDS = frozenset({"Namespace", "Job"})
-
-
 def config_map_watch(namespace: str, name: str) -> Watched:
     path = kinds.get("ConfigMap").path(namespace)
     return Watched(Resource("ConfigMap", path), None, f"ConfigMap/{namespace}/{name}")
@@ -113,10 +107,8 @@ class Sources:
         memory: dict[str, Seen],
         clock: Clock,
         crd_retry_seconds: float = 30.0,
-        view: ClusterView | None = None,
     ) -> None:
         self._api = api
-        self.view = view  # what the webhook knows of namespaces, the Configuration, Jobs
         self._writer = writer
         self.memory = memory
         self._clock = clock
@@ -139,8 +131,6 @@ class Sources:
         prev = self.memory.get(key) if key is not None else None
         if _unlabelled_system_job(kind, obj, prev is not None):
             return
-        if self.view is not None:
-            self.view.observe(kind, change_type, obj)
         at = self._clock()
         if change_type == "DELETE":
             t = translate_delete(kind, obj, prev, at=at)
@@ -166,14 +156,8 @@ class Sources:
     # ------------------------------------------------------------------ watches
 
     def _seeded(self, watched: Watched) -> Watcher:
-        """A fresh watcher that already knows every remembered object of its kind.
-
-        The view's kinds (Namespace, Job) are seeded without a resourceVersion, so
-        the first LIST hands every object over again (the view is in memory and
-        needs their labels); an unchanged one translates to nothing, so nothing is
-        re-journaled, and a remembered one gone is still reported as a delete."""
+        """A fresh watcher that already knows every remembered object of its kind."""
         kind = watched.resource.kind
-        feeds_view = self.view is not None and kind in VIEW_KINDS
         w = Watcher(self._api, watched.resource)
         prefix = f"{kind}/"
         for key, seen in self.memory.items():
@@ -183,8 +167,6 @@ class Sources:
                 continue
             obj = stub(kind, key, seen)
             md = obj["metadata"]
-            if feeds_view:
-                md["resourceVersion"] = ""  # never matches: the LIST reports it, unchanged too
             w.known[(md.get("namespace", ""), md["name"])] = obj
         old = self._watchers.get(kind)
         if old is not None:
@@ -249,24 +231,6 @@ class Sources:
         """The kind's current watcher has done its first LIST."""
         w = self._watchers.get(kind)
         return w is not None and w.relists >= 1
-
-    def view_inputs_read(self, *, config_kind: str | None, config_file: bool) -> bool:
-        """The view's inputs have each been read once: Namespaces, Jobs, and the
-        Configuration's source (the file, or the ConfigMap's watch)."""
-        kinds = ["Namespace", "Job", *([config_kind] if config_kind else [])]
-        return all(self.listed(k) for k in kinds) and (self.config_file_read or not config_file)
-
-    async def complete_view(
-        self, *, config_kind: str | None, config_file: bool, period: float = 0.05
-    ) -> None:
-        """Mark the view complete once its inputs are read (the webhook then answers
-        "not managed"; before, it guards every unlabelled Job as possibly managed)."""
-        if self.view is None:
-            return
-        while not self.view_inputs_read(config_kind=config_kind, config_file=config_file):
-            await asyncio.sleep(period)
-        self.view.mark_complete()
-        log.info("the webhook's view is complete: managed namespaces and Jobs known")
 
     async def monitor(self, kinds: list[str], period: float = 0.25) -> None:
         """Keep ``kuota_ingest_watch_up`` current and log when a kind starts being served."""

@@ -8,7 +8,7 @@ goes through ``RULES``, the one place that decides what a user (anyone but
 ``trusted_users``) may change: each rule returns field errors; any refuses the
 request (403). A CREATE that passes gets ``add /spec/suspend true``; an UPDATE
 is never mutated; a malformed review is allowed with a warning. Until the view
-is complete (ingest's first LISTs), an unlabelled Job outside the system
+is complete (the webhook's first LISTs), an unlabelled Job outside the system
 namespaces is possibly managed: the rules apply to it, and its CREATE
 unsuspended is refused as retryable (503). Why: docs/design/ingest.md ("The
 webhook"), docs/design/webhook-registration.md ("Before the view is complete").
@@ -71,7 +71,7 @@ class Change:
 
 
 class Managed(Protocol):
-    """What the webhook needs to know beyond the review (ingest's view of the cluster)."""
+    """What the webhook needs to know beyond the review (its view of the cluster)."""
 
     def namespace_managed(self, namespace: str) -> bool:
         """Unlabelled Jobs in ``namespace`` are kuota's (``manageJobsWithoutQueueName``)."""
@@ -124,7 +124,7 @@ def _whose(change: Change) -> str:
         return f'the Job is queued in LocalQueue "{queue}"'
     if change.unsure:
         return (
-            "kuota-ingest is starting and does not know yet whether namespace "
+            "kuota-webhook is starting and does not know yet whether namespace "
             f'"{change.namespace}" is managed (manageJobsWithoutQueueName), so it guards every '
             "Job there as if it were; if the Job is not kuota's, retry in a few seconds"
         )
@@ -268,9 +268,9 @@ def _review(
 
 
 def starting_message(namespace: str) -> str:
-    """Why an unsuspended CREATE of an unlabelled Job waits for ingest's first LISTs."""
+    """Why an unsuspended CREATE of an unlabelled Job waits for the webhook's first LISTs."""
     return (
-        f'kuota-ingest is starting and does not know yet whether namespace "{namespace}" is '
+        f'kuota-webhook is starting and does not know yet whether namespace "{namespace}" is '
         "managed by kuota (manageJobsWithoutQueueName), so it cannot tell whether this Job "
         "must wait for admission; retry in a few seconds, or create it suspended "
         f"(spec.suspend: true) or with a {QUEUE_NAME_LABEL} label"

@@ -1,6 +1,6 @@
 """The mutating webhook's answers (``kuota.kube.admission_review``), its HTTP
-handler (``kuota_ingest.webhook``, served in-process without TLS), and the
-settings' startup errors (``kuota_ingest.settings``)."""
+handler (``kuota_webhook.server``, served in-process without TLS: the review,
+/healthz, /readyz), and the settings' startup errors (``kuota_webhook.settings``)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from kuota.bus.settings import SettingsError
 from kuota.kube.admission_review import mutate_job
-from kuota_ingest.settings import IngestSettings
-from kuota_ingest.webhook import PATH, webhook_app
+from kuota.kube.cluster_view import ClusterView
+from kuota_webhook.server import PATH, webhook_app
+from kuota_webhook.settings import WebhookSettings
 
 QUEUE = "kueue.x-k8s.io/queue-name"
 ALICE = "system:serviceaccount:team-a:alice"
@@ -263,6 +264,7 @@ async def test_http_handler() -> None:
         assert body["response"]["allowed"] is True and body["response"]["warnings"]
         resp = await http.get("/healthz")
         assert resp.status == 200
+        assert (await http.get("/readyz")).status == 200, "labels only: always complete"
     async with TestClient(TestServer(webhook_app(TRUSTED))) as http:
         back_dated = review(labels={QUEUE: "lq"}, annotations={CREATED_AT: "0"})
         resp = await http.post(PATH, json=back_dated)
@@ -275,6 +277,16 @@ async def test_http_handler() -> None:
         assert patch_of(await resp.json()) == SUSPEND, "kuota's identity, as configured"
 
 
+async def test_ready_only_once_the_view_is_complete() -> None:
+    view = ClusterView()
+    async with TestClient(TestServer(webhook_app(TRUSTED, view))) as http:
+        assert (await http.get("/healthz")).status == 200, "serving"
+        resp = await http.get("/readyz")
+        assert resp.status == 503 and "first LISTs" in await resp.text()
+        view.mark_complete()
+        assert (await http.get("/readyz")).status == 200
+
+
 def refusal_of(body: dict[str, Any]) -> str:
     response = body["response"]
     assert response["allowed"] is False and response["status"]["code"] == 403
@@ -283,40 +295,57 @@ def refusal_of(body: dict[str, Any]) -> str:
 
 # --------------------------------------------------------------------------- settings
 
-BASE = {"KUOTA_KAFKA_BOOTSTRAP": "127.0.0.1:1", "KUOTA_REDIS_URL": "redis://127.0.0.1:1/0"}
-
 
 @pytest.fixture
-def kubeconfig(tmp_path: Path) -> str:
-    p = tmp_path / "kubeconfig"
-    p.write_text("apiVersion: v1\n")
-    return str(p)
+def files(tmp_path: Path) -> dict[str, str]:
+    out = {}
+    for var, name in (
+        ("KUBECONFIG", "kubeconfig"),
+        ("KUOTA_WEBHOOK_CERT_FILE", "tls.crt"),
+        ("KUOTA_WEBHOOK_KEY_FILE", "tls.key"),
+    ):
+        (tmp_path / name).write_text("x\n")
+        out[var] = str(tmp_path / name)
+    return out
 
 
-def test_settings_defaults(kubeconfig: str) -> None:
-    s = IngestSettings.from_env({**BASE, "KUBECONFIG": kubeconfig})
-    assert (s.metrics_port, s.webhook_port, s.tick_seconds) == (9101, 9443, 1.0)
-    assert s.seen_key == "kuota:ingest:seen"
-    assert not s.webhook_enabled, "no certificate: no webhook"
-    assert s.webhook_trusted_users == {ACTUATOR}, "deploy/base's actuator"
-    s = IngestSettings.from_env(
-        {**BASE, "KUBECONFIG": kubeconfig, "KUOTA_WEBHOOK_TRUSTED_USERS": " kuota-admin, u2,"}
+def test_settings_defaults(files: dict[str, str]) -> None:
+    s = WebhookSettings.from_env(files)
+    assert (s.metrics_port, s.port, s.host, s.cert_check_seconds) == (9105, 9443, "0.0.0.0", 10.0)
+    assert s.trusted_users == {ACTUATOR}, "deploy/base's actuator"
+    assert (s.config_file, s.config_map, s.job_label_selector) == (None, None, None)
+    s = WebhookSettings.from_env(
+        {
+            **files,
+            "KUOTA_WEBHOOK_TRUSTED_USERS": " kuota-admin, u2,",
+            "KUOTA_CONFIG_CONFIGMAP": "kuota-system/kuota-config",
+        }
     )
-    assert s.webhook_trusted_users == {"kuota-admin", "u2"}
-    s = IngestSettings.from_env({**BASE, "KUBECONFIG": kubeconfig, "KUOTA_TOPIC_PREFIX": "t-1."})
-    assert s.seen_key == "kuota:ingest:seen:t-1.journal", "a test's memory is its own"
+    assert s.trusted_users == {"kuota-admin", "u2"}
+    assert s.config_map == ("kuota-system", "kuota-config")
+
+
+def test_settings_need_neither_kafka_nor_redis(files: dict[str, str]) -> None:
+    """The point of the process (#23 item 7): nothing of the journal's."""
+    WebhookSettings.from_env(files)  # no KUOTA_KAFKA_BOOTSTRAP, no KUOTA_REDIS_URL
+    text = (Path(__file__).resolve().parents[3] / "services/webhook/kuota_webhook").glob("*.py")
+    for module in text:
+        source = module.read_text()
+        for name in ("aiokafka", "kuota.bus.topics", "kuota.store", "redis"):
+            assert f"import {name}" not in source and f"from {name}" not in source, module
 
 
 @pytest.mark.parametrize(
     ("env", "message"),
     [
-        ({"KUOTA_REDIS_URL": ""}, "KUOTA_REDIS_URL is not set"),
         ({"KUBECONFIG": "/nonexistent"}, "no such file"),
-        ({"KUOTA_TICK_SECONDS": "0"}, "must be positive"),
-        ({"KUOTA_TICK_SECONDS": "soon"}, "not a number"),
+        ({"KUOTA_WEBHOOK_CERT_FILE": ""}, "KUOTA_WEBHOOK_CERT_FILE is not set"),
+        ({"KUOTA_WEBHOOK_KEY_FILE": ""}, "KUOTA_WEBHOOK_KEY_FILE is not set"),
+        ({"KUOTA_WEBHOOK_KEY_FILE": "/y"}, "no such file"),
+        ({"KUOTA_WEBHOOK_PORT": "0"}, "must listen"),
+        ({"KUOTA_WEBHOOK_PORT": "70000"}, "not a port"),
+        ({"KUOTA_WEBHOOK_CERT_CHECK_SECONDS": "0"}, "must be positive"),
         ({"KUOTA_METRICS_PORT": "70000"}, "not a port"),
-        ({"KUOTA_WEBHOOK_CERT_FILE": "/x"}, "or neither"),
-        ({"KUOTA_WEBHOOK_CERT_FILE": "/x", "KUOTA_WEBHOOK_KEY_FILE": "/y"}, "no such file"),
         ({"KUOTA_CONFIG_CONFIGMAP": "just-a-name"}, "namespace/name"),
         ({"KUOTA_CONFIG_CONFIGMAP": "a/b", "KUOTA_CONFIG_FILE": "/f"}, "not both"),
         ({"KUOTA_CONFIG_FILE": "/nonexistent"}, "no such file"),
@@ -324,8 +353,8 @@ def test_settings_defaults(kubeconfig: str) -> None:
     ],
 )
 def test_settings_errors_are_one_clear_line(
-    kubeconfig: str, env: dict[str, str], message: str
+    files: dict[str, str], env: dict[str, str], message: str
 ) -> None:
     with pytest.raises(SettingsError, match=message) as err:
-        IngestSettings.from_env({**BASE, "KUBECONFIG": kubeconfig, **env})
+        WebhookSettings.from_env({**files, **env})
     assert "\n" not in str(err.value)

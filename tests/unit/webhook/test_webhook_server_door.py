@@ -1,12 +1,10 @@
 """The door (#22): what the webhook refuses on UPDATE of a managed Job, what it
-suspends on CREATE in a managed namespace, ingest's ``ClusterView`` that tells
-it which namespaces and Jobs are managed, the Job watch that skips unlabelled
-system Jobs, and the two-entry registration (deploy/base and
-scripts/webhook-register agree)."""
+suspends on CREATE in a managed namespace, the webhook's ``ClusterView`` that
+tells it which namespaces and Jobs are managed, and the two-entry registration
+(deploy/base and scripts/webhook-register agree)."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 from pathlib import Path
@@ -14,15 +12,11 @@ from typing import Any
 
 import pytest
 import yaml
-from builders.kafka import FakeProducer
-from test_ingest_sources import FakeRedis
 
 from kuota import kinds
 from kuota.kube.admission_review import mutate_job
+from kuota.kube.cluster_view import ClusterView
 from kuota.kube.translate import config_file_object
-from kuota_ingest.cluster_view import ClusterView
-from kuota_ingest.journal import JournalWriter
-from kuota_ingest.sources import Clock, Sources
 
 REPO = Path(__file__).resolve().parents[3]
 QUEUE = "kueue.x-k8s.io/queue-name"
@@ -92,7 +86,7 @@ def managed_view(manage: bool = True, **ns_labels: dict[str, str]) -> ClusterVie
     view.observe("Configuration", "UPSERT", obj)
     for name, labels in ns_labels.items():
         view.observe("Namespace", "UPSERT", {"metadata": {"name": name, "labels": labels}})
-    view.mark_complete()  # ingest's first LISTs are done
+    view.mark_complete()  # the webhook's first LISTs are done
     return view
 
 
@@ -262,54 +256,6 @@ def test_the_view_reads_the_configmap_kind_too() -> None:
     view = ClusterView()
     view.observe("ConfigMap", "UPSERT", cm)  # a LIST item: no kind, no apiVersion
     assert view.namespace_managed("team-a")
-
-
-# --------------------------------------------------------------------------- the Job watch
-
-
-def _sources(view: ClusterView) -> tuple[Sources, FakeProducer]:
-    producer = FakeProducer()
-    writer = JournalWriter(producer, topic="j", redis=FakeRedis(producer.log), seen_key="seen")  # type: ignore[arg-type]
-    return Sources(None, writer, memory={}, clock=Clock(), view=view), producer  # type: ignore[arg-type]
-
-
-async def test_unlabelled_system_jobs_are_not_journaled_and_the_view_is_fed() -> None:
-    view = managed_view()
-    sources, _ = _sources(view)
-    system = {
-        **job(queue=None, uid="u-sys"),
-        "metadata": {"name": "s", "namespace": "kube-system", "uid": "u-sys"},
-    }
-    await sources.observe("Job", "UPSERT", system)
-    assert sources.memory == {}, "never kuota's: not journaled, not remembered"
-    await sources.observe("Job", "UPSERT", job(queue=None, uid="u-team"))  # managed namespace
-    await sources.observe(
-        "Job",
-        "UPSERT",
-        {**job(uid="u-lab"), "metadata": {**job(uid="u-lab")["metadata"], "name": "k"}},
-    )
-    assert set(sources.memory) == {"Job/team-a/j", "Job/team-a/k"}
-    assert view.known("u-team") and view.known("u-lab") and not view.known("u-sys")
-    # a labelled Job in kube-system is journaled as before, and its label removal too
-    labelled = {
-        "metadata": {
-            "name": "s",
-            "namespace": "kube-system",
-            "uid": "u-sys",
-            "labels": {QUEUE: "q"},
-            "resourceVersion": "1",
-        },
-        "spec": {},
-    }
-    await sources.observe("Job", "UPSERT", labelled)
-    assert "Job/kube-system/s" in sources.memory
-    dropped = {
-        **labelled,
-        "metadata": {**labelled["metadata"], "labels": {}, "resourceVersion": "2"},
-    }
-    await sources.observe("Job", "UPSERT", dropped)
-    assert sources.memory["Job/kube-system/s"].rv == "2"
-    await asyncio.sleep(0)
 
 
 # --------------------------------------------------------------------------- registration

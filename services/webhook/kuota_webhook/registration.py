@@ -1,8 +1,8 @@
 """The webhook registration's strict form: the managed namespaces' selector.
 
 Theory of operation: ``scripts/webhook-register --managed-from FILE`` (or
-``--managed-from-configmap NS/NAME``) runs ``python -m kuota_ingest.registration``
-on the Configuration ingest is given (any of its three shapes). It prints the
+``--managed-from-configmap NS/NAME``) runs ``python -m kuota_webhook.registration``
+on the Configuration the webhook is given (any of its three shapes). It prints the
 ``namespaceSelector`` of the unlabelled entry as one JSON line: the system
 namespaces left out, and ``managedJobsNamespaceSelector`` (Kueue's default
 when unset) — then the entry is ``failurePolicy: Fail``. When the
@@ -56,7 +56,7 @@ def read_configuration(text: str) -> Configuration | str:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m kuota_ingest.registration FILE|-", file=sys.stderr)
+        print("usage: python -m kuota_webhook.registration FILE|-", file=sys.stderr)
         return 2
     if argv[0] == "-":
         text = sys.stdin.read()
@@ -65,7 +65,7 @@ def main(argv: list[str]) -> int:
             text = f.read()
     config = Configuration() if not text.strip() else read_configuration(text)
     if isinstance(config, str):
-        print(f"kuota_ingest.registration: {argv[0]}: {config}", file=sys.stderr)
+        print(f"kuota_webhook.registration: {argv[0]}: {config}", file=sys.stderr)
         return 1
     selector = namespace_selector(config)
     print("none" if selector is None else json.dumps(selector, sort_keys=True))

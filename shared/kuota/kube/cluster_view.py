@@ -1,18 +1,17 @@
 """What the webhook knows beyond an AdmissionReview: managed namespaces, queued Jobs.
 
 Theory of operation: an AdmissionReview carries the Job, not its Namespace's
-labels nor the Configuration, so ingest keeps them here from the objects its
-watches already see (``Sources.observe`` hands each change over before
-translating it): every Namespace's labels, the latest Configuration (the
-file, the named ConfigMap or the operator's ``Kueue``; the last one read wins
-and deleting it restores the defaults, as in the fold), and the uids of the
-Jobs seen with a queue label or in a managed namespace (once kuota's, always:
-a later Configuration does not take a Job back). The other Jobs' namespaces
-are kept too, so a Configuration or a Namespace's labels that change make
-their Jobs known at once. ``namespace_managed``, ``known`` and ``complete``
-answer ``kuota.kube.admission_review.Managed``. The view is in memory only:
-after a restart it is rebuilt by the first LISTs, and until the pipeline calls
-``mark_complete`` the webhook guards every unlabelled Job as possibly managed
+labels nor the Configuration, so the webhook (``kuota_webhook.feed``) keeps
+them here from its own list+watches: every Namespace's labels, the latest
+Configuration (the file or the named ConfigMap; the last one read wins and
+deleting it restores the defaults, as in the fold), and the uids of the Jobs
+seen with a queue label or in a managed namespace (once kuota's, always: a
+later Configuration does not take a Job back). The other Jobs' namespaces are
+kept too, so a Configuration or a Namespace's labels that change make their
+Jobs known at once. ``namespace_managed``, ``known`` and ``complete`` answer
+``kuota.kube.admission_review.Managed``. The view is in memory only: after a
+start it is built by the first LISTs, and until ``mark_complete`` the webhook
+guards every unlabelled Job as possibly managed
 (docs/design/webhook-registration.md, "Before the view is complete").
 """
 
@@ -28,7 +27,7 @@ from kuota.api.types import Configuration, ValidationError
 from kuota.kinds import QUEUE_NAME_LABEL, SYSTEM_NAMESPACES
 from kuota.kube.translate import journal_object
 
-log = logging.getLogger("kuota_ingest.cluster_view")
+log = logging.getLogger(__name__)
 
 _CONFIG_KINDS = frozenset(kinds.names("config"))
 

@@ -3,24 +3,26 @@
 The answer itself is ``kuota.kube.admission_review.mutate_job`` (CREATE: the
 rules, then suspend; UPDATE: the rules); this module reads the body, writes
 one log line and counts the outcome. ``trusted_users`` are kuota's own
-identities (``KUOTA_WEBHOOK_TRUSTED_USERS``); ``view`` is ingest's
-``ClusterView`` (managed namespaces, Jobs kuota queued).
+identities (``KUOTA_WEBHOOK_TRUSTED_USERS``); ``view`` is the webhook's
+``ClusterView`` (managed namespaces, Jobs kuota queued). ``GET /healthz``
+answers while the server serves; ``GET /readyz`` only once the view is
+complete (the Deployment's readiness: a replica whose first LISTs are not
+done yet gets no reviews while another one is ready).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import ssl
 from collections.abc import Collection
 
 from aiohttp import web
 
 from kuota.kube.admission_review import JOB, mutate_job
-from kuota_ingest import metrics
-from kuota_ingest.cluster_view import ClusterView
+from kuota.kube.cluster_view import ClusterView
+from kuota_webhook import metrics
 
-log = logging.getLogger("kuota_ingest.webhook")
+log = logging.getLogger("kuota_webhook.server")
 
 PATH = JOB.mutate_path()  # /mutate-batch-v1-job, as deploy/base/webhook.yaml calls it
 MAX_BODY = 3 * 1024 * 1024  # the apiserver's own request limit is 3 MiB
@@ -35,7 +37,7 @@ async def _mutate(request: web.Request) -> web.Response:
         body = None
     trusted: frozenset[str] = request.app[TRUSTED]
     answer = mutate_job(body, trusted_users=trusted, managed=request.app[VIEW])
-    metrics.WEBHOOK.labels(answer.outcome).inc()
+    metrics.REQUESTS.labels(answer.outcome).inc()
     level = logging.WARNING if answer.outcome == "malformed" else logging.INFO
     why = answer.why
     if answer.outcome == "refused":
@@ -60,6 +62,12 @@ async def _healthz(_: web.Request) -> web.Response:
     return web.Response(text="ok")
 
 
+async def _readyz(request: web.Request) -> web.Response:
+    if request.app[VIEW].complete():
+        return web.Response(text="ok")
+    return web.Response(status=503, text="the view's first LISTs are not done yet")
+
+
 def webhook_app(
     trusted_users: Collection[str] = frozenset(), view: ClusterView | None = None
 ) -> web.Application:
@@ -68,11 +76,5 @@ def webhook_app(
     app[VIEW] = view if view is not None else ClusterView(complete=True)  # labels only
     app.router.add_post(PATH, _mutate)
     app.router.add_get("/healthz", _healthz)
+    app.router.add_get("/readyz", _readyz)
     return app
-
-
-def tls_context(cert_file: str, key_file: str) -> ssl.SSLContext:
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    ctx.load_cert_chain(cert_file, key_file)
-    return ctx

@@ -1,22 +1,20 @@
 """Three leaks the rogue-user chaos run found (#22): a running Job grown by its user
 (``no_resize``), the unlabelled entry's ``failurePolicy: Ignore`` (the strict
-registration, ``kuota_ingest.registration``), and the webhook answering "not
-managed" before ingest's view was complete (``ClusterView.complete``, the
-rescan when the Configuration or a Namespace changes)."""
+registration, ``kuota_webhook.registration``), and the webhook answering "not
+managed" before its view was complete (``ClusterView.complete``, the rescan
+when the Configuration or a Namespace changes; the feed that completes it is
+``test_webhook_feed.py``)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
-from test_ingest_sources import FakeApi, _ns, _run_until, _setup
-from test_ingest_webhook_door import (
+from test_webhook_server_door import (
     ACTUATOR,
     REPO,
     TRUSTED,
@@ -29,11 +27,9 @@ from test_ingest_webhook_door import (
 
 from kuota import kinds
 from kuota.kube.admission_review import mutate_job, starting_message
-from kuota.kube.translate import Seen, config_file_object
-from kuota.kube.watch import Resource
-from kuota_ingest.cluster_view import ClusterView
-from kuota_ingest.registration import namespace_selector, read_configuration
-from kuota_ingest.sources import Sources, Watched
+from kuota.kube.cluster_view import ClusterView
+from kuota.kube.translate import config_file_object
+from kuota_webhook.registration import namespace_selector, read_configuration
 
 
 def sized(*, parallelism: int = 1, completions: int | None = 1, **kw: Any) -> dict[str, Any]:
@@ -217,7 +213,7 @@ def test_before_the_view_is_complete_an_unsuspended_create_is_refused_as_retryab
         status["message"]
         == starting_message("team-a")
         == (
-            'kuota-ingest is starting and does not know yet whether namespace "team-a" is managed '
+            'kuota-webhook is starting and does not know yet whether namespace "team-a" is managed '
             "by kuota (manageJobsWithoutQueueName), so it cannot tell whether this Job must wait "
             "for admission; retry in a few seconds, or create it suspended (spec.suspend: true) "
             "or with a kueue.x-k8s.io/queue-name label"
@@ -239,7 +235,7 @@ def test_before_the_view_is_complete_the_rules_guard_every_unlabelled_job() -> N
     outcome, message = answer(review(job(queue=None, suspend=False), job(queue=None)), view)
     assert outcome == "refused"
     assert message == (
-        f"spec.suspend: Forbidden: {WHO} may not set it to false: kuota-ingest is starting "
+        f"spec.suspend: Forbidden: {WHO} may not set it to false: kuota-webhook is starting "
         'and does not know yet whether namespace "team-a" is managed '
         "(manageJobsWithoutQueueName), so it guards every Job there as if it were; if the "
         "Job is not kuota's, retry in a few seconds, and only kuota unsuspends it, when it "
@@ -293,69 +289,3 @@ def test_a_namespace_labelled_later_makes_its_jobs_known() -> None:
     assert not view.known("u-2")
     view.observe("Namespace", "UPSERT", {"metadata": {"name": "team-b", "labels": {"team": "yes"}}})
     assert view.known("u-2")
-
-
-class _Listed(Sources):
-    def __init__(self, view: ClusterView) -> None:  # no apiserver: only what complete_view reads
-        self.view = view
-        self.done: set[str] = set()
-        self.config_file_read = False
-
-    def listed(self, kind: str) -> bool:
-        return kind in self.done
-
-
-@pytest.mark.parametrize("config_map", [True, False])
-async def test_the_view_is_complete_once_its_inputs_are_read(config_map: bool) -> None:
-    view = ClusterView()
-    sources = _Listed(view)
-    task = asyncio.create_task(
-        sources.complete_view(
-            config_kind="ConfigMap" if config_map else None,
-            config_file=not config_map,
-            period=0.001,
-        )
-    )
-    for step in ("Namespace", "Job"):
-        await asyncio.sleep(0.01)
-        assert not view.complete()
-        sources.done.add(step)
-    await asyncio.sleep(0.01)
-    assert not view.complete(), "the Configuration's source is not read yet"
-    if config_map:
-        sources.done.add("ConfigMap")
-    else:
-        sources.config_file_read = True
-    await asyncio.wait_for(task, 1)
-    assert view.complete()
-
-
-async def test_after_a_restart_the_view_sees_unchanged_namespaces_and_nothing_is_rejournaled() -> (
-    None
-):
-    """The chaos run's leak: after a restart the seeded LIST reported only changed
-    objects, so the view never saw an unchanged Namespace's labels (nor an unchanged
-    Job) and answered "not managed"; a rogue unsuspend passed."""
-    first = FakeApi([_ns("team-a", "5", team="yes"), _ns("b", "6")])
-    sources, writer, _, redis = _setup(first, {})
-    tasks = [asyncio.create_task(writer.run())]
-    tasks.append(asyncio.create_task(sources.watch(Watched(Resource("Namespace", "/ns")))))
-    await _run_until(lambda: len(redis.hashes.get("seen", {})) == 2, "memory persisted")
-    for t in tasks:
-        t.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
-
-    memory = {k: s for k, v in redis.hashes["seen"].items() if (s := Seen.loads(v))}
-    again, writer2, producer2, _ = _setup(first, memory)  # nothing changed while down
-    view = ClusterView()
-    view.observe("Configuration", "UPSERT", _config())
-    again.view = view
-    tasks = [asyncio.create_task(writer2.run())]
-    tasks.append(asyncio.create_task(again.watch(Watched(Resource("Namespace", "/ns")))))
-    await _run_until(lambda: again.listed("Namespace"), "listed")
-    await asyncio.sleep(0.05)
-    for t in tasks:
-        t.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
-    assert view.namespace_managed("team-a") and not view.namespace_managed("b")
-    assert producer2.sent == [], "unchanged: nothing journaled again"
