@@ -5,6 +5,7 @@ Sends one AlterUserScramCredentials v0 request (KIP-554) over the PLAINTEXT
 listener, so it works on a broker whose KRaft log was formatted before the
 stack had SASL users (``kafka-storage format --add-scram`` only works at the
 first format). Idempotent: an upsert replaces the user's salt and password.
+``delete`` removes a user's credential (tests clean up the users they made).
 
     kafka_scram.py 127.0.0.1:19092 USER PASSWORD_FILE
 """
@@ -63,15 +64,27 @@ def upsert(host: str, port: int, user: str, password: str, timeout: float = 15.0
     """Raise RuntimeError with the broker's message if it refuses."""
     salt = os.urandom(32)
     salted = hashlib.pbkdf2_hmac("sha512", password.encode(), salt, ITERATIONS)
+    upsertion = _compact(user.encode()) + struct.pack(">bi", SCRAM_SHA_512, ITERATIONS)
+    upsertion += _compact(salt) + _compact(salted) + _uvarint(0)
+    _alter(host, port, deletions=[], upsertions=[upsertion], timeout=timeout)
+
+
+def delete(host: str, port: int, user: str, timeout: float = 15.0) -> None:
+    """Remove the user's SCRAM-SHA-512 credential (tests clean up their users)."""
+    deletion = _compact(user.encode()) + struct.pack(">b", SCRAM_SHA_512) + _uvarint(0)
+    _alter(host, port, deletions=[deletion], upsertions=[], timeout=timeout)
+
+
+def _alter(
+    host: str, port: int, *, deletions: list[bytes], upsertions: list[bytes], timeout: float
+) -> None:
     client_id = b"kuota-stack-scram"
     corr = 11
     # request header v2: api_key, api_version, correlation_id, client_id, tagged fields
     header = struct.pack(">hhih", ALTER_USER_SCRAM_CREDENTIALS, 0, corr, len(client_id))
     header += client_id + _uvarint(0)
-    body = _uvarint(1)  # deletions: empty compact array
-    body += _uvarint(2)  # upsertions: one
-    body += _compact(user.encode()) + struct.pack(">bi", SCRAM_SHA_512, ITERATIONS)
-    body += _compact(salt) + _compact(salted) + _uvarint(0)
+    body = _uvarint(len(deletions) + 1) + b"".join(deletions)
+    body += _uvarint(len(upsertions) + 1) + b"".join(upsertions)
     body += _uvarint(0)
     request = header + body
     with socket.create_connection((host, port), timeout=timeout) as sock:

@@ -1,59 +1,83 @@
-"""The Kafka ACLs documented for kuota are enough, and they are enforced.
+"""Each Kafka user of kuota can do its job under its own ACLs, and nothing else (#23 item 9).
 
 The local stack's broker runs Kafka's StandardAuthorizer with
 ``allow.everyone.if.no.acl.found=true`` and PLAINTEXT clients as super users
 (scripts/stack.d/kafka.sh): where no ACL exists, everything is allowed as
-before; where ACLs exist, only they count. Here the ACLs of
-``deploy/kafka/strimzi/users.yaml`` (the production KafkaUser) are created for
-the SCRAM user ``kuota`` with this test's own prefix in place of ``kuota.`` /
-``kuota-`` (CreateAcls over PLAINTEXT), and then:
+before; where ACLs exist, only they count. The table is the production one,
+``deploy/kafka/strimzi/users.yaml`` (a KafkaUser per service, the CLI and the
+ledger subscriber). Each test makes those users as SCRAM users of its own
+(``<instance>-<role>``) with exactly those ACLs, every name made unique to the
+test (``kuota.`` / ``kuota-`` -> ``<instance>.`` / ``<instance>-``, other
+names prefixed), over PLAINTEXT (CreateAcls, AlterUserScramCredentials), the
+topics made beforehand as Strimzi's Topic Operator would; all removed after.
 
-- kuota-admission runs as that user and commits exactly the fold's decisions
-  (topics created and described, transactional writes, its consumer group);
-- ``kuota audit replay`` reads the journal, the decisions and the group's
-  offsets as that user and finds them identical;
-- a principal without ACLs there (the mTLS client certificate) is refused
-  (TopicAuthorizationFailed), so the ACLs are really enforced.
+- Their jobs: ingest journals with its idempotent producer; kuota-admission
+  and kuota-preemption run as processes and make a preemption (plans on the
+  journal, decisions in transactions, their groups); the actuator's consumer
+  group reads the decisions and it reports to the journal and dead letters;
+  the ledger's group reads the decisions; ``kuota audit replay`` as the CLI
+  user finds the decisions identical.
+- The rest, each refused by the broker: ingest writing decisions, admission
+  using preemption's transactional id or group, a subscriber reading the
+  journal, the CLI writing, anybody creating a topic, ...
 
-What this does not cover: cluster-level operations (the stack grants those to
-everyone, as no cluster ACL exists), ingest, preemption and the actuator (the
-same kinds of operations on the same resources as admission).
+Not covered: cluster-level operations (no cluster ACL exists on the stack, so
+the broker allows them to everyone; Strimzi allows them to nobody but its
+own super users).
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
+import os
 import socket
 import struct
 import subprocess
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from aiokafka import AIOKafkaProducer
-from aiokafka.errors import TopicAuthorizationFailedError, TransactionalIdAuthorizationFailed
-from pipeline_helpers import Service, free_port
-from test_admission_service import Bus, Journal, assert_same, expected
-from test_security_kafka import (
-    _base_env,
-    _delete_topics,
-    mtls_env,
-    redis_acl,
-    scram_env,
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import (
+    GroupAuthorizationFailedError,
+    KafkaError,
+    TopicAuthorizationFailedError,
+    TransactionalIdAuthorizationFailed,
 )
+from pipeline_helpers import Decisions, Service, free_port, read_topic
+from preemption_journal import Journal, within_cluster_queue
+from test_security_kafka import _delete_topics, scram_env
 
 from kuota.bus import connect
 from kuota.bus.settings import KafkaSettings
-from kuota.bus.topics import ensure_topics
+from kuota.bus.topics import Topics, ensure_topics, shard_key
+from kuota.events.schema import JournalEvent
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
-__all__ = ["mtls_env", "redis_acl", "scram_env"]  # fixtures, imported for pytest
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+__all__ = ["scram_env"]  # a fixture, imported for pytest
 
 REPO = Path(__file__).resolve().parents[2]
+USERS = REPO / "deploy" / "kafka" / "strimzi" / "users.yaml"
+
+
+def _scram_module() -> Any:
+    """scripts/kafka/kafka_scram.py, which the stack makes its SCRAM user with."""
+    path = REPO / "scripts" / "kafka" / "kafka_scram.py"
+    spec = importlib.util.spec_from_file_location("kafka_scram", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+kafka_scram = _scram_module()
+
 RESOURCE = {"topic": 2, "group": 3, "cluster": 4, "transactionalId": 5}
 PATTERN = {"literal": 3, "prefix": 4}
 OPERATION = {
@@ -69,7 +93,12 @@ OPERATION = {
     "AlterConfigs": 11,
     "IdempotentWrite": 12,
 }
-ALLOW = 3
+ALLOW, ANY_PATTERN, ANY_OPERATION, ANY_PERMISSION = 3, 1, 1, 1
+REFUSED = (TopicAuthorizationFailedError, GroupAuthorizationFailedError)
+WAIT = 60.0
+
+
+# --------------------------------------------------------------------------- the admin API
 
 
 def _string(s: str | None) -> bytes:
@@ -111,23 +140,43 @@ def create_acls(bootstrap: str, acls: list[Acl]) -> None:
         assert code == 0, f"CreateAcls: error {code}: {message}"
 
 
-def delete_acls(bootstrap: str, principal: str, names: list[tuple[int, str]]) -> None:
-    body = struct.pack(">i", len(names))
-    for rtype, name in names:
-        body += struct.pack(">b", rtype) + _string(name) + struct.pack(">b", PATTERN["prefix"])
-        body += _string(principal) + _string(None) + struct.pack(">bb", 1, 1)  # any op / perm
+def delete_acls(bootstrap: str, principal: str) -> None:
+    """Every ACL of ``principal`` (a principal unique to the test)."""
+    body = struct.pack(">i", 1) + struct.pack(">b", 1) + _string(None)  # any resource type
+    body += struct.pack(">b", ANY_PATTERN) + _string(principal) + _string(None)
+    body += struct.pack(">bb", ANY_OPERATION, ANY_PERMISSION)
     resp = _call(bootstrap, 31, body)  # DeleteAcls v1
     (code,) = struct.unpack_from(">h", resp, 8)
     assert code == 0, f"DeleteAcls: error {code}"
 
 
-def documented_acls(instance: str, principal: str) -> list[Acl]:
-    """users.yaml's ACLs with ``kuota.`` / ``kuota-`` replaced by this instance."""
-    doc: dict[str, Any] = yaml.safe_load((REPO / "deploy/kafka/strimzi/users.yaml").read_text())
+# --------------------------------------------------------------------------- the table
+
+
+def kafka_users() -> dict[str, list[dict[str, Any]]]:
+    """users.yaml: KafkaUser name -> its ACLs."""
+    out = {}
+    for doc in yaml.safe_load_all(USERS.read_text()):
+        if doc and doc["kind"] == "KafkaUser":
+            assert doc["spec"]["authentication"]["type"] == "scram-sha-512"
+            out[doc["metadata"]["name"]] = doc["spec"]["authorization"]["acls"]
+    return out
+
+
+def unique(name: str, instance: str) -> str:
+    """A users.yaml resource name, made this test's own."""
+    if name.startswith("kuota."):
+        return f"{instance}.{name[len('kuota.') :]}"
+    if name.startswith("kuota-"):
+        return f"{instance}-{name[len('kuota-') :]}"
+    return f"{instance}-{name}"
+
+
+def acls_of(user: str, instance: str, principal: str) -> list[Acl]:
     out: list[Acl] = []
-    for acl in doc["spec"]["authorization"]["acls"]:
+    for acl in kafka_users()[user]:
         r = acl["resource"]
-        name = r["name"].replace("kuota.", f"{instance}.").replace("kuota-", f"{instance}-")
+        name = unique(r["name"], instance)
         for op in acl["operations"]:
             out.append(
                 (RESOURCE[r["type"]], name, PATTERN[r["patternType"]], principal, OPERATION[op])
@@ -135,105 +184,281 @@ def documented_acls(instance: str, principal: str) -> list[Acl]:
     return out
 
 
-@pytest.fixture
-async def acl_instance(
-    scram_env: dict[str, str], kafka_bootstrap: str
-) -> AsyncIterator[tuple[str, dict[str, str]]]:
-    instance = f"test-acl-{uuid.uuid4().hex[:8]}"
-    principal = f"User:{scram_env['KUOTA_KAFKA_SASL_USERNAME']}"
-    acls = documented_acls(instance, principal)
-    assert {a[0] for a in acls} == {
-        RESOURCE["topic"],
-        RESOURCE["group"],
-        RESOURCE["transactionalId"],
+def test_the_table_is_one_user_per_service_with_its_own_ids() -> None:
+    """Offline: each service's group and transactional ids are its own, and no
+    user but the CLI sees another's group; nobody may create topics."""
+    users = kafka_users()
+    roles = ("ingest", "admission", "preemption", "actuator")
+    assert set(users) == {f"kuota-{r}" for r in roles} | {"kuota-cli", "kuota-ledger"}
+    for user, acls in users.items():
+        for acl in acls:
+            r, ops = acl["resource"], set(acl["operations"])
+            assert "Create" not in ops and "All" not in ops, (user, acl)
+            if r["type"] == "transactionalId":
+                assert r == {"type": r["type"], "name": f"{user}-", "patternType": "prefix"}
+            if r["type"] == "group" and user != "kuota-cli":
+                assert r["name"] in (user, "gpu-ledger"), (user, r)
+            if r["type"] == "topic" and r["patternType"] == "prefix":
+                assert ops == {"Describe"}, (user, acl)
+    writers = {u for u, acls in users.items() for a in acls if "Write" in a["operations"]} - {
+        "kuota-admission",
+        "kuota-preemption",
     }
-    create_acls(kafka_bootstrap, acls)
-    await asyncio.sleep(1.0)  # the ACLs reach the broker through the metadata log
+    assert writers == {"kuota-ingest", "kuota-actuator"}  # idempotent, not transactional
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+@dataclass
+class Users:
+    instance: str
+    topics: Topics
+    plain: KafkaSettings  # the super user (PLAINTEXT), to look
+    env: dict[str, dict[str, str]]  # role -> its Kafka settings
+
+    def settings(self, role: str, **extra: str) -> KafkaSettings:
+        return KafkaSettings.from_env(self.env[role] | extra)
+
+
+@pytest.fixture
+async def users(scram_env: dict[str, str], kafka_bootstrap: str) -> AsyncIterator[Users]:
+    instance = f"test-acl-{uuid.uuid4().hex[:8]}"
+    plain = KafkaSettings(bootstrap=kafka_bootstrap, topic_prefix=f"{instance}.")
+    topics = await ensure_topics(plain)  # the Topic Operator's job in production
+    host, _, port = kafka_bootstrap.rpartition(":")
+    made: list[str] = []
+    env: dict[str, dict[str, str]] = {}
     try:
-        yield instance, scram_env | {"KUOTA_TOPIC_PREFIX": f"{instance}."}
+        for user in kafka_users():
+            role = user.removeprefix("kuota-")
+            name, password = f"{instance}-{role}", uuid.uuid4().hex
+            kafka_scram.upsert(host, int(port), name, password)
+            made.append(name)
+            create_acls(kafka_bootstrap, acls_of(user, instance, f"User:{name}"))
+            env[role] = scram_env | {
+                "KUOTA_KAFKA_SASL_USERNAME": name,
+                "KUOTA_KAFKA_SASL_PASSWORD": password,
+                "KUOTA_TOPIC_PREFIX": f"{instance}.",
+            }
+        await asyncio.sleep(1.5)  # users and ACLs reach the broker through the metadata log
+        yield Users(instance, topics, plain, env)
     finally:
-        delete_acls(kafka_bootstrap, principal, sorted({(a[0], a[1]) for a in acls}))
+        for name in made:
+            delete_acls(kafka_bootstrap, f"User:{name}")
+            kafka_scram.delete(host, int(port), name)
+        await _delete_topics(plain, topics)
 
 
-async def test_the_documented_acls_are_enough_and_enforced(
-    acl_instance: tuple[str, dict[str, str]],
-    mtls_env: dict[str, str],
-    kafka_bootstrap: str,
-    redis_url: str,
-    redis_acl: Callable[[], dict[str, str]],
-    tmp_path: Path,
-) -> None:
-    instance, kafka_env = acl_instance
-    env = _base_env(f"{instance}.") | kafka_env | redis_acl()
-    env.update(
-        KUOTA_REDIS_URL=redis_url,
-        KUOTA_METRICS_PORT=str(free_port()),
-        KUOTA_SNAPSHOT_KEY="test-acl-key",
-        KUOTA_MAX_BATCH="10",
-    )
-    settings = KafkaSettings.from_env(env)
-    topics = await ensure_topics(settings)  # Create + Describe on the prefix, as the user
-    bus = Bus(settings, topics)
-    admission = Service("admission", env, tmp_path / "admission.log")
+async def refused(what: str, attempt: Callable[[], Awaitable[object]]) -> KafkaError | None:
+    """``attempt`` fails with an authorization error (within 30 s), or reads
+    nothing of a topic that holds a record (a topic the user may not even
+    Describe is never fetched: aiokafka logs it, raises nothing)."""
     try:
-        # a principal without ACLs on this prefix is refused
-        other = KafkaSettings.from_env(mtls_env | {"KUOTA_TOPIC_PREFIX": f"{instance}."})
-        intruder = AIOKafkaProducer(**other.client_kwargs())
-        await connect.start(intruder, other)
-        try:
-            with pytest.raises(TopicAuthorizationFailedError):
-                await intruder.send_and_wait(topics.journal, b"not allowed")
-        finally:
-            await intruder.stop()
+        got = await asyncio.wait_for(attempt(), 30)
+    except (*REFUSED, TransactionalIdAuthorizationFailed) as err:
+        return err
+    if got == 0:
+        return None
+    raise AssertionError(f"{what}: allowed")
 
-        j = Journal()
-        await bus.produce(j.queues() + j.jobs_and_finishes(20))
+
+async def produce(settings: KafkaSettings, topic: str, values: list[bytes], **kw: Any) -> None:
+    producer = AIOKafkaProducer(**kw, **settings.client_kwargs())
+    await connect.start(producer, settings)
+    try:
+        if "transactional_id" in kw:
+            async with producer.transaction():
+                for v in values:
+                    await producer.send(topic, v, key=shard_key(""))
+        else:
+            for v in values:
+                await producer.send_and_wait(topic, v, key=shard_key(""))
+    finally:
+        await producer.stop()
+
+
+async def consume(settings: KafkaSettings, topic: str, group: str | None) -> int:
+    """Read ``topic`` from the start (in ``group``, committing), return how many."""
+    consumer = AIOKafkaConsumer(
+        group_id=group,
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+        auto_offset_reset="earliest",
+        **settings.client_kwargs(),
+    )
+    await consumer.start()
+    try:
+        tp = TopicPartition(topic, 0)
+        if group is None:
+            consumer.assign([tp])
+        else:
+            consumer.subscribe([topic])
+        got = 0
+        for _ in range(20):
+            batch = await consumer.getmany(timeout_ms=500)
+            got += sum(len(v) for v in batch.values())
+            if got and not batch:
+                break
+        if group is not None:
+            await consumer.commit()
+        return got
+    finally:
+        await consumer.stop()
+
+
+def journal_bytes(events: list[JournalEvent]) -> list[bytes]:
+    return [e.model_dump_json().encode() for e in events]
+
+
+# --------------------------------------------------------------------------- the jobs
+
+
+async def test_each_user_does_its_job_under_its_own_acls(
+    users: Users, redis_url: str, tmp_path: Path
+) -> None:
+    inst, topics = users.instance, users.topics
+    base = {k: v for k, v in os.environ.items() if not k.startswith("KUOTA_KAFKA_")}
+    base.update(KUOTA_REDIS_URL=redis_url, KUOTA_MAX_BATCH="10")
+
+    def service(role: str) -> Service:
+        env = base | users.env[role] | {"KUOTA_METRICS_PORT": str(free_port())}
+        return Service(role, env, tmp_path / f"{role}.log")
+
+    # ingest: topics seen (not created), the journal written idempotently, acks=all
+    ingest = users.settings("ingest")
+    assert await ensure_topics(ingest) == topics
+    j = Journal()
+    await produce(
+        ingest, topics.journal, journal_bytes(within_cluster_queue(j)), enable_idempotence=True
+    )
+    decisions = Decisions(users.plain, topics.decisions)
+    await decisions.start()
+    admission, preemption = service("admission"), service("preemption")
+    try:
         admission.start()
-        want = expected(bus.written)
-        assert_same(await bus.decisions(expect=len(want), timeout=90), want)
+        preemption.start()
+        await decisions.admitted("team-a/mid")
+        high = j.job("high", namespace="team-a", gpus=2, priority="high")
+        await produce(ingest, topics.journal, journal_bytes(high), enable_idempotence=True)
+        # (admitted once the victim's pods are gone: not this test's business)
+        pre = await decisions.until(
+            lambda ds: next((d for d in ds if d.type == "Preempted"), None), "a Preempted"
+        )
+        assert (pre.workload, pre.preemptor) == ("team-a/low", "team-a/high"), pre
+        plans = [
+            r
+            for r in await read_topic(users.plain, topics.journal)
+            if dict(r.headers).get("kuota-type") == b"PreemptionPlan"
+        ]
+        assert pre.cause in {json.loads(r.value)["id"] for r in plans}, (
+            "admission preempted on the plan kuota-preemption wrote to the journal"
+        )
+        await decisions.settle()
+        recorded = len(decisions.all)
+
+        # the CLI: the audit reads journal, decisions and admission's committed offset
         audit = await asyncio.to_thread(
             subprocess.run,
             [str(REPO / ".venv" / "bin" / "kuota"), "audit", "replay", "--json"],
-            env=env,
+            env=base | users.env["cli"],
             capture_output=True,
             text=True,
             timeout=120,
         )
         assert audit.returncode == 0, audit.stdout[-2000:] + audit.stderr[-2000:]
         report = json.loads(audit.stdout)
-        assert report["identical"] is True and report["recorded"] == len(want), report
+        assert report["identical"] is True and report["recorded"] == recorded, report
     finally:
-        admission.terminate()
-        if admission.log.exists():
-            print(admission.text()[-8000:])
-        await bus.close()
-        await _delete_topics(KafkaSettings(bootstrap=kafka_bootstrap), topics)
+        await decisions.stop()
+        for svc in (admission, preemption):
+            code = svc.terminate()
+            if code != 0 or "Traceback" in svc.text():
+                print(svc.text()[-6000:])
+            assert code == 0, f"kuota-{svc.name} exited {code}"
+
+    # the actuator: its group reads the decisions; it reports to the journal
+    actuator = users.settings("actuator")
+    assert await ensure_topics(actuator) == topics
+    assert await consume(actuator, topics.decisions, f"{inst}-actuator") == recorded
+    await produce(actuator, topics.journal, [b'{"report": 1}'], enable_idempotence=True)
+    await produce(actuator, topics.deadletter, [b"undecodable"], enable_idempotence=True)
+
+    # the ledger: its own group prefix, the decisions only
+    ledger = users.settings("ledger")
+    assert await consume(ledger, topics.decisions, f"{inst}-gpu-ledger-1") == recorded
 
 
-async def test_an_operation_left_out_of_the_acls_is_refused(
-    scram_env: dict[str, str], kafka_bootstrap: str
-) -> None:
-    """The control: the same ACLs without Write on the transactional ids, and
-    admission's transactional producer cannot start (so the test above would
-    catch an operation missing from users.yaml on any resource it names)."""
-    instance = f"test-acl-{uuid.uuid4().hex[:8]}"
-    principal = f"User:{scram_env['KUOTA_KAFKA_SASL_USERNAME']}"
-    acls = [
-        a
-        for a in documented_acls(instance, principal)
-        if (a[0], a[4]) != (RESOURCE["transactionalId"], OPERATION["Write"])
+# --------------------------------------------------------------------------- the rest
+
+
+async def test_each_user_is_refused_what_is_not_its_job(users: Users) -> None:
+    inst, t = users.instance, users.topics
+    for topic in (t.journal, t.decisions):  # one record each, written by the super user
+        await produce(users.plain, topic, [b"first"])
+    s = {role: users.settings(role) for role in users.env}
+    idem = {"enable_idempotence": True}
+
+    def txn(role: str) -> dict[str, Any]:
+        return {"transactional_id": f"{inst}-{role}-0"}
+
+    checks: list[tuple[str, Callable[[], Awaitable[object]]]] = [
+        # ingest writes the journal, nothing else
+        ("ingest writes decisions", lambda: produce(s["ingest"], t.decisions, [b"x"], **idem)),
+        ("ingest reads the journal", lambda: consume(s["ingest"], t.journal, None)),
+        (
+            "ingest uses admission's transactional id",
+            lambda: produce(s["ingest"], t.journal, [b"x"], **txn("admission")),
+        ),
+        # admission: its own transactional id and group only
+        (
+            "admission uses preemption's transactional id",
+            lambda: produce(s["admission"], t.decisions, [b"x"], **txn("preemption")),
+        ),
+        ("admission writes the journal", lambda: produce(s["admission"], t.journal, [b"x"])),
+        (
+            "admission joins preemption's group",
+            lambda: consume(s["admission"], t.journal, f"{inst}-preemption"),
+        ),
+        # preemption: plans to the journal, never decisions
+        ("preemption writes decisions", lambda: produce(s["preemption"], t.decisions, [b"x"])),
+        (
+            "preemption uses admission's transactional id",
+            lambda: produce(s["preemption"], t.journal, [b"x"], **txn("admission")),
+        ),
+        # the actuator: reads decisions, never writes them, reads no journal
+        ("actuator writes decisions", lambda: produce(s["actuator"], t.decisions, [b"x"])),
+        ("actuator reads the journal", lambda: consume(s["actuator"], t.journal, None)),
+        (
+            "actuator uses admission's transactional id",
+            lambda: produce(s["actuator"], t.journal, [b"x"], **txn("admission")),
+        ),
+        (
+            "actuator joins admission's group",
+            lambda: consume(s["actuator"], t.decisions, f"{inst}-admission"),
+        ),
+        # a subscriber: decisions in its own groups only
+        ("ledger reads the journal", lambda: consume(s["ledger"], t.journal, None)),
+        (
+            "ledger joins the actuator's group",
+            lambda: consume(s["ledger"], t.decisions, f"{inst}-actuator"),
+        ),
+        ("ledger writes decisions", lambda: produce(s["ledger"], t.decisions, [b"x"])),
+        # the CLI reads
+        ("cli writes the journal", lambda: produce(s["cli"], t.journal, [b"x"])),
+        ("cli writes decisions", lambda: produce(s["cli"], t.decisions, [b"x"])),
+        (
+            "cli commits in admission's group",
+            lambda: consume(s["cli"], t.journal, f"{inst}-admission"),
+        ),
     ]
-    create_acls(kafka_bootstrap, acls)
-    await asyncio.sleep(1.0)
-    settings = KafkaSettings.from_env(scram_env | {"KUOTA_TOPIC_PREFIX": f"{instance}."})
-    topics = await ensure_topics(settings)
-    producer = AIOKafkaProducer(
-        transactional_id=f"{instance}-admission-0", **settings.client_kwargs()
-    )
-    try:
-        with pytest.raises(TransactionalIdAuthorizationFailed):
-            await producer.start()
-    finally:
-        await producer.stop()
-        delete_acls(kafka_bootstrap, principal, sorted({(a[0], a[1]) for a in acls}))
-        await _delete_topics(KafkaSettings(bootstrap=kafka_bootstrap), topics)
+    allowed = []
+    for what, attempt in checks:
+        try:
+            await refused(what, attempt)
+        except AssertionError as e:
+            allowed.append(str(e))
+    assert allowed == [], allowed
+    # and nothing of it reached the topics
+    for topic in (t.journal, t.decisions):
+        assert [r.value for r in await read_topic(users.plain, topic)] == [b"first"], topic

@@ -10,7 +10,8 @@ sharding is configured every record has the key ``kuota`` and the journal one
 partition, and moving to a shard per tree changes ``shard_key`` and the
 partition count, not the records. :func:`ensure_topics` creates missing topics
 with the replication ``kuota.bus.settings`` reads; topics that exist are left
-as they are.
+as they are, and a user without ``Create`` (production: Strimzi's KafkaTopics
+exist first) needs only ``Describe``. A refused creation is an error that says so.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import contextlib
 from dataclasses import dataclass
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.errors import TopicAlreadyExistsError, TopicAuthorizationFailedError, for_code
 
 from kuota.bus import connect
 from kuota.bus.settings import KafkaSettings
@@ -27,6 +28,9 @@ from kuota.bus.settings import KafkaSettings
 FOREVER = "-1"
 THIRTY_DAYS_MS = str(30 * 24 * 3600 * 1000)
 DEFAULT_SHARD_KEY = b"kuota"
+# The journal's max.message.bytes (Kafka's default, made explicit): ingest keeps
+# every record under it (kuota_ingest.journal.MAX_EVENT_BYTES).
+JOURNAL_MAX_MESSAGE_BYTES = 1_048_588
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +60,12 @@ def wanted_topics(settings: KafkaSettings, replication_factor: int | None = None
     min_isr = str(min(rf, settings.topic_min_insync))
     forever = {"retention.ms": FOREVER, "cleanup.policy": "delete", "min.insync.replicas": min_isr}
     return [
-        NewTopic(topics.journal, settings.journal_partitions, rf, topic_configs=dict(forever)),
+        NewTopic(
+            topics.journal,
+            settings.journal_partitions,
+            rf,
+            topic_configs={**forever, "max.message.bytes": str(JOURNAL_MAX_MESSAGE_BYTES)},
+        ),
         NewTopic(topics.decisions, settings.journal_partitions, rf, topic_configs=dict(forever)),
         NewTopic(
             topics.deadletter,
@@ -83,7 +92,33 @@ async def ensure_topics(
         if missing:
             # Another service may create them meanwhile.
             with contextlib.suppress(TopicAlreadyExistsError):
-                await admin.create_topics(missing)
+                response = await admin.create_topics(missing)
+                _raise_refusals(response, settings)
     finally:
         await admin.close()
     return topics
+
+
+class TopicsNotCreatedError(TopicAuthorizationFailedError):  # type: ignore[misc]
+    """A missing topic the user may not create (not retriable: create it first)."""
+
+
+def _raise_refusals(response: object, settings: KafkaSettings) -> None:
+    """The per-topic errors of a CreateTopics response, as one clear error."""
+    refused: list[str] = []
+    for entry in getattr(response, "topic_errors", None) or []:
+        name, code = entry[0], entry[1]
+        if code in (0, TopicAlreadyExistsError.errno):
+            continue
+        if code == TopicAuthorizationFailedError.errno:
+            refused.append(name)
+            continue
+        message = entry[2] if len(entry) > 2 and entry[2] else ""
+        error = for_code(code)
+        raise error(f"creating topic {name}: {message or error.__name__}")
+    if refused:
+        raise TopicsNotCreatedError(
+            f"{settings.describe()}: topic(s) {', '.join(refused)} do not exist and this "
+            "user may not create them: create them first (deploy/kafka/strimzi/topics.yaml), "
+            "or grant Create on them (docs/security.md)"
+        )
