@@ -2,7 +2,8 @@
 
 Theory of operation: a :class:`kuota.kube.watch.Watcher` lists the Jobs that
 carry the queue label (ANDed with ``KUOTA_JOB_LABEL_SELECTOR``) and watches
-them, so a decision is planned against the cached Job instead of a GET. A
+them, so a decision is planned against the cached Job instead of a GET; no
+copy keeps ``metadata.managedFields`` (the watcher drops them, ``note`` too). A
 stale copy is safe: every write carries the resourceVersion it was computed
 from, so it costs a 409 and a fresh GET, never a wrong write. To keep that
 rare, the object the apiserver returns for the actuator's own write is kept as
@@ -40,6 +41,15 @@ def job_selector(extra: str | None) -> str:
 def workload_key(obj: dict[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def _slim(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` without ``metadata.managedFields`` (a shallow copy), as the watch keeps
+    it (``kuota.kube.watch``): most of a Job's bytes, and no write reads them."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict) or "managedFields" not in meta:
+        return obj
+    return {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
 
 
 def revision(obj: dict[str, Any] | None) -> int:
@@ -85,6 +95,7 @@ class JobCache:
         """Remember a Job the apiserver returned (a write's result, a GET)."""
         if not obj:
             return
+        obj = _slim(obj)
         key = workload_key(obj)
         current = self.get(key)
         if current is not None and revision(current) >= revision(obj) >= 0:

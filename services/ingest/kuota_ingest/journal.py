@@ -9,7 +9,9 @@ the journal (a restart then re-emits an upsert, which the fold ignores) but
 never leads it (that would lose an event). While Redis is unreachable (it
 restarts), the unsaved keys are kept and written with a later batch. A send
 that fails for good is fatal: the in-memory state has moved past what the
-journal holds, so the service exits and a restart relists.
+journal holds, so the service exits and a restart relists. So no send may be
+refused for its size: an upsert over ``MAX_EVENT_BYTES`` is replaced by a stand-in
+the fold rejects with the reason (``record_value``), never sent as it is.
 """
 
 from __future__ import annotations
@@ -22,12 +24,50 @@ from aiokafka import AIOKafkaProducer
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from kuota.bus.topics import shard_key
-from kuota.events.schema import JournalEvent, Tick
-from kuota.kube.translate import Seen
+from kuota.bus.topics import JOURNAL_MAX_MESSAGE_BYTES, shard_key
+from kuota.events.schema import JournalEvent, ObjectUpserted, Tick
+from kuota.kube.translate import Seen, stand_in
 from kuota_ingest import metrics
 
 log = logging.getLogger("kuota_ingest.journal")
+
+
+# A journal record is one Kafka record: the producer refuses one over
+# MAX_REQUEST_BYTES, the broker one over the topic's max.message.bytes
+# (kuota.bus.topics.JOURNAL_MAX_MESSAGE_BYTES). An event's JSON is kept under
+# MAX_EVENT_BYTES, leaving room for the key, the header and the batch's framing.
+MAX_REQUEST_BYTES = 1_048_576
+MAX_EVENT_BYTES = 1_000_000
+assert MAX_EVENT_BYTES + 4096 < MAX_REQUEST_BYTES <= JOURNAL_MAX_MESSAGE_BYTES
+
+
+def record_value(event: JournalEvent, limit: int = MAX_EVENT_BYTES) -> bytes | None:
+    """The record to send for ``event``: its JSON, or for an upsert over ``limit`` the
+    stand-in the fold rejects with the reason (``kuota.kube.translate.stand_in``);
+    None (logged, counted) for anything else over it, which ingest never makes."""
+    value = event.model_dump_json().encode()
+    if len(value) <= limit:
+        return value
+    kind = event.object.get("kind") if isinstance(event, ObjectUpserted) else None
+    metrics.OVERSIZED.labels(str(kind or event.type)).inc()
+    if isinstance(event, ObjectUpserted):
+        replaced = stand_in(event, len(value), limit).model_dump_json().encode()
+        if len(replaced) <= limit:
+            log.warning(
+                "%s: %d bytes, over the journal's %d: journaled as a stand-in the fold rejects",
+                event.id,
+                len(value),
+                limit,
+            )
+            return replaced
+    log.error(
+        "%s (%s): %d bytes, over the journal's %d: not journaled",
+        event.id,
+        event.type,
+        len(value),
+        limit,
+    )
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,10 +122,13 @@ class JournalWriter:
         for item in items:
             key = shard_key(item.key or "")
             for event in item.events:
+                value = record_value(event)
+                if value is None:
+                    continue
                 futures.append(
                     await self._producer.send(
                         self._topic,
-                        value=event.model_dump_json().encode(),
+                        value=value,
                         key=key,
                         headers=[("kuota-type", event.type.encode())],
                     )

@@ -18,6 +18,12 @@ SKIPPED = Counter(
     "Observed changes not journaled because nothing the fold reads changed, by kind",
     ["kind"],
 )
+OVERSIZED = Counter(
+    "kuota_ingest_oversized_events",
+    "Journal events over the journal's record limit, by kind (an upsert is journaled as "
+    "a stand-in the fold rejects)",
+    ["kind"],
+)
 LAST_TICK = Gauge(
     "kuota_ingest_last_tick_timestamp_seconds",
     "Event time of the last Tick acknowledged by Kafka",

@@ -31,7 +31,7 @@ from kuota.bus.topics import ensure_topics
 from kuota.kube.translate import Seen
 from kuota.service import Fatal, describe, within
 from kuota.store.settings import redis_client
-from kuota_ingest.journal import JournalWriter
+from kuota_ingest.journal import MAX_REQUEST_BYTES, JournalWriter
 from kuota_ingest.metrics import RelistCollector
 from kuota_ingest.settings import IngestSettings
 from kuota_ingest.sources import WATCHED, Clock, Sources, config_map_watch, jobs_watch
@@ -105,7 +105,11 @@ class Service:
                 STARTUP_TIMEOUT,
             )
             producer = AIOKafkaProducer(
-                enable_idempotence=True, acks="all", linger_ms=5, **kafka.client_kwargs()
+                enable_idempotence=True,
+                acks="all",
+                linger_ms=5,
+                max_request_size=MAX_REQUEST_BYTES,  # the writer keeps each record under it
+                **kafka.client_kwargs(),
             )
             await within(f"Kafka producer at {kafka.bootstrap}", producer.start(), STARTUP_TIMEOUT)
             stack.push_async_callback(producer.stop)
@@ -136,9 +140,11 @@ class Service:
     ) -> None:
         """Run the watches, the clock and the writer until a stop or a failure."""
         s = self.settings
-        watched = [
-            jobs_watch(s.job_label_selector) if w.resource.kind == "Job" else w for w in WATCHED
-        ]
+        try:
+            jobs = jobs_watch(s.job_label_selector)
+        except ValueError as e:
+            raise Fatal(f"KUOTA_JOB_LABEL_SELECTOR: {e}") from None
+        watched = [jobs if w.resource.kind == "Job" else w for w in WATCHED]
         if s.config_map is not None:
             watched.append(config_map_watch(*s.config_map))
         kinds = [w.resource.kind for w in watched]

@@ -20,14 +20,16 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from kuota import kinds
+from kuota.api.types import LabelSelector
 from kuota.kinds import QUEUE_NAME_LABEL, SYSTEM_NAMESPACES, Kind
+from kuota.kube.label_selector import parse_selector, selects
 from kuota.kube.translate import (
     Seen,
     Translation,
@@ -38,7 +40,7 @@ from kuota.kube.translate import (
     translate_delete,
     translate_upsert,
 )
-from kuota.kube.watch import Resource, Watcher
+from kuota.kube.watch import Resource, Watcher, identity
 from kuota_ingest import metrics
 from kuota_ingest.journal import Item, JournalWriter
 
@@ -50,6 +52,8 @@ class Watched:
     resource: Resource
     crd: str | None = None  # the CRD that serves it ("clusterqueues.kueue.x-k8s.io"), if any
     only_key: str | None = None  # keep only this object ("ConfigMap/<ns>/<name>")
+    # KUOTA_JOB_LABEL_SELECTOR (as written, as read), applied here, not by the apiserver
+    selector: tuple[str, LabelSelector] | None = None
 
 
 def _watched(kind: Kind, selector: str = "") -> Watched:
@@ -64,8 +68,13 @@ WATCHED: tuple[Watched, ...] = tuple(_watched(k) for k in kinds.WATCHED)
 def jobs_watch(extra_selector: str | None) -> Watched:
     """The Job watch: every Job (a Job whose queue label is removed, or one without
     a label in a managed namespace, must be seen), narrowed by
-    ``KUOTA_JOB_LABEL_SELECTOR`` when it is set."""
-    return _watched(kinds.get("Job"), extra_selector or "")
+    ``KUOTA_JOB_LABEL_SELECTOR`` when it is set: by ingest, not the apiserver, so a
+    journaled Job that leaves the selector is a stop, not a delete (#23 item 1).
+    ``ValueError`` for a selector that does not read."""
+    watched = _watched(kinds.get("Job"))
+    if not extra_selector:
+        return watched
+    return replace(watched, selector=(extra_selector, parse_selector(extra_selector)))
 
 
 def _unlabelled_system_job(kind: str, obj: object, remembered: bool) -> bool:
@@ -126,16 +135,27 @@ class Sources:
             out[kind] = out.get(kind, 0) + w.relists
         return out
 
-    async def observe(self, kind: str, change_type: str, obj: Any) -> None:
+    async def observe(
+        self,
+        kind: str,
+        change_type: str,
+        obj: Any,
+        selector: tuple[str, LabelSelector] | None = None,
+    ) -> None:
         key = object_key(kind, obj) if isinstance(obj, dict) else None
         prev = self.memory.get(key) if key is not None else None
         if _unlabelled_system_job(kind, obj, prev is not None):
             return
+        outside = None
+        if selector is not None and isinstance(obj, dict) and not selects(selector[1], obj):
+            if prev is None:
+                return  # never this pipeline's
+            outside = selector[0]  # journaled before: it left the selector, a stop
         at = self._clock()
         if change_type == "DELETE":
             t = translate_delete(kind, obj, prev, at=at)
         else:
-            t = translate_upsert(kind, obj, prev, at=at)
+            t = translate_upsert(kind, obj, prev, at=at, outside=outside)
         await self._apply(kind, key, prev, t)
 
     async def _apply(self, kind: str, key: str | None, prev: Seen | None, t: Translation) -> None:
@@ -158,7 +178,7 @@ class Sources:
     def _seeded(self, watched: Watched) -> Watcher:
         """A fresh watcher that already knows every remembered object of its kind."""
         kind = watched.resource.kind
-        w = Watcher(self._api, watched.resource)
+        w = Watcher(self._api, watched.resource, remember=identity)  # no whole objects kept
         prefix = f"{kind}/"
         for key, seen in self.memory.items():
             if not key.startswith(prefix):
@@ -192,7 +212,7 @@ class Sources:
                         object_key(kind, change.object) != watched.only_key
                     ):
                         continue
-                    await self.observe(kind, change.type, change.object)
+                    await self.observe(kind, change.type, change.object, watched.selector)
             except asyncio.CancelledError:
                 raise
             except ApiException as e:

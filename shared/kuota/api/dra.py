@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from kuota.api.not_journaled import not_journaled
 from kuota.api.semver import parse_semver
 from kuota.api.types import ObjectRef, ValidationError
 from kuota.kinds import KINDS as _REGISTRY
@@ -208,6 +209,9 @@ def parse_dra_object(manifest: Mapping[str, object]) -> DraObject | ValidationEr
     try:
         if kind not in KINDS:
             raise _Invalid("kind", f"{kind!r} is not one of {', '.join(KINDS)}")
+        refused = not_journaled(manifest)
+        if refused is not None:  # ingest's stand-in for an object too large to journal
+            raise _Invalid("metadata", refused)
         api_version = manifest.get("apiVersion")
         if api_version is not None and (
             not isinstance(api_version, str) or api_version not in _API_VERSIONS

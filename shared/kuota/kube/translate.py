@@ -28,7 +28,8 @@ from typing import Any
 import yaml
 
 from kuota import kinds
-from kuota.api.parse_job import ACTIVE_ANNOTATION, CREATED_AT_ANNOTATION
+from kuota.api.not_journaled import NOT_JOURNALED_ANNOTATION
+from kuota.api.parse_job import ACTIVE_ANNOTATION, CREATED_AT_ANNOTATION, DECISION_ID_ANNOTATION
 from kuota.events.schema import (
     JournalEvent,
     ObjectDeleted,
@@ -37,6 +38,7 @@ from kuota.events.schema import (
     Tick,
     WorkloadFinished,
 )
+from kuota.kinds import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
 
 # The apiVersion of every kind ingest journals, for LIST items (which carry none).
 API_VERSIONS: dict[str, str] = {k.kind: k.api_version for k in kinds.JOURNALED}
@@ -53,6 +55,9 @@ SIMULATION_ANNOTATIONS = frozenset({CREATED_AT_ANNOTATION})
 # Written by the actuator (kuota.actuation.patch.ANN_ORIGINAL): the pod template's
 # nodeSelector and tolerations before the first flavor was injected.
 ORIGINAL_SCHEDULING_ANNOTATION = "kuota.dev/original-pod-template-scheduling"
+# On a Job journaled by a pipeline whose KUOTA_JOB_LABEL_SELECTOR it left (its
+# value: that selector); the fold does not read it.
+OUTSIDE_SELECTOR_ANNOTATION = "kuota.dev/outside-job-selector"
 CONFIG_KINDS = kinds.names("config")
 CONFIG_FILE_NAME = "kuota-config-file"  # metadata.name of a file Configuration without one
 
@@ -150,33 +155,148 @@ def _pod_spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return pod_spec if isinstance(pod_spec, Mapping) else {}
 
 
+# What the fold reads of a Job (kuota.api.parse_job.read_job and the backstop), and
+# so all of a Job that is journaled: the fields that decide its place and charge.
+# A tenant's env values, args, images, volumes and template metadata stay out of
+# a journal kept forever, and a Job large by those is journaled small.
+JOB_METADATA = ("name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp")
+JOB_LABELS = (QUEUE_NAME_LABEL, PRIORITY_CLASS_LABEL)
+JOB_ANNOTATIONS = (ACTIVE_ANNOTATION, DECISION_ID_ANNOTATION)
+JOB_SPEC = ("parallelism", "completions", "suspend")
+POD_SPEC = ("nodeSelector", "tolerations", "overhead", "resourceClaims")
+CONTAINER = ("name", "resources", "restartPolicy")  # restartPolicy: an init container's
+RESOURCES = ("requests", "limits")
+REQUIRED_AFFINITY = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def _pick(value: object, keys: tuple[str, ...]) -> object:
+    """``value``'s ``keys`` (deep copies) if it is a mapping; else ``value`` as it is,
+    so that the fold finds the same wrong shape and says the same."""
+    if not isinstance(value, Mapping):
+        return copy.deepcopy(value)
+    return {k: copy.deepcopy(value[k]) for k in keys if k in value}
+
+
+def _containers(value: object) -> object:
+    if not isinstance(value, list):
+        return copy.deepcopy(value)
+    out: list[object] = []
+    for c in value:
+        if isinstance(c, Mapping):
+            picked = {k: copy.deepcopy(c[k]) for k in CONTAINER if k in c and k != "resources"}
+            if "resources" in c:
+                picked["resources"] = _pick(c["resources"], RESOURCES)
+            out.append(picked)
+        else:
+            out.append(copy.deepcopy(c))
+    return out
+
+
+def _affinity(value: object) -> object:
+    if not isinstance(value, Mapping):
+        return copy.deepcopy(value)
+    if "nodeAffinity" not in value:
+        return {}
+    return {"nodeAffinity": _pick(value["nodeAffinity"], (REQUIRED_AFFINITY,))}
+
+
+def _job_projection(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """What the fold reads of a Job, each field copied as found (a field of the
+    wrong type is kept, so it is rejected as it would be in the whole Job)."""
+    out: dict[str, Any] = {k: copy.deepcopy(obj[k]) for k in ("apiVersion", "kind") if k in obj}
+    md = obj.get("metadata")
+    if isinstance(md, Mapping):
+        meta: dict[str, Any] = {k: copy.deepcopy(md[k]) for k in JOB_METADATA if k in md}
+        for field, keys in (("labels", JOB_LABELS), ("annotations", JOB_ANNOTATIONS)):
+            if field in md:
+                picked = _pick(md[field], keys)
+                if picked != {}:
+                    meta[field] = picked
+        out["metadata"] = meta
+    elif "metadata" in obj:
+        out["metadata"] = copy.deepcopy(md)
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping):
+        if "spec" in obj:
+            out["spec"] = copy.deepcopy(spec)
+        return out
+    pspec: dict[str, Any] = {k: copy.deepcopy(spec[k]) for k in JOB_SPEC if k in spec}
+    out["spec"] = pspec
+    if "template" not in spec:
+        return out
+    template = spec["template"]
+    if not isinstance(template, Mapping):
+        pspec["template"] = copy.deepcopy(template)
+        return out
+    pspec["template"] = {}
+    if "spec" not in template:
+        return out
+    pod = template["spec"]
+    if not isinstance(pod, Mapping):
+        pspec["template"]["spec"] = copy.deepcopy(pod)
+        return out
+    ppod: dict[str, Any] = {k: copy.deepcopy(pod[k]) for k in POD_SPEC if k in pod}
+    for k in ("containers", "initContainers"):
+        if k in pod:
+            ppod[k] = _containers(pod[k])
+    if "affinity" in pod:
+        ppod["affinity"] = _affinity(pod["affinity"])
+    pspec["template"]["spec"] = ppod
+    annotations = _meta(obj).get("annotations")
+    if isinstance(annotations, Mapping) and ORIGINAL_SCHEDULING_ANNOTATION in annotations:
+        original = original_scheduling(obj)  # the user's, not the actuator's injected flavor
+        if original is not None:
+            for k in _SCHEDULING:
+                ppod.pop(k, None)
+            ppod.update(copy.deepcopy(original))
+    return out
+
+
 def journal_object(kind: str, obj: Mapping[str, Any]) -> dict[str, Any]:
-    """The manifest as journaled: no status, no managed fields, kind and apiVersion
-    set; a Job without the simulation-only annotations, its pod template with the
-    user's own node selector and tolerations."""
-    out = {k: copy.deepcopy(v) for k, v in obj.items() if k != "status"}
-    md = out.get("metadata")
-    if isinstance(md, dict):
-        md.pop("managedFields", None)
-        annotations = md.get("annotations")
-        if kind == "Job" and isinstance(annotations, dict):
-            for k in SIMULATION_ANNOTATIONS:
-                annotations.pop(k, None)
-        if (
-            kind == "Job"
-            and isinstance(annotations, Mapping)
-            and ORIGINAL_SCHEDULING_ANNOTATION in annotations
-        ):
-            original = original_scheduling(obj)
-            pod_spec = _pod_spec(out)
-            if original is not None and isinstance(pod_spec, dict):
-                for k in _SCHEDULING:
-                    pod_spec.pop(k, None)
-                pod_spec.update(copy.deepcopy(original))
+    """The manifest as journaled, kind and apiVersion set. A Job: only what the fold
+    reads (:data:`JOB_METADATA` ... :data:`REQUIRED_AFFINITY`; no status, no
+    simulation-only annotation), its pod template with the user's own node selector
+    and tolerations. Any other kind: all but status and managed fields. Never ingest's
+    stand-in marker (``kuota.api.not_journaled``): only :func:`stand_in` sets it."""
+    if kind == "Job":
+        out = _job_projection(obj)
+    else:
+        out = {k: copy.deepcopy(v) for k, v in obj.items() if k != "status"}
+        md = out.get("metadata")
+        if isinstance(md, dict):
+            md.pop("managedFields", None)
+            annotations = md.get("annotations")
+            if isinstance(annotations, dict):
+                annotations.pop(NOT_JOURNALED_ANNOTATION, None)
     out["kind"] = _str(out.get("kind")) or kind
     if not out.get("apiVersion") and kind in API_VERSIONS:
         out["apiVersion"] = API_VERSIONS[kind]
     return out
+
+
+def stand_in(event: ObjectUpserted, size: int, limit: int) -> ObjectUpserted:
+    """The upsert to journal instead of ``event``, whose record would be ``size`` bytes,
+    over ``limit``: same id and time, the object's identity (a Job's queue and priority
+    labels too) and why (``kuota.api.not_journaled``); the fold rejects it."""
+    obj = event.object
+    kind = _str(obj.get("kind"))
+    md = _meta(obj)
+    meta: dict[str, Any] = {k: md[k] for k in JOB_METADATA if isinstance(md.get(k), str | int)}
+    labels = md.get("labels")
+    if kind == "Job" and isinstance(labels, Mapping):
+        meta["labels"] = {k: labels[k] for k in JOB_LABELS if isinstance(labels.get(k), str)}
+    what = "its projection (what the fold reads)" if kind == "Job" else "the object"
+    meta["annotations"] = {
+        NOT_JOURNALED_ANNOTATION: (
+            f"{what} is {size:,} bytes as a journal event, over the journal's limit of "
+            f"{limit:,} bytes: make it smaller"
+            + (" (node selector, tolerations, affinity, containers)" if kind == "Job" else "")
+        )
+    }
+    out: dict[str, Any] = {"kind": kind, "metadata": meta}
+    if isinstance(obj.get("apiVersion"), str):
+        out["apiVersion"] = obj["apiVersion"]
+    return ObjectUpserted(id=event.id, at=event.at, object=out)
 
 
 def _job_spec_projection(obj: Mapping[str, Any]) -> object:
@@ -274,8 +394,28 @@ def tick(at: float) -> Tick:
 # --------------------------------------------------------------------------- translation
 
 
-def translate_upsert(kind: str, obj: object, prev: Seen | None, *, at: float) -> Translation:
-    """Events for an added or modified object; ``prev`` is what was remembered."""
+def outside_selector(manifest: dict[str, Any], selector: str) -> dict[str, Any]:
+    """A journaled Job as a pipeline whose Job selector it left sees it: without its
+    queue label (the label counts only inside the selector), so the fold stops it as
+    a Job whose label was removed; ``OUTSIDE_SELECTOR_ANNOTATION`` says why."""
+    md = manifest.get("metadata")
+    if isinstance(md, dict):
+        labels = md.get("labels")
+        if isinstance(labels, dict):
+            labels.pop(QUEUE_NAME_LABEL, None)
+        annotations = md.get("annotations")
+        if not isinstance(annotations, dict):
+            annotations = md["annotations"] = {}
+        annotations[OUTSIDE_SELECTOR_ANNOTATION] = selector
+    return manifest
+
+
+def translate_upsert(
+    kind: str, obj: object, prev: Seen | None, *, at: float, outside: str | None = None
+) -> Translation:
+    """Events for an added or modified object; ``prev`` is what was remembered.
+    ``outside``: the Job selector a remembered Job no longer matches (see
+    :func:`outside_selector`)."""
     if not isinstance(obj, Mapping):
         return Translation(seen=prev, problem=f"{kind}: not an object ({type(obj).__name__})")
     md = _meta(obj)
@@ -287,6 +427,9 @@ def translate_upsert(kind: str, obj: object, prev: Seen | None, *, at: float) ->
     try:
         digest = fold_digest(kind, obj)
         manifest = journal_object(kind, obj)
+        if outside is not None and kind == "Job":
+            manifest = outside_selector(manifest, outside)
+            digest = f"outside:{digest}"  # leaving (or re-entering) the selector counts
     except (TypeError, ValueError, RecursionError) as e:
         return Translation(seen=prev, problem=f"{kind} {namespace}/{name}: {e}")
 

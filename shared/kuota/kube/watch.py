@@ -11,8 +11,10 @@ upserts, objects no longer listed become deletes, unchanged ones are not
 reported again. The result is the stream of changes a consumer needs to keep an
 exact mirror.
 
-Objects are plain dicts (the apiserver's JSON), so the journal carries exactly
-what the apiserver said.
+Objects are plain dicts (the apiserver's JSON) without ``metadata.managedFields``
+(dropped on the way in: often most of an object's bytes, and no reader needs
+them). What ``known`` keeps of each object is the object itself unless a
+``remember`` function says less (ingest keeps only :func:`identity`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -59,6 +61,28 @@ def _key(obj: dict[str, Any]) -> tuple[str, str]:
     return (md.get("namespace") or "", md.get("name") or "")
 
 
+def without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` with ``metadata.managedFields`` removed (in place: the watcher's own copy)."""
+    md = obj.get("metadata")
+    if isinstance(md, dict):
+        md.pop("managedFields", None)
+    return obj
+
+
+IDENTITY = ("name", "namespace", "uid", "resourceVersion")
+
+
+def identity(obj: dict[str, Any]) -> dict[str, Any]:
+    """What names one version of ``obj``: its kind and metadata name, namespace, uid
+    and resourceVersion (enough to diff a relist and to report a delete)."""
+    md = obj.get("metadata")
+    md = md if isinstance(md, dict) else {}
+    out: dict[str, Any] = {"metadata": {k: md[k] for k in IDENTITY if k in md}}
+    if "kind" in obj:
+        out["kind"] = obj["kind"]
+    return out
+
+
 class Watcher:
     def __init__(
         self,
@@ -67,11 +91,13 @@ class Watcher:
         *,
         timeout_seconds: int = 300,
         page_size: int = 500,
+        remember: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
         self._api = api
         self.resource = resource
         self._timeout = timeout_seconds
         self._page = page_size
+        self._remember = remember  # what ``known`` keeps of an object; None: all of it
         self.known: dict[tuple[str, str], dict[str, Any]] = {}
         self.resource_version: str | None = None
         self.relists = 0
@@ -111,7 +137,7 @@ class Watcher:
             body = json.loads(await resp.read())
             for it in body.get("items") or []:
                 it.setdefault("kind", self.resource.kind)
-                items.append(it)
+                items.append(without_managed_fields(it))
             meta = body.get("metadata") or {}
             cont = meta.get("continue")
             if not cont:
@@ -128,7 +154,7 @@ class Watcher:
             old = self.known.get(k)
             new_rv = (obj.get("metadata") or {}).get("resourceVersion")
             if old is None or (old.get("metadata") or {}).get("resourceVersion") != new_rv:
-                self.known[k] = obj
+                self.known[k] = obj if self._remember is None else self._remember(obj)
                 changes.append(Change("UPSERT", self.resource.kind, obj))
         for k in sorted(set(self.known) - seen):
             changes.append(Change("DELETE", self.resource.kind, self.known.pop(k)))
@@ -164,6 +190,7 @@ class Watcher:
                     self.resource_version = rv
                     continue
                 obj.setdefault("kind", self.resource.kind)
+                without_managed_fields(obj)
                 k = _key(obj)
                 if rv:
                     self.resource_version = rv
@@ -174,7 +201,7 @@ class Watcher:
                     old = self.known.get(k)
                     if old is not None and (old.get("metadata") or {}).get("resourceVersion") == rv:
                         continue  # already reported (e.g. by a relist)
-                    self.known[k] = obj
+                    self.known[k] = obj if self._remember is None else self._remember(obj)
                     yield Change("UPSERT", self.resource.kind, obj)
         finally:
             resp.release()
