@@ -1,12 +1,14 @@
-# One image for the four kuota services; the command selects the service:
+# One image for the five kuota services; the command selects the service:
 #
 #   docker run --rm kuota:0.1.0 kuota-ingest       (also kuota-admission,
-#   kuota-preemption, kuota-actuator; `kuota` is the CLI, the default command)
+#   kuota-preemption, kuota-actuator, kuota-webhook; `kuota` is the CLI, the
+#   default command)
 #
 # Configuration is environment only (see docs/deploy.md). HEALTHCHECK runs
 # `kuota healthcheck`, which GETs the service's /metrics on 127.0.0.1, at
 # $KUOTA_METRICS_PORT or, when that is unset, the default port of the service
-# running as PID 1 (ingest 9101, admission 9102, preemption 9103, actuator 9104).
+# running as PID 1 (ingest 9101, admission 9102, preemption 9103, actuator 9104,
+# webhook 9105).
 #
 # Build: docker build -t kuota:0.1.0 .
 
@@ -72,8 +74,8 @@ ENV PATH=/opt/kuota/bin:$PATH \
 USER 10001:10001
 WORKDIR /tmp
 
-# ingest's webhook (HTTPS) and the four metrics ports
-EXPOSE 9443 9101 9102 9103 9104
+# kuota-webhook's HTTPS port and the five metrics ports
+EXPOSE 9443 9101 9102 9103 9104 9105
 
 HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 \
     CMD ["kuota", "healthcheck"]

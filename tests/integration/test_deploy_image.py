@@ -98,11 +98,11 @@ def test_one_version_everywhere() -> None:
     labels = " ".join(i.args for i in dockerfile() if i.keyword == "LABEL")
     assert f'org.opencontainers.image.version="{version}"' in labels
     compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
-    for name in SERVICES:
+    for name in (*SERVICES, "webhook"):
         assert compose["services"][name]["image"] == f"kuota:{version}", name
     for overlay in ("dev", "production"):
         docs = documents(render(f"overlays/{overlay}"))
-        for name in SERVICES:
+        for name in (*SERVICES, "webhook"):
             (deployment,) = find(docs, "Deployment", f"kuota-{name}")
             assert container(deployment)["image"] == f"kuota:{version}", (overlay, name)
 
@@ -118,7 +118,7 @@ def test_final_stage_runs_as_a_numeric_non_root_user() -> None:
     # Kubernetes and compose run the image as that user.
     for overlay in ("dev", "production"):
         docs = documents(render(f"overlays/{overlay}"))
-        for name in SERVICES:
+        for name in (*SERVICES, "webhook"):
             (deployment,) = find(docs, "Deployment", f"kuota-{name}")
             ctx = deployment["spec"]["template"]["spec"]["securityContext"]
             assert (ctx["runAsUser"], ctx["runAsGroup"]) == (int(user), int(group)), name
@@ -139,26 +139,26 @@ def test_healthcheck_runs_kuota_healthcheck() -> None:
 
 def test_the_four_service_commands_are_console_scripts() -> None:
     entry = scripts()
-    for name in SERVICES:
+    for name in (*SERVICES, "webhook"):
         target = entry[f"kuota-{name}"]
         module, _, func = target.partition(":")
         assert module == f"kuota_{name}.main"
         assert callable(getattr(importlib.import_module(module), func))
     header = (REPO / "Dockerfile").read_text().split("FROM", 1)[0]
-    for name in SERVICES:
+    for name in (*SERVICES, "webhook"):
         assert f"kuota-{name}" in header, f"the Dockerfile's header does not mention kuota-{name}"
 
 
 def test_exposed_ports_are_the_services_defaults() -> None:
     from kuota.cli.healthcheck import SERVICE_METRICS_PORTS
-    from kuota_ingest.settings import IngestSettings
+    from kuota_webhook.settings import WebhookSettings
 
     (expose,) = [i.args for i in dockerfile() if i.keyword == "EXPOSE"]
     ports = {int(p) for p in expose.split()}
-    webhook = IngestSettings.from_env(
-        {"KUOTA_KAFKA_BOOTSTRAP": "k:1", "KUOTA_REDIS_URL": "redis://r", "KUBECONFIG": __file__}
-    ).webhook_port
-    assert ports == {*SERVICE_METRICS_PORTS.values(), webhook}
+    files = {"KUBECONFIG": __file__, "KUOTA_WEBHOOK_CERT_FILE": __file__}
+    webhook = WebhookSettings.from_env({**files, "KUOTA_WEBHOOK_KEY_FILE": __file__})
+    assert webhook.metrics_port == SERVICE_METRICS_PORTS["kuota-webhook"]
+    assert ports == {*SERVICE_METRICS_PORTS.values(), webhook.port}
 
 
 def test_build_context_has_what_the_dockerfile_copies() -> None:

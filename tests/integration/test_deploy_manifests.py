@@ -30,6 +30,7 @@ other ``test_deploy_*`` modules.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import subprocess
 import uuid
@@ -223,7 +224,8 @@ def test_manifests_pass_a_server_side_dry_run(
     assert len(applied) == len(live), proc.stdout
     if path == "overlays/production":
         kinds = sorted(d["kind"] for d in offline)
-        assert kinds == ([] if "cert-manager.io" in served else ["Certificate", "Issuer"]), (
+        expected = ["Certificate", "Certificate", "Issuer", "Issuer"]  # the CA chain
+        assert kinds == ([] if "cert-manager.io" in served else expected), (
             f"{path}: unexpected offline-only documents {kinds}"
         )
 
@@ -324,17 +326,20 @@ def test_each_service_has_probes_resources_budget_and_metrics_service(
 
 
 def test_webhook_service_and_registration(overlay: list[dict[str, Any]]) -> None:
-    from kuota_ingest.webhook import PATH
+    from kuota_webhook.server import PATH
 
-    ingest = one(overlay, "Deployment", "kuota-ingest")
-    pod_labels = ingest["spec"]["template"]["metadata"]["labels"]
-    service = one(overlay, "Service", "kuota-ingest-webhook")
+    webhook = one(overlay, "Deployment", "kuota-webhook")
+    pod_labels = webhook["spec"]["template"]["metadata"]["labels"]
+    service = one(overlay, "Service", "kuota-webhook")
     assert service["spec"]["selector"].items() <= pod_labels.items()
     (port,) = service["spec"]["ports"]
     assert port["targetPort"] == "webhook"
-    assert "webhook" in {p["name"] for p in container(ingest)["ports"]}
+    assert "webhook" in {p["name"] for p in container(webhook)["ports"]}
+    ingest = one(overlay, "Deployment", "kuota-ingest")
+    assert "webhook" not in {p["name"] for p in container(ingest)["ports"]}, "not ingest's"
+    assert not [e for e in container(ingest)["env"] if e["name"].startswith("KUOTA_WEBHOOK")]
 
-    config = one(overlay, "MutatingWebhookConfiguration", "kuota-ingest")
+    config = one(overlay, "MutatingWebhookConfiguration", "kuota-webhook")
     # Two entries on one path (docs/design/webhook-registration.md): queued Jobs,
     # failing closed; unlabelled Jobs (managed namespaces), Ignore in deploy/base.
     queued, unlabelled = config["webhooks"]
@@ -344,7 +349,7 @@ def test_webhook_service_and_registration(overlay: list[dict[str, Any]]) -> None
     )
     for hook in (queued, unlabelled):
         assert hook["clientConfig"]["service"] == {
-            "name": "kuota-ingest-webhook",
+            "name": "kuota-webhook",
             "namespace": NAMESPACE,
             "path": PATH,
             "port": port["port"],
@@ -368,15 +373,56 @@ def test_webhook_service_and_registration(overlay: list[dict[str, Any]]) -> None
     ]
     # Only the actuator's ServiceAccount may write kuota.dev/ annotations on Jobs.
     actuator = one(overlay, "Deployment", "kuota-actuator")["spec"]["template"]["spec"]
-    env = {e["name"]: e.get("value") for e in container(ingest)["env"]}
+    env = {e["name"]: e.get("value") for e in container(webhook)["env"]}
     assert env["KUOTA_WEBHOOK_TRUSTED_USERS"] == (
         f"system:serviceaccount:{NAMESPACE}:{actuator['serviceAccountName']}"
     )
 
 
+def test_the_webhook_stands_apart(overlay: list[dict[str, Any]]) -> None:
+    """#23 item 7: its own stateless Deployment, 2 replicas rolled with none down,
+    spread over nodes, a budget that keeps one up, ready once its view is complete
+    (HTTPS /readyz), and nothing of Kafka's or Redis's."""
+    deployment = one(overlay, "Deployment", "kuota-webhook")
+    spec = deployment["spec"]
+    pod = spec["template"]["spec"]
+    assert spec["replicas"] >= 2
+    assert spec["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1},
+    }
+    (spread,) = pod["topologySpreadConstraints"]
+    assert spread["topologyKey"] == "kubernetes.io/hostname"
+    assert pod["serviceAccountName"] == "kuota-webhook"
+    assert pod["automountServiceAccountToken"] is True
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    c = container(deployment)
+    assert c["command"] == ["kuota-webhook"]
+    https = {"port": "webhook", "scheme": "HTTPS"}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", **https}
+    for probe in ("startupProbe", "livenessProbe"):
+        assert c[probe]["httpGet"] == {"path": "/healthz", **https}
+    assert c["lifecycle"]["preStop"]["exec"]["command"][0] == "sleep"
+    env = {e["name"] for e in c["env"]}
+    assert not {n for n in env if "KAFKA" in n or "REDIS" in n}, env
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    (secret,) = [v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v]
+    assert secret == "kuota-webhook-tls"
+    pod_labels = spec["template"]["metadata"]["labels"]
+    (pdb,) = [
+        p
+        for p in find(overlay, "PodDisruptionBudget")
+        if p["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    ]
+    assert pdb["spec"]["minAvailable"] == 1 < spec["replicas"], "a drain keeps one serving"
+    metrics = one(overlay, "Service", "kuota-webhook-metrics")
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert metrics["spec"]["ports"][0]["port"] == ports["metrics"]
+
+
 def test_network_policies(overlay: list[dict[str, Any]]) -> None:
     policies = {p["metadata"]["name"]: p["spec"] for p in find(overlay, "NetworkPolicy")}
-    names = {f"kuota-{s}" for s in SERVICES}
+    names = {f"kuota-{s}" for s in (*SERVICES, "webhook")}
 
     def selected(spec: dict[str, Any]) -> set[str]:
         sel = spec["podSelector"]
@@ -408,12 +454,20 @@ def test_network_policies(overlay: list[dict[str, Any]]) -> None:
     assert egress_ports("actuator") == {53, kafka, 6379, 443, 6443}
     assert egress_ports("admission") == {53, kafka, 6379}
     assert egress_ports("preemption") == {53, kafka}
+    assert egress_ports("webhook") == {53, 443, 6443}, "the apiserver only"
 
-    webhook = policies["kuota-ingest-webhook"]
-    assert selected(webhook) == {"kuota-ingest"}
+    webhook = policies["kuota-webhook"]
+    assert selected(webhook) == {"kuota-webhook"}
     (rule,) = webhook["ingress"]
     assert rule["ports"] == [{"protocol": "TCP", "port": "webhook"}]
     assert all(set(peer) == {"ipBlock"} for peer in rule["from"]), "no pod may be selected"
+    cidrs = [peer["ipBlock"]["cidr"] for peer in rule["from"]]
+    if len(cidrs) == 1:  # production: the control plane's CIDR, an overlay parameter
+        (cidr,) = cidrs
+        net = ipaddress.ip_network(cidr)
+        assert net.prefixlen >= 8 and not net.is_unspecified, cidr
+    else:  # dev: anything (the dev cluster's control plane is not known)
+        assert cidrs == ["0.0.0.0/0", "::/0"]
 
     metrics = policies["kuota-allow-metrics"]
     assert selected(metrics) == names
@@ -447,39 +501,51 @@ def test_dev_kafka_and_redis_carry_the_labels_the_policies_allow() -> None:
 
 
 def test_cert_manager_documents() -> None:
-    """Offline (cert-manager's CRDs are not installed): required fields and agreement."""
+    """Offline (cert-manager's CRDs are not installed): the CA chain (#23 item 8),
+    required fields and agreement: self-signed Issuer -> CA Certificate -> CA Issuer
+    -> serving Certificate, the caBundle injected from the CA, not the serving pair."""
     prod = documents(render("overlays/production"))
-    issuer = one(prod, "Issuer", "kuota-selfsigned")
-    cert = one(prod, "Certificate", "kuota-ingest-webhook")
-    for doc in (issuer, cert):
+    selfsigned = one(prod, "Issuer", "kuota-selfsigned")
+    ca_cert = one(prod, "Certificate", "kuota-webhook-ca")
+    ca_issuer = one(prod, "Issuer", "kuota-webhook-ca")
+    cert = one(prod, "Certificate", "kuota-webhook")
+    for doc in (selfsigned, ca_cert, ca_issuer, cert):
         assert doc["apiVersion"] == "cert-manager.io/v1"
         assert doc["metadata"]["namespace"] == NAMESPACE
-    assert issuer["spec"] == {"selfSigned": {}}
+    assert selfsigned["spec"] == {"selfSigned": {}}
+    ca = ca_cert["spec"]
+    assert ca["isCA"] is True
+    group = "cert-manager.io"
+    assert ca["issuerRef"] == {"name": "kuota-selfsigned", "kind": "Issuer", "group": group}
+    assert ca["privateKey"]["rotationPolicy"] == "Never", "a renewed CA still verifies old leaves"
+    assert ca_issuer["spec"] == {"ca": {"secretName": ca["secretName"]}}
     spec = cert["spec"]
-    assert {"secretName", "issuerRef"} <= set(spec)
-    assert spec["issuerRef"] == {
-        "name": "kuota-selfsigned",
-        "kind": "Issuer",
-        "group": "cert-manager.io",
-    }
-    ingest = one(prod, "Deployment", "kuota-ingest")
+    assert {"secretName", "issuerRef", "dnsNames"} <= set(spec)
+    assert spec.get("isCA") is not True
+    assert spec["issuerRef"] == {"name": "kuota-webhook-ca", "kind": "Issuer", "group": group}
+    hours = {k: int(spec[k].removesuffix("h")) for k in ("duration", "renewBefore")}
+    ca_hours = int(ca["duration"].removesuffix("h"))
+    assert 0 < hours["renewBefore"] < hours["duration"] < ca_hours
+    webhook = one(prod, "Deployment", "kuota-webhook")
     secrets = {
         v["secret"]["secretName"]
-        for v in ingest["spec"]["template"]["spec"]["volumes"]
+        for v in webhook["spec"]["template"]["spec"]["volumes"]
         if "secret" in v
     }
     assert spec["secretName"] in secrets
-    assert f"kuota-ingest-webhook.{NAMESPACE}.svc" in spec["dnsNames"]
-    webhook = one(prod, "MutatingWebhookConfiguration", "kuota-ingest")
-    assert webhook["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
-        f"{NAMESPACE}/{cert['metadata']['name']}"
-    )
+    assert f"kuota-webhook.{NAMESPACE}.svc" in spec["dnsNames"]
+    config = one(prod, "MutatingWebhookConfiguration", "kuota-webhook")
+    assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
+        f"{NAMESPACE}/{ca_cert['metadata']['name']}"
+    ), "from the CA: the serving pair's renewal leaves the caBundle alone"
     dev_webhook = one(
-        documents(render("overlays/dev")), "MutatingWebhookConfiguration", "kuota-ingest"
+        documents(render("overlays/dev")), "MutatingWebhookConfiguration", "kuota-webhook"
     )
     assert "cert-manager.io/inject-ca-from" not in (
         dev_webhook["metadata"].get("annotations") or {}
     )
+    parameters = [c for c in find(prod, "ConfigMap") if "webhook-network" in c["metadata"]["name"]]
+    assert not parameters, "the overlay's parameter is local-config: not applied"
 
 
 def test_strimzi_documents() -> None:

@@ -77,6 +77,10 @@ EXPECTED: dict[str, set[Question]] = {
     | everywhere(("patch",), CLUSTERQUEUES_STATUS),
     "kuota-admission": set(),
     "kuota-preemption": set(),
+    # The webhook's view (kuota_webhook.feed): every Namespace and Job, and the
+    # Configuration ConfigMap's namespace; list and watch only (#23 item 7).
+    "kuota-webhook": everywhere(("list", "watch"), NAMESPACES, JOBS)
+    | {("list", CONFIGMAPS, HERE, ""), ("watch", CONFIGMAPS, HERE, "")},
 }
 
 
@@ -92,7 +96,7 @@ def questions() -> list[Question]:
         ("get", CONFIGMAPS, USER_NS, CONFIG),
         ("update", CONFIGMAPS, HERE, CONFIG),
         ("get", SECRETS, HERE, "kuota-redis"),
-        ("get", SECRETS, HERE, "kuota-ingest-webhook-tls"),
+        ("get", SECRETS, HERE, "kuota-webhook-tls"),
     ]
     return out
 
@@ -126,7 +130,7 @@ def test_no_binding_for_admission_or_preemption_and_no_token() -> None:
         assert account["automountServiceAccountToken"] is False
         (deployment,) = find(docs, "Deployment", sa)
         assert deployment["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
-    for sa in ("kuota-ingest", "kuota-actuator"):
+    for sa in ("kuota-ingest", "kuota-actuator", "kuota-webhook"):
         (deployment,) = find(docs, "Deployment", sa)
         assert deployment["spec"]["template"]["spec"]["automountServiceAccountToken"] is True
 
@@ -187,6 +191,11 @@ async def test_each_service_account_may_do_exactly_what_its_service_needs(
         ("kuota-admission", ("get", CONFIGMAPS, HERE, CONFIG)),
         ("kuota-preemption", ("list", CLUSTERQUEUES, "", "")),
         ("kuota-preemption", ("watch", JOBS, USER_NS, "")),
+        ("kuota-webhook", ("patch", JOBS, USER_NS, "")),
+        ("kuota-webhook", ("get", JOBS, USER_NS, "")),
+        ("kuota-webhook", ("get", SECRETS, HERE, "kuota-webhook-tls")),
+        ("kuota-webhook", ("list", CONFIGMAPS, USER_NS, "")),
+        ("kuota-webhook", ("watch", CLUSTERQUEUES, "", "")),
     ],
     ids=lambda v: v if isinstance(v, str) else f"{v[0]}-{v[1]}",
 )
@@ -199,4 +208,5 @@ async def test_the_reviews_can_say_yes(rbac: Rbac) -> None:
     """The refusals above are not an authorizer that refuses everything."""
     assert await rbac.allowed("kuota-actuator", ("patch", JOBS, USER_NS, ""))
     assert await rbac.allowed("kuota-ingest", ("watch", CLUSTERQUEUES, "", ""))
+    assert await rbac.allowed("kuota-webhook", ("watch", JOBS, USER_NS, ""))
     assert not await rbac.allowed("kuota-ingest", ("watch", CLUSTERQUEUES_STATUS, "", "x"))

@@ -40,7 +40,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 COMPOSE = REPO / "docker-compose.yml"
 SETTING = re.compile(r"^(KUOTA_[A-Z0-9_]+|KUBECONFIG)$")
-IMPORTS_ROOTS = {"kuota": REPO / "shared"} | {f"kuota_{s}": REPO / "services" / s for s in SERVICES}
+#: The five services: the four of the journal and the webhook (no Kafka, no Redis).
+ALL = (*SERVICES, "webhook")
+IMPORTS_ROOTS = {"kuota": REPO / "shared"} | {f"kuota_{s}": REPO / "services" / s for s in ALL}
 #: Secrets a production cluster creates itself (docs/deploy.md): name -> keys.
 USER_SECRETS = {
     "kuota-redis": {
@@ -146,6 +148,10 @@ def loader(service: str) -> Callable[[Mapping[str, str]], Any]:
         return load
     if service == "admission":
         from kuota_admission.settings import load_config as admission
+    if service == "webhook":
+        from kuota_webhook.settings import WebhookSettings
+
+        return WebhookSettings.from_env
 
         return admission
     if service == "preemption":
@@ -164,11 +170,13 @@ def in_cluster_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     import kuota_ingest.settings
 
     token = tmp_path / "token"
+    import kuota_webhook.settings
     token.write_text("t")
     monkeypatch.setattr(kuota_ingest.settings, "SERVICE_ACCOUNT_TOKEN", token)
     monkeypatch.setattr(kuota_actuator.settings, "SERVICE_ACCOUNT_TOKEN", token)
     return token
 
+    monkeypatch.setattr(kuota_webhook.settings, "SERVICE_ACCOUNT_TOKEN", token)
 
 def is_path_setting(name: str) -> bool:
     return name == "KUBECONFIG" or name.endswith("_FILE")
@@ -196,11 +204,20 @@ def test_settings_read_come_from_the_code() -> None:
     assert {
         "KUOTA_REDIS_URL",
         "KUBECONFIG",
-        "KUOTA_WEBHOOK_CERT_FILE",
         "KUOTA_CONFIG_CONFIGMAP",
     } <= (settings_read("ingest"))
     assert "KUOTA_SNAPSHOT_KEY" in settings_read("admission")
     assert "KUOTA_SNAPSHOT_KEY" not in settings_read("actuator")
+    assert "KUOTA_WEBHOOK_CERT_FILE" not in settings_read("ingest"), "the webhook's own"
+    assert {
+        "KUBECONFIG",
+        "KUOTA_WEBHOOK_CERT_FILE",
+        "KUOTA_WEBHOOK_CERT_CHECK_SECONDS",
+        "KUOTA_CONFIG_CONFIGMAP",
+        "KUOTA_METRICS_PORT",
+    } <= settings_read("webhook")
+    # (kuota.service's Kafka names are in its scan too, transitively; that the webhook
+    # starts without them: tests/unit/webhook/test_webhook_server.py)
     assert {"KUOTA_REDIS_URL", "KUBECONFIG"}.isdisjoint(settings_read("preemption"))
     assert "KUOTA_STATUS_INTERVAL" in settings_read("actuator")
     kafka_security = {
@@ -233,11 +250,13 @@ def test_settings_read_come_from_the_code() -> None:
 def test_healthcheck_default_ports_are_the_services_defaults() -> None:
     from kuota.cli.healthcheck import SERVICE_METRICS_PORTS
 
-    assert set(SERVICE_METRICS_PORTS) == {f"kuota-{s}" for s in SERVICES}
-    for service in SERVICES:
+    assert set(SERVICE_METRICS_PORTS) == {f"kuota-{s}" for s in ALL}
+    for service in ALL:
         env = {
             "KUOTA_KAFKA_BOOTSTRAP": "k:9092",
             "KUOTA_REDIS_URL": "redis://r",
+            "KUOTA_WEBHOOK_CERT_FILE": __file__,
+            "KUOTA_WEBHOOK_KEY_FILE": __file__,
             "KUBECONFIG": __file__,
         }
         assert loader(service)(env).metrics_port == SERVICE_METRICS_PORTS[f"kuota-{service}"]
@@ -279,10 +298,10 @@ def problems_compose(compose: dict[str, Any], tmp: Path, host_env: Mapping[str, 
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
     services = compose["services"]
     problems = []
-    if set(services) != {"kafka", "redis", *SERVICES}:
+    if set(services) != {"kafka", "redis", *ALL}:
         problems.append(f"services are {sorted(services)}")
     kafka_env = services.get("kafka", {}).get("environment", {})
-    for name in SERVICES:
+    for name in ALL:
         svc = services.get(name)
         if svc is None:
             continue
@@ -325,10 +344,13 @@ def problems_compose(compose: dict[str, Any], tmp: Path, host_env: Mapping[str, 
             continue
         if settings.metrics_port not in container_ports(svc):
             problems.append(f"{name}: metrics port {settings.metrics_port} is not published")
-        if name == "ingest" and settings.webhook_port not in container_ports(svc):
-            problems.append(f"ingest: webhook port {settings.webhook_port} is not published")
-        bootstrap = settings.kafka.bootstrap
-        if f"PLAINTEXT://{bootstrap}" not in kafka_env.get("KAFKA_ADVERTISED_LISTENERS", ""):
+        if name == "webhook" and settings.port not in container_ports(svc):
+            problems.append(f"webhook: port {settings.port} is not published")
+        kafka = getattr(settings, "kafka", None)
+        bootstrap = kafka.bootstrap if kafka is not None else None
+        if kafka is not None and f"PLAINTEXT://{bootstrap}" not in kafka_env.get(
+            "KAFKA_ADVERTISED_LISTENERS", ""
+        ):
             problems.append(
                 f"{name}: KUOTA_KAFKA_BOOTSTRAP={bootstrap} is not what kafka advertises"
             )
@@ -359,7 +381,7 @@ def test_compose_parses_and_runs_what_the_issue_asks() -> None:
     assert services["redis"]["image"].startswith("redis:")
     for name, svc in services.items():
         assert "healthcheck" in svc and svc.get("restart"), name
-    for name in ("ingest", "actuator"):
+    for name in ("ingest", "actuator", "webhook"):
         mounts = [
             v for v in services[name]["volumes"] if v.startswith("${KUBECONFIG:-~/.kube/config}:")
         ]
@@ -378,13 +400,12 @@ def test_compose_with_the_user_settings_set(tmp_path: Path) -> None:
     webhook.mkdir()
     host_env = {
         "KUOTA_LOG_LEVEL": "DEBUG",
-        "KUOTA_WEBHOOK_CERT_FILE": "/etc/kuota/webhook/tls.crt",
-        "KUOTA_WEBHOOK_KEY_FILE": "/etc/kuota/webhook/tls.key",
         "KUOTA_WEBHOOK_DIR": str(webhook),
     }
     assert problems_compose(compose_file(), tmp_path, host_env) == []
 
 
+        "KUOTA_WEBHOOK_TRUSTED_USERS": "kuota-admin",
 @pytest.mark.parametrize(
     ("service", "old", "new"),
     [
@@ -447,7 +468,7 @@ def resolve_env(c: dict[str, Any], docs: list[dict[str, Any]]) -> tuple[dict[str
 
 def problems_deployments(docs: list[dict[str, Any]], tmp: Path) -> list[str]:
     problems = []
-    for name in SERVICES:
+    for name in ALL:
         deployment = find(docs, "Deployment", f"kuota-{name}")
         if len(deployment) != 1:
             problems.append(f"{name}: {len(deployment)} Deployments")
@@ -485,19 +506,17 @@ def problems_deployments(docs: list[dict[str, Any]], tmp: Path) -> list[str]:
             problems.append(
                 f"{name}: port 'metrics' is {ports.get('metrics')}, not {settings.metrics_port}"
             )
-        if name == "ingest":
-            if ports.get("webhook") != settings.webhook_port:
-                problems.append(f"ingest: port 'webhook' is not {settings.webhook_port}")
-            if not settings.webhook_enabled:
-                problems.append("ingest: the webhook is off")
+        if name == "webhook" and ports.get("webhook") != settings.port:
+            problems.append(f"webhook: port 'webhook' is not {settings.port}")
+        if name in ("ingest", "webhook"):
             if settings.config_map is None:
-                problems.append("ingest: no KUOTA_CONFIG_CONFIGMAP")
+                problems.append(f"{name}: no KUOTA_CONFIG_CONFIGMAP")
             else:
                 ns, cm = settings.config_map
                 if not any(
                     d["metadata"].get("namespace") == ns for d in find(docs, "ConfigMap", cm)
                 ):
-                    problems.append(f"ingest: no ConfigMap {ns}/{cm}")
+                    problems.append(f"{name}: no ConfigMap {ns}/{cm}")
         if "KUBECONFIG" in env:
             problems.append(f"{name}: KUBECONFIG set in a pod (use the service account)")
     return problems

@@ -25,6 +25,7 @@ SERVICE_METRICS_PORTS = {
     "kuota-admission": 9102,
     "kuota-preemption": 9103,
     "kuota-actuator": 9104,
+    "kuota-webhook": 9105,
 }
 
 
