@@ -8,7 +8,8 @@ STACK := scripts/stack
 WITH_STACK := set -a; . $${KUOTA_STACK_DIR:-.stack}/stack.env; set +a;
 
 .PHONY: help venv native stack-up stack-down demo test test-unit check lint typecheck schemas \
-	bench-core bench-kueue-baseline bench-kueue-large bench-replay bench-e2e chaos
+	bench-core bench-kueue-baseline bench-kueue-large bench-replay bench-e2e chaos \
+	bench-template-churn
 
 help:
 	@echo "make demo        set everything up, start the stack, run the main job"
@@ -16,6 +17,7 @@ help:
 	@echo "make check       ruff + mypy --strict + import layering + tests"
 	@echo "make test-unit   unit tests only (no stack needed)"
 	@echo "make bench-core / bench-kueue-baseline / bench-kueue-large / bench-replay / bench-e2e"
+	@echo "make bench-template-churn  one tenant churns 1,000 templates, another's latency"
 	@echo "make chaos       seeded fault runs on a stack of its own (CHAOS_ARGS=\"--seed 2 --jobs 1000\")"
 	@echo "make stack-up / stack-down"
 
@@ -80,6 +82,9 @@ bench-replay: native
 
 bench-e2e: native stack-up
 	$(WITH_STACK) $(PY) scripts/bench_e2e.py
+
+bench-template-churn: native
+	$(PY) scripts/bench_template_churn.py --before
 
 schemas: venv
 	$(PY) -m kuota.events.jsonschema docs/schemas

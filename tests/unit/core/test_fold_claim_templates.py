@@ -185,3 +185,38 @@ def test_copies_after_a_template_swap_decide_like_the_original() -> None:
     assert admitted(expected) == ["team-a/a"], "one fits the new shape, b waits"
     for c in copies:
         assert c.apply(d.events[-1], offset=len(d.events) - 1) == expected
+
+
+def test_a_template_no_workload_names_costs_no_scan(monkeypatch: pytest.MonkeyPatch) -> None:
+    d = cluster(4, claim_template("team-a", TPL, "gpu.nvidia.com"))
+    d.apply(gpu_job("a"))
+    inventory = d.fold._inventory
+    assert inventory.template_read("team-a", TPL), "charging a read it"
+    calls: list[str] = []
+    real = placement.charge_podset
+
+    def counted(**kw: Any) -> Any:
+        calls.append(kw["namespace"])
+        return real(**kw)
+
+    monkeypatch.setattr(placement, "charge_podset", counted)  # a spy: the real charge runs
+    for i in range(20):  # a tenant's churn of templates nobody names
+        d.apply(claim_template("team-b", f"churn-{i}", "gpu.nvidia.com"))
+        d.delete("ResourceClaimTemplate", f"churn-{i}", "team-b")
+    assert calls == [] and not inventory.template_read("team-b", "churn-0")
+    # The Job's template changes: its user is checked (one charge), still read.
+    d.apply(claim_template("team-a", TPL, "gpu.nvidia.com", count=1))
+    d.apply(claim_template("team-a", TPL, "gpu.nvidia.com", count=2))
+    assert calls == ["team-a"] * 2 and inventory.template_read("team-a", TPL)
+    calls.clear()
+    # Its Job gone (the Job's stop re-placed it and charged it; it is deleted now),
+    # the next change finds no user and forgets it; the one after costs nothing.
+    d.delete("Job", "a", "team-a")
+    d.apply(claim_template("team-a", TPL, "gpu.nvidia.com", count=3))
+    assert not inventory.template_read("team-a", TPL)
+    calls.clear()
+    d.apply(claim_template("team-a", TPL, "gpu.nvidia.com", count=4))
+    assert calls == []
+    out = d.apply(gpu_job("b"))  # a new user is charged afresh, and reads it again
+    assert last(out, "Admitted").usage == {"default": {"nvidia-gpu": "4"}}
+    assert inventory.template_read("team-a", TPL)

@@ -11,12 +11,11 @@ counter its pool does not share, or more than the set holds, makes the pool
 ignored (:meth:`DraInventory.ignored_pools`) and the upsert of its slices a
 ``ValidationError``. CEL results are cached in one :class:`DeviceEnv` per
 distinct (driver, attributes, capacity, allowMultipleAllocations), device
-matches until a slice changes (they read only devices and expressions; a
-template never clears them, a DeviceClass only the extended-resource map), each
-cache capped with first-in-first-out eviction (a cache, never a result: a
-deterministic order keeps replays identical); :attr:`DraInventory.changed_template`
-names the template of the latest change, so the fold charges again only what
-reads it. Iteration is over sorted keys. Details: docs/design/dra-charging.md
+matches until a slice changes (a template clears nothing, a DeviceClass the
+extended-resource map), each cache capped first-in-first-out (deterministic, so
+replays match). :attr:`DraInventory.changed_template` and
+:meth:`DraInventory.template_read` let the fold charge again only what reads a
+template. Iteration is over sorted keys. Details: docs/design/dra-charging.md
 ("Inventory"), docs/design/claim-templates.md.
 """
 
@@ -104,6 +103,9 @@ class DraInventory:
         self._usage: dict[tuple[tuple[str, ...], str | None, str], _Usage] = {}
         self._extended: dict[str, DeviceClass | None] = {}
         self._changed_template: tuple[str, str] | None = None
+        # Every (namespace, template) a charge looked up, until the fold finds no
+        # workload naming it (see ``template_read``).
+        self._read: dict[tuple[str, str], None] = {}
 
     # ------------------------------------------------------------------ changes
 
@@ -238,7 +240,20 @@ class DraInventory:
         return self._classes.get(name)
 
     def claim_template(self, namespace: str, name: str) -> ResourceClaimTemplate | None:
-        return self._templates.get((namespace, name))
+        key = (namespace, name)
+        self._read[key] = None
+        return self._templates.get(key)
+
+    def template_read(self, namespace: str, name: str) -> bool:
+        """Whether a charge looked the template up since :meth:`forget_read` last
+        dropped it. A workload that names it was charged, and so looked it up
+        (a charge that stopped before it does not depend on it until what
+        stopped it changes): a template never read has no user to charge again."""
+        return (namespace, name) in self._read
+
+    def forget_read(self, namespace: str, name: str) -> None:
+        """The fold found no workload naming the template: forget it was read."""
+        self._read.pop((namespace, name), None)
 
     def device_class_for_extended_resource(self, resource: str) -> DeviceClass | None:
         """The DeviceClass the scheduler uses for an extended resource request.

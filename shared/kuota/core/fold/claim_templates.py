@@ -1,19 +1,17 @@
 """ResourceClaimTemplate changes: charge again only what reads the template (#23 items 4, 6).
 
 Theory of operation: a template is namespaced and read only by the charges of
-workloads of its namespace whose podsets name it, so :func:`dra_changed` sends
-a template change to :func:`template_changed` and anything cluster-wide (a
-DeviceClass, a ResourceSlice) to ``Placement._recharge``, as before. There the
-pending charge groups of the namespace that name it are charged again (empty
-ones dropped, so a stale charge is never reused) and their members re-placed
-if their charge changed. Each admitted workload of the namespace that names it
-is checked against what its admission charged: ``rec.requests``, the charged
-podsets its Admission's usage was assigned from. If the fresh charge asks more
-of any resource in any podset, or the template can no longer be charged, the
-workload is ``Evicted`` and ``Requeued`` (:data:`CLAIM_TEMPLATE_CHANGED`) and
-charged for the new shape, as a podset change is; a charge that does not grow
-keeps the admission, and so does a template that is gone (no pod can be made
-without it; its return is checked again). docs/design/claim-templates.md.
+its namespace's workloads that name it, so :func:`dra_changed` sends a template
+change to :func:`template_changed` (a DeviceClass or ResourceSlice change to
+``Placement._recharge``, as before). A template no charge has read since it was
+last found unused is skipped; else the namespace's pending charge groups naming
+it are charged again (empty ones dropped) and re-placed if changed, and each
+admitted workload naming it is checked against ``rec.requests``, the charged
+podsets its admission was assigned from. If it now asks more of any resource,
+or cannot be charged, it is ``Evicted`` + ``Requeued``
+(:data:`CLAIM_TEMPLATE_CHANGED`) and charged for the new shape; a charge that
+does not grow keeps the admission, and so does a deleted template (no pod can
+be made without it). docs/design/claim-templates.md.
 """
 
 from __future__ import annotations
@@ -45,12 +43,18 @@ def names_template(podsets: tuple[PodSet, ...], name: str) -> bool:
 
 def template_changed(fold: Cycles, namespace: str, name: str) -> None:
     """ResourceClaimTemplate ``namespace/name`` changed (created, updated, deleted)."""
+    inventory = fold._inventory
+    if not inventory.template_read(namespace, name):
+        return  # no charge read it: no workload names it (a tenant's churn costs O(1))
     changed: dict[str, None] = {}
     groups = fold._charge_groups
-    for cid, group in list(groups.items()):
-        ns, podsets = group.key
-        if ns != namespace or not names_template(podsets, name):
-            continue
+    named = [
+        cid
+        for cid, group in groups.items()
+        if group.key[0] == namespace and names_template(group.key[1], name)
+    ]
+    for cid in named:
+        group = groups[cid]
         if not group.members:
             del fold._charge_ids[group.key]
             del groups[cid]
@@ -68,6 +72,8 @@ def template_changed(fold: Cycles, namespace: str, name: str) -> None:
         and rec.spec.namespace == namespace
         and names_template(rec.spec.podsets, name)
     ]
+    if not users and not any(cid in groups for cid in named):
+        inventory.forget_read(namespace, name)  # no live user: the next change is free
     for rec in users:
         grown = growth(rec.requests, fold._charge((namespace, rec.spec.podsets)))
         if grown is not None:
