@@ -124,6 +124,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         os.environ.pop(KUBE_VAR, None)
     for key, value in stack.items():
         os.environ.setdefault(key, value)
+    # The HMAC keys the services require (a stack.env from before they existed
+    # lacks them): random for this session, never a constant.
+    for key in ("KUOTA_SNAPSHOT_KEY", "KUOTA_SEEN_KEY"):
+        os.environ.setdefault(key, os.urandom(32).hex())
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -10,6 +10,10 @@
 #                           kuota; its password: redis/acl-password). The
 #                           default user stays open (no password) for tests.
 #
+# The HMAC keys of what kuota keeps here (KUOTA_SNAPSHOT_KEY, KUOTA_SEEN_KEY:
+# the services refuse to start without them) are made once per stack dir, in
+# redis/snapshot-key and redis/seen-key, and exported in stack.env.
+#
 # State: $KUOTA_STACK_DIR/redis/{redis.conf,appendonlydir/}, log:
 # $KUOTA_STACK_DIR/logs/redis.log. Persistence is a small AOF (fsync every
 # second, no RDB snapshots) so data survives `stack down` / `stack up`.
@@ -83,6 +87,17 @@ redis__tls_apply() {
 }
 
 redis__acl_password_file() { echo "$(redis_dir)/acl-password"; }
+
+# redis__signing_key FILE: a random HMAC key, made once (scripts/kuota-services
+# makes the same files when an older stack.env lacks the keys)
+redis__signing_key() {
+  local f="$(redis_dir)/$1"
+  mkdir -p "$(redis_dir)"
+  if [ ! -s "$f" ]; then
+    (umask 077; od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$f.tmp" && mv "$f.tmp" "$f")
+  fi
+  cat "$f"
+}
 
 redis__acl_password() {
   local f; f=$(redis__acl_password_file)
@@ -173,6 +188,8 @@ redis_versions() { echo "redis $(redis__version) $(redis_address)"; }
 # else keeps using the default user.
 redis_env() {
   echo "export KUOTA_REDIS_URL=redis://$(redis_address)/0"
+  echo "export KUOTA_SNAPSHOT_KEY=$(redis__signing_key snapshot-key)"
+  echo "export KUOTA_SEEN_KEY=$(redis__signing_key seen-key)"
   # `up` skips a healthy server: one started by an older scripts/stack gets the
   # ACL user here (idempotent, no restart).
   if pid_alive redis && redis__answers && ! redis__acl_present; then

@@ -135,6 +135,8 @@ def service_env(kafka_bootstrap: str, redis_url: str, kubeconfig: Path, run: str
         "KUOTA_TOPIC_PREFIX": f"test-{run}.",
         "KUBECONFIG": str(kubeconfig),
         "KUOTA_METRICS_PORT": "0",
+        "KUOTA_SNAPSHOT_KEY": os.environ["KUOTA_SNAPSHOT_KEY"],  # the session's (conftest)
+        "KUOTA_SEEN_KEY": os.environ["KUOTA_SEEN_KEY"],
     }
 
 

@@ -47,10 +47,12 @@ IMPORTS_ROOTS = {"kuota": REPO / "shared"} | {f"kuota_{s}": REPO / "services" / 
 USER_SECRETS = {
     "kuota-redis": {
         "url": "rediss://redis.example:6379/0",
-        "username": "kuota",
-        "password": "p",
+        "ingest-password": "p-ingest",
+        "admission-password": "p-admission",
+        "actuator-password": "p-actuator",
     },
     "kuota-snapshot-key": {"key": "k"},
+    "kuota-seen-key": {"key": "k"},
 }
 
 
@@ -258,6 +260,8 @@ def test_healthcheck_default_ports_are_the_services_defaults() -> None:
             "KUOTA_WEBHOOK_CERT_FILE": __file__,
             "KUOTA_WEBHOOK_KEY_FILE": __file__,
             "KUBECONFIG": __file__,
+            "KUOTA_SNAPSHOT_KEY": "k",
+            "KUOTA_SEEN_KEY": "k",
         }
         assert loader(service)(env).metrics_port == SERVICE_METRICS_PORTS[f"kuota-{service}"]
 
@@ -613,12 +617,11 @@ def test_production_logs_in_to_redis_as_an_acl_user(
     env, problems = resolve_env(c, docs)
     assert problems == []
     redis = RedisSettings.from_env(env)
-    assert redis.client_kwargs()["username"] == USER_SECRETS["kuota-redis"]["username"]
-    assert redis.client_kwargs()["password"] == USER_SECRETS["kuota-redis"]["password"]
+    assert redis.client_kwargs()["username"] == f"kuota-{service}"  # kuota.store.acl's
+    assert redis.client_kwargs()["password"] == USER_SECRETS["kuota-redis"][f"{service}-password"]
     refs = {
         e["name"]: e["valueFrom"]["secretKeyRef"]
         for e in c["env"]
         if "secretKeyRef" in e.get("valueFrom", {})
     }
-    assert refs["KUOTA_REDIS_USERNAME"] == {"name": "kuota-redis", "key": "username"}
-    assert refs["KUOTA_REDIS_PASSWORD"] == {"name": "kuota-redis", "key": "password"}
+    assert refs["KUOTA_REDIS_PASSWORD"] == {"name": "kuota-redis", "key": f"{service}-password"}

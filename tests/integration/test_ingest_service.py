@@ -183,6 +183,7 @@ def ingest_environment(
         KUOTA_WEBHOOK_CERT_FILE=certs["KUOTA_WEBHOOK_CERT_FILE"],
         KUOTA_WEBHOOK_KEY_FILE=certs["KUOTA_WEBHOOK_KEY_FILE"],
         KUOTA_LOG_LEVEL="INFO",
+        KUOTA_SEEN_KEY=os.environ["KUOTA_SEEN_KEY"],  # the session's (tests/conftest.py)
     )
     env.update(extra)
     return env

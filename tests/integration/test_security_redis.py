@@ -13,7 +13,12 @@ user stays open for the other tests.
 - a wrong password is refused at once with Redis's reason;
 - the same over the stack's TLS port (``KUOTA_REDIS_TLS_URL``, the stack's CA),
   with and without a client certificate; an untrusted server certificate is
-  refused.
+  refused;
+- one user per service (#23 item 10), made from ``kuota.store.acl`` under
+  names of the test's own: each does its job with kuota's own code (ingest's
+  signed seen hash, admission's snapshots, the actuator's status hash, the
+  CLI reading both), and is refused the others' keys, another instance's and
+  the commands it does not send; docs/security.md gives exactly those rules.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import socket
 import time
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -31,6 +37,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import AuthenticationError, NoPermissionError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from kuota.store import acl
 from kuota.store.settings import RedisSettings, redis_client
 from kuota.store.snapshots import Snapshot, SnapshotStore
 
@@ -213,3 +220,145 @@ async def test_an_untrusted_redis_certificate_is_refused(tls_env: dict[str, str]
             await client.ping()
     finally:
         await client.aclose()
+
+
+# --------------------------------------------------------------- one user per service (#23 item 10)
+
+
+@dataclass
+class ServiceUsers:
+    prefix: str  # the pipeline's KUOTA_TOPIC_PREFIX
+    env: dict[str, dict[str, str]]  # role -> KUOTA_REDIS_* as the service is given them
+
+    def client(self, role: str) -> aioredis.Redis:
+        return RedisSettings.from_env(self.env[role]).client()
+
+
+@pytest.fixture
+async def service_users(redis_url: str) -> AsyncIterator[ServiceUsers]:
+    """kuota.store.acl's users for a topic prefix of this test's own, made on
+    the stack's Redis under names of its own (ACL SETUSER as the default user)."""
+    prefix = f"test-redis-{uuid.uuid4().hex[:8]}."
+    plain = aioredis.from_url(redis_url)
+    env: dict[str, dict[str, str]] = {}
+    try:
+        for role in acl.ROLES:
+            name, password = f"{prefix.rstrip('.')}-{role}", uuid.uuid4().hex
+            rules = acl.rules(role, prefix)
+            assert await plain.execute_command(
+                "ACL", "SETUSER", name, "reset", "on", f">{password}", *rules
+            )
+            env[role] = {
+                "KUOTA_REDIS_URL": redis_url,
+                "KUOTA_REDIS_USERNAME": name,
+                "KUOTA_REDIS_PASSWORD": password,
+            }
+        yield ServiceUsers(prefix, env)
+    finally:
+        for role_env in env.values():
+            await plain.execute_command("ACL", "DELUSER", role_env["KUOTA_REDIS_USERNAME"])
+        inst = acl.instance(prefix)
+        await plain.delete(
+            acl.seen_hash(prefix),
+            f"kuota:snapshot:{inst}-admission-0",
+            f"{inst}:status:clusterqueues",
+        )
+        await plain.aclose()
+
+
+def test_the_documented_acl_lines_are_the_table() -> None:
+    """docs/security.md gives exactly kuota.store.acl's lines (no drift)."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text()
+    for role in acl.ROLES:
+        assert acl.setuser_line(role) in doc, role
+
+
+async def test_each_service_does_its_job_as_its_own_user(service_users: ServiceUsers) -> None:
+    from kuota.kube.translate import Seen
+    from kuota_ingest import seen_store
+
+    prefix, inst = service_users.prefix, acl.instance(service_users.prefix)
+    c = {role: service_users.client(role) for role in acl.ROLES}
+    try:
+        for client in c.values():
+            assert await client.ping()
+        # ingest: its seen hash, written as its journal writer does, read back at start-up
+        seen = acl.seen_hash(prefix)
+        job = Seen(rv="7", digest="d", uid="u", finished=False, ready=True)
+        async with c["ingest"].pipeline(transaction=False) as pipe:
+            pipe.hset(seen, mapping={"Job/ns/a": seen_store.dumps(seen, "Job/ns/a", job)})
+            pipe.hset(seen, mapping={"Job/ns/b": seen_store.dumps(seen, "Job/ns/b", job)})
+            pipe.hdel(seen, "Job/ns/b")
+            await pipe.execute()
+        assert await seen_store.load(c["ingest"], seen) == {"Job/ns/a": job}
+        # admission: its snapshots (HSET, HGETALL, DEL)
+        store = SnapshotStore(c["admission"], name=f"{inst}-admission-0", key=b"k", build="b")
+        await store.save(Snapshot(offset=3, state={"fold": 1}))
+        assert (await store.load())[1] == "ok"
+        # the actuator: the ClusterQueue status hash (HSET, HDEL)
+        status = f"{inst}:status:clusterqueues"
+        await c["actuator"].hset(status, mapping={"cq-a": "{}", "cq-b": "{}"})
+        await c["actuator"].hdel(status, "cq-b")
+        # the CLI: kuota status reads the status hash, kuota audit replay --snapshot the snapshot
+        assert await c["cli"].hgetall(status) == {b"cq-a": b"{}"}
+        cli_store = SnapshotStore(c["cli"], name=f"{inst}-admission-0", key=b"k", build="b")
+        snap, why = await cli_store.load()
+        assert why == "ok" and snap == Snapshot(offset=3, state={"fold": 1})
+        await store.delete()
+    finally:
+        for client in c.values():
+            await client.aclose()
+
+
+async def test_each_service_is_refused_the_others_keys(service_users: ServiceUsers) -> None:
+    prefix, inst = service_users.prefix, acl.instance(service_users.prefix)
+    keys = {
+        "ingest": acl.seen_hash(prefix),
+        "admission": f"kuota:snapshot:{inst}-admission-0",
+        "actuator": f"{inst}:status:clusterqueues",
+    }
+    other_instance = {
+        "ingest": "kuota:ingest:seen",  # the default instance's
+        "admission": "kuota:snapshot:kuota-admission-0",
+        "actuator": "kuota:status:clusterqueues",
+    }
+    c = {role: service_users.client(role) for role in acl.ROLES}
+    allowed = []
+
+    async def refused(what: str, command: tuple[str, ...], client: aioredis.Redis) -> None:
+        try:
+            await client.execute_command(*command)
+        except NoPermissionError:
+            return
+        allowed.append(what)
+
+    try:
+        for role in ("ingest", "admission", "actuator"):
+            for other, key in keys.items():
+                if other != role:
+                    await refused(f"{role} HSET {other}'s", ("HSET", key, "f", "v"), c[role])
+                    await refused(f"{role} HGETALL {other}'s", ("HGETALL", key), c[role])
+            await refused(
+                f"{role} another instance's", ("HSET", other_instance[role], "f", "v"), c[role]
+            )
+            for command in (
+                ("FLUSHALL",),
+                ("KEYS", "*"),
+                ("CONFIG", "GET", "*"),
+                ("GET", keys[role]),
+            ):
+                await refused(f"{role} {command[0]}", command, c[role])
+        # each only the commands it sends, on its own keys
+        await refused("ingest DEL", ("DEL", keys["ingest"]), c["ingest"])
+        await refused("admission HDEL", ("HDEL", keys["admission"], "payload"), c["admission"])
+        await refused("actuator HGETALL", ("HGETALL", keys["actuator"]), c["actuator"])
+        await refused("actuator DEL", ("DEL", keys["actuator"]), c["actuator"])
+        # the CLI reads only
+        for key in (keys["admission"], keys["actuator"]):
+            await refused(f"cli HSET {key}", ("HSET", key, "f", "v"), c["cli"])
+            await refused(f"cli DEL {key}", ("DEL", key), c["cli"])
+        await refused("cli HGETALL the seen hash", ("HGETALL", keys["ingest"]), c["cli"])
+        assert allowed == [], allowed
+    finally:
+        for client in c.values():
+            await client.aclose()

@@ -21,6 +21,7 @@ from typing import ClassVar
 
 from kuota import service
 from kuota.bus.settings import KafkaSettings
+from kuota.store.keys import SNAPSHOT_KEY, signing_key
 from kuota.store.settings import RedisSettings
 
 
@@ -48,6 +49,7 @@ def load_config(env: Mapping[str, str] | None = None) -> Config:
         e, "KUOTA_REDIS_URL", "for the local stack: `scripts/stack up` then `. .stack/stack.env`"
     )
     RedisSettings.from_env(e)  # the ACL user and TLS settings: refused here, not at first use
+    signing_key(SNAPSHOT_KEY, e)  # the snapshots' HMAC key: missing or empty, exit 2
     return Config(
         kafka=kafka,
         redis_url=redis_url,

@@ -27,7 +27,7 @@ from redis.exceptions import RedisError
 from kuota.bus.topics import JOURNAL_MAX_MESSAGE_BYTES, shard_key
 from kuota.events.schema import JournalEvent, ObjectUpserted, Tick
 from kuota.kube.translate import Seen, stand_in
-from kuota_ingest import metrics
+from kuota_ingest import metrics, seen_store
 
 log = logging.getLogger("kuota_ingest.journal")
 
@@ -156,7 +156,7 @@ class JournalWriter:
                 deletes.add(item.key)
             else:
                 deletes.discard(item.key)
-                upserts[item.key] = item.seen.dumps()
+                upserts[item.key] = seen_store.dumps(self._seen_key, item.key, item.seen)
         if upserts or deletes:
             try:
                 async with self._redis.pipeline(transaction=False) as pipe:

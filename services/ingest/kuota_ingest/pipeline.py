@@ -31,6 +31,7 @@ from kuota.bus.topics import ensure_topics
 from kuota.kube.translate import Seen
 from kuota.service import Fatal, describe, within
 from kuota.store.settings import redis_client
+from kuota_ingest import seen_store
 from kuota_ingest.journal import MAX_REQUEST_BYTES, JournalWriter
 from kuota_ingest.metrics import RelistCollector
 from kuota_ingest.settings import IngestSettings
@@ -54,13 +55,7 @@ async def _kube_client(settings: IngestSettings) -> client.ApiClient:
 
 
 async def _load_memory(redis: Redis, key: str) -> dict[str, Seen]:
-    raw: dict[bytes, bytes] = await redis.hgetall(key)  # type: ignore[misc]
-    memory: dict[str, Seen] = {}
-    for k, v in raw.items():
-        seen = Seen.loads(v)
-        if seen is not None:
-            memory[k.decode()] = seen
-    return memory
+    return await seen_store.load(redis, key)  # signed entries only are trusted
 
 
 def _settled(counts: Callable[[], dict[str, int]]) -> Callable[[], dict[str, int]]:

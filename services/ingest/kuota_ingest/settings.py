@@ -19,6 +19,7 @@ from pathlib import Path
 
 from kuota import service
 from kuota.bus.settings import KafkaSettings, SettingsError
+from kuota.store.keys import SEEN_KEY, signing_key
 from kuota.store.settings import RedisSettings
 
 SERVICE_ACCOUNT_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
@@ -48,6 +49,7 @@ class IngestSettings:
             e, "KUOTA_REDIS_URL", "for the local stack: `. .stack/stack.env`"
         )
         RedisSettings.from_env(e)  # the ACL user and TLS settings: refused here
+        signing_key(SEEN_KEY, e)  # the seen-memory's HMAC key: missing or empty, exit 2
         kubeconfig = e.get("KUBECONFIG", "").strip() or None
         if kubeconfig is not None:
             first = kubeconfig.split(os.pathsep)[0]

@@ -5,20 +5,20 @@ journal position it reflects (the offset of the NEXT record to fold); on
 restart it loads it and replays only the tail. A snapshot is an optimisation,
 never the source of truth: missing, unreadable, badly signed or of another
 build, it is refused and the whole journal is folded instead. The state is
-pickled and signed with HMAC-SHA256 under ``KUOTA_SNAPSHOT_KEY``, so a process
-that can write to Redis but lacks the key cannot make a service unpickle data
-of its choosing; one ``HSET`` stores offset, version, signature and payload, so
-no reader sees half a snapshot. A store may be given a ``build``
-(:func:`code_build`, a digest of the source files of ``kuota.core`` and
-``kuota.api``), stored signed with each snapshot: a fold pickled by other code
-unpickles without complaint, then fails on the first event.
+pickled and signed with HMAC-SHA256 under ``KUOTA_SNAPSHOT_KEY`` (required:
+``kuota.store.keys``), so a process that can write to Redis but lacks the key
+cannot make a service unpickle data of its choosing; one ``HSET`` stores
+offset, version, signature and payload, so no reader sees half a snapshot. A
+store may be given a ``build`` (:func:`code_build`, a digest of the source
+files of ``kuota.core`` and ``kuota.api``), stored signed with each snapshot:
+a fold pickled by other code unpickles without complaint, then fails on the
+first event.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 import pickle
 import sys
 from dataclasses import dataclass
@@ -27,6 +27,8 @@ from types import ModuleType
 from typing import Any
 
 import redis.asyncio as aioredis
+
+from kuota.store.keys import SNAPSHOT_KEY, signing_key
 
 FORMAT = b"kuota-snapshot-v1"
 
@@ -68,9 +70,10 @@ class SnapshotStore:
         self._r = client
         self._build = (build or "").encode()
         self._redis_key = f"kuota:snapshot:{name}"
-        secret = key if key is not None else os.environ.get("KUOTA_SNAPSHOT_KEY", "").encode()
-        # An empty secret still detects corruption; deployments set a real one.
-        self._secret = secret or b"kuota-dev-snapshot-key"
+        # No default key: an empty or public one would sign anybody's pickle.
+        self._secret = signing_key(SNAPSHOT_KEY) if key is None else key
+        if not self._secret:
+            raise ValueError("SnapshotStore: an empty HMAC key")
 
     def _sign(self, offset: int, payload: bytes, build: bytes = b"") -> bytes:
         head = FORMAT + str(offset).encode() + b"\x00"

@@ -25,7 +25,11 @@ from kuota_admission.metrics import AdmissionMetrics
 from kuota_admission.records import JournalFolder
 from kuota_admission.settings import load_config
 
-ENV = {"KUOTA_KAFKA_BOOTSTRAP": "127.0.0.1:1", "KUOTA_REDIS_URL": "redis://127.0.0.1:1/0"}
+ENV = {
+    "KUOTA_KAFKA_BOOTSTRAP": "127.0.0.1:1",
+    "KUOTA_REDIS_URL": "redis://127.0.0.1:1/0",
+    "KUOTA_SNAPSHOT_KEY": "k",
+}
 
 # ---------------------------------------------------------------------- configuration
 

@@ -17,6 +17,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from kuota.events.schema import ObjectDeleted, ObjectUpserted, parse_event
 from kuota.kube.translate import Seen, tick
 from kuota.kube.watch import Resource
+from kuota_ingest import seen_store
 from kuota_ingest.journal import Item, JournalWriter
 from kuota_ingest.sources import Clock, Sources, Watched
 
@@ -132,7 +133,8 @@ async def test_restart_journals_only_changes_and_missed_deletes() -> None:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
 
-    memory = {k: s for k, v in redis.hashes["seen"].items() if (s := Seen.loads(v))}
+    raw = redis.hashes["seen"]
+    memory = {k: s for k, v in raw.items() if (s := seen_store.loads("seen", k, v))}
     sources2, writer2, producer2, redis2 = _setup(api, memory)
     tasks = [asyncio.create_task(writer2.run())]
     tasks.append(asyncio.create_task(sources2.watch(Watched(Resource("Namespace", "/ns")))))
@@ -151,7 +153,7 @@ async def test_restart_journals_only_changes_and_missed_deletes() -> None:
     assert set(redis2.hashes["seen"]) == {"Namespace//b", "Namespace//c", "Namespace//new"}, (
         "the delete was forgotten, the new object remembered; a (unchanged) was not rewritten"
     )
-    c = Seen.loads(redis2.hashes["seen"]["Namespace//c"])
+    c = seen_store.loads("seen", "Namespace//c", redis2.hashes["seen"]["Namespace//c"])
     assert c is not None and c.rv == "11", "a skipped change still advances the remembered rv"
 
 

@@ -1,0 +1,74 @@
+"""The Redis ACL users of kuota: one per service and one for the CLI (#23 item 10).
+
+Theory of operation: one table of who may touch which key with which command.
+Each service logs in as ``kuota-<role>`` (the production overlay's
+``redis-auth.yaml``) and may reach only its own keys: ingest its seen hash,
+admission its snapshots, the actuator the ClusterQueue status hash; the CLI
+reads (``%R~``) the status hash and the snapshots. ``rules`` gives the
+``ACL SETUSER`` arguments for a topic prefix (the default ``kuota.`` gives
+docs/security.md's lines); tests/integration/test_security_redis.py creates
+exactly these users on the local Redis and shows each can do its job and is
+refused every other key and command. Every user may also ``PING`` and
+``SELECT`` (a URL naming a database).
+"""
+
+from __future__ import annotations
+
+ROLES = ("ingest", "admission", "actuator", "cli")
+COMMON = ("resetkeys", "resetchannels", "-@all", "+ping", "+select")
+SEEN_HASH = "kuota:ingest:seen"
+
+
+def instance(topic_prefix: str) -> str:
+    """``kuota.`` -> ``kuota``, as kuota.service names groups and keys."""
+    return topic_prefix.rstrip(".").replace(".", "-") or "kuota"
+
+
+def seen_hash(topic_prefix: str) -> str:
+    """Ingest's seen hash for the default KUOTA_INGEST_SEEN_KEY."""
+    journal = f"{topic_prefix}journal"
+    return SEEN_HASH if journal == "kuota.journal" else f"{SEEN_HASH}:{journal}"
+
+
+def keys(role: str, topic_prefix: str = "kuota.") -> tuple[str, ...]:
+    """The key patterns of ``role`` (``%R~``: read only)."""
+    inst = instance(topic_prefix)
+    snapshots = f"kuota:snapshot:{inst}-admission-*"
+    status = f"{inst}:status:clusterqueues"
+    table = {
+        "ingest": (f"~{seen_hash(topic_prefix)}",),
+        "admission": (f"~{snapshots}",),
+        "actuator": (f"~{status}",),
+        "cli": (f"%R~{status}", f"%R~{snapshots}"),
+    }
+    return table[role]
+
+
+def commands(role: str) -> tuple[str, ...]:
+    """The commands ``role`` sends, beyond PING and SELECT."""
+    table = {
+        "ingest": ("+hset", "+hgetall", "+hdel"),
+        "admission": ("+hset", "+hgetall", "+del"),
+        "actuator": ("+hset", "+hdel"),
+        "cli": ("+hgetall",),
+    }
+    return table[role]
+
+
+def rules(role: str, topic_prefix: str = "kuota.") -> list[str]:
+    """The ``ACL SETUSER kuota-<role> on >PASSWORD ...`` rules of ``role``."""
+    if role not in ROLES:
+        raise ValueError(f"no Redis ACL role {role!r} (one of {', '.join(ROLES)})")
+    return [*COMMON, *keys(role, topic_prefix), *commands(role)]
+
+
+def setuser_line(role: str, topic_prefix: str = "kuota.") -> str:
+    """The ``ACL SETUSER`` command for ``role``, with a password placeholder."""
+    return f"ACL SETUSER kuota-{role} on >PASSWORD {' '.join(rules(role, topic_prefix))}"
+
+
+if __name__ == "__main__":  # python -m kuota.store.acl: the lines for KUOTA_TOPIC_PREFIX
+    import os
+
+    for role in ROLES:
+        print(setuser_line(role, os.environ.get("KUOTA_TOPIC_PREFIX", "kuota.")))
