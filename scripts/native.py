@@ -48,6 +48,7 @@ MODULES = (
     "kuota.core.assign.flavors",
     "kuota.core.fold.cycle",
     "kuota.core.fold.decisions",
+    "kuota.core.fold.draining",
     "kuota.core.fold.fold",
     "kuota.core.fold.ordering",
     "kuota.core.fold.placement",

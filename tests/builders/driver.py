@@ -6,6 +6,11 @@ unless told), applies it at the next offset, and keeps the event and its
 decisions (``events``, ``decisions``). Manifests are copied before they go in, so a test may change
 and apply the same dict again; a fluent builder (anything with a manifest in
 ``.m``) is taken as its manifest.
+
+The actuator is modelled as pods that go at once: after every stop decision
+(Preempted, Evicted, Deactivated, Finished with reason Deleted) the driver feeds
+its ``WorkloadStopped`` at the same time, as ``kuota simulate`` does, unless
+``auto_stop=False`` (then a test calls :meth:`Driver.stopped` itself).
 """
 
 from __future__ import annotations
@@ -23,7 +28,15 @@ from kuota.events.schema import (
     PreemptionPlan,
     Tick,
     WorkloadFinished,
+    WorkloadStopped,
 )
+
+STOPS = frozenset({"Preempted", "Evicted", "Deactivated"})
+
+
+def is_stop(d: Decision) -> bool:
+    """A decision the actuator answers with WorkloadStopped once the pods are gone."""
+    return d.type in STOPS or (d.type == "Finished" and d.reason == "Deleted")
 
 
 def manifest(x: Any) -> dict[str, Any]:
@@ -35,9 +48,12 @@ def manifest(x: Any) -> dict[str, Any]:
 class Driver:
     """Feeds a Fold with events carrying increasing ids; keeps every decision."""
 
-    def __init__(self, fold: Fold | None = None, *, step: float = 0.0) -> None:
+    def __init__(
+        self, fold: Fold | None = None, *, step: float = 0.0, auto_stop: bool = True
+    ) -> None:
         self.fold = fold or Fold()
         self.step = step
+        self.auto_stop = auto_stop
         self.t = 0.0
         self.n = 0
         self.events: list[JournalEvent] = []
@@ -52,7 +68,25 @@ class Driver:
         self.events.append(event)
         out = self.fold.apply(event, offset=len(self.events) - 1)
         self.decisions.extend(out)
+        if self.auto_stop:
+            for d in [d for d in out if is_stop(d)]:
+                out += self.stopped(d, at=event.at)
         return out
+
+    def stopped(self, stop: Decision, *, at: float | None = None) -> list[Decision]:
+        """The actuator's report that the pods of ``stop``'s Job are gone."""
+        assert stop.workload is not None
+        self.n += 1
+        self.t = at if at is not None else self.t + self.step
+        return self.feed(
+            WorkloadStopped(
+                id=f"e{self.n}",
+                at=self.t,
+                workload=stop.workload,
+                uid=stop.uid or "",
+                decision_id=stop.id,
+            )
+        )
 
     def apply(self, *objs: Any, at: float | None = None) -> list[Decision]:
         out: list[Decision] = []

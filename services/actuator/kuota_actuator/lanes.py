@@ -4,10 +4,12 @@ Theory of operation: every consumed decision record is submitted in offset
 order. It joins its partition's in-flight list and, keyed by its workload (or
 object), a lane: one asyncio task per key that applies the key's decisions one
 after the other and ends when its queue is empty, so a stop waiting for the Job
-controller holds up only its own Job. Two waits cross lanes, both about quota:
-an Admitted decision with victims waits for the victims' earlier decisions, and
-every Admitted decision waits for every stop submitted before it; waits point
-only to earlier entries, so they cannot form a cycle. :meth:`Lanes.done_prefix`
+controller holds up only its own Job. One wait crosses lanes: an Admitted
+decision with victims waits for the victims' earlier decisions (the fold admits
+a preemptor only once its victims' pods are gone, so this is a second guard);
+waits point only to earlier entries, so they cannot form a cycle. A stop's
+quota is kept by the fold until its pods are gone (``kuota_actuator.drains``),
+so no admission waits for other Jobs' stops. :meth:`Lanes.done_prefix`
 pops, per partition, the longest prefix already applied: folded into the read
 model in offset order, its end is the offset to commit. An unexpected exception
 in a lane is kept in ``error`` and ends the service. Why: docs/design/actuator.md.
@@ -23,7 +25,6 @@ from dataclasses import dataclass, field
 
 from aiokafka import ConsumerRecord, TopicPartition
 
-from kuota.actuation.patch import STOPPING
 from kuota.events.schema import Decision
 
 log = logging.getLogger("kuota.actuator")
@@ -51,7 +52,6 @@ class Lanes:
         self._pending: dict[TopicPartition, deque[_Entry]] = {}
         self._queues: dict[str, deque[_Entry]] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._stops: list[_Entry] = []  # stop entries submitted, maybe not applied yet
         self.in_flight = 0
         self.progress = asyncio.Event()
         self.error: Exception | None = None  # a lane's unexpected failure; the service stops
@@ -65,12 +65,9 @@ class Lanes:
             return
         self.in_flight += 1
         key = d.workload or d.object or ""
-        if d.type == "Admitted":
-            self._stops = [e for e in self._stops if not e.done]
-            victims = [e for v in d.victims or () if v != key for e in self._queues.get(v, ())]
-            entry.after = (*self._stops, *(e for e in victims if e.decision_type not in STOPPING))
-        elif d.type in STOPPING:
-            self._stops.append(entry)
+        if d.type == "Admitted" and d.victims:
+            victims = [e for v in d.victims if v != key for e in self._queues.get(v, ())]
+            entry.after = tuple(victims)
         queue = self._queues.setdefault(key, deque())
         queue.append(entry)
         if key not in self._tasks:

@@ -9,7 +9,10 @@
    (``kuota_actuator.lanes``), apply each (``kuota_actuator.apply``), fold into
    the read model and commit the longest applied prefix of each partition; a
    record that is not a decision is dead-lettered before its offset commits.
-   Permanent failures go to the journal as ``ActuationFailed``.
+   Permanent failures go to the journal as ``ActuationFailed``. After a stop, the
+   Job's pods are watched until they are gone (``kuota_actuator.drains``), then
+   ``WorkloadStopped`` goes to the journal; the read model's stops without a
+   ``QuotaReleased`` are watched again at start-up.
 4. Every ``status_interval`` seconds, write what changed of each ClusterQueue's
    status and of the Redis hash (``kuota_actuator.status``).
 """
@@ -23,14 +26,16 @@ import logging
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError
 
+from kuota.actuation.patch import EventSpec
 from kuota.bus.deadletter import dead_letter_record
 from kuota.bus.topics import Topics, ensure_topics, shard_key
 from kuota.events.decode import DecodeError, decode_decision
-from kuota.events.schema import ActuationFailed, Decision
+from kuota.events.schema import ActuationFailed, Decision, WorkloadStopped
 from kuota.kube.watch import Resource
 from kuota.status.model import ClusterQueueReadModel
 from kuota.store.settings import redis_client
-from kuota_actuator.apply import FLAVORS_PATH, Actuator
+from kuota_actuator.apply import FLAVORS_PATH, Actuator, Outcome
+from kuota_actuator.drains import Drains, PodCache, Stop
 from kuota_actuator.events import EventSink
 from kuota_actuator.jobcache import JobCache
 from kuota_actuator.kubeapi import Kube, Mirror, api_client
@@ -77,6 +82,7 @@ class Service:
         flavors = Mirror(api, Resource("ResourceFlavor", FLAVORS_PATH))
         queues = Mirror(api, Resource("ClusterQueue", CQ_PATH, label_selector=cfg.cq_selector))
         jobs = JobCache(api, cfg.job_selector)
+        pods = PodCache(api)
         # Job writes first: Events wait while the actuator's API slots are busy.
         gate: list[Actuator] = []
         events = EventSink(
@@ -91,6 +97,7 @@ class Service:
             asyncio.create_task(flavors.run(), name="flavors"),
             asyncio.create_task(queues.run(), name="clusterqueues"),
             asyncio.create_task(jobs.run(), name="jobs"),
+            asyncio.create_task(pods.run(), name="pods"),
             asyncio.create_task(events.run(stop), name="events"),
         ]
         redis = redis_client(cfg.redis_url)
@@ -122,13 +129,25 @@ class Service:
             await consumer.start()
             started.append(consumer)
 
-            async def report(event: ActuationFailed) -> None:
+            async def report(event: ActuationFailed | WorkloadStopped) -> None:
                 await producer.send_and_wait(
                     topics.journal,
                     value=event.model_dump_json().encode(),
                     key=shard_key(event.workload),
                     headers=[(TYPE_HEADER, event.type.encode())],
                 )
+
+            def warn(stop: Stop, spec: EventSpec, waited: int) -> None:
+                ns, _, name = stop.workload.partition("/")
+                ref = {"apiVersion": "batch/v1", "kind": "Job", "namespace": ns, "name": name}
+                if stop.uid:
+                    ref["uid"] = stop.uid
+                events.emit(f"{stop.stop_id}-{waited}", (spec,), target=(ref, ns))
+
+            drains = Drains(pods, report, warn=warn, warn_every=cfg.stop_timeout)
+            for kept in self.model.draining():  # stops a previous incarnation watched
+                drains.watch(Stop(kept.stop_id, "stop", kept.workload, kept.uid, kept.at))
+            tasks.append(asyncio.create_task(drains.run(stop), name="drains"))
 
             def cluster_queue_of(key: str) -> str | None:
                 place = self.model.workload(key)
@@ -155,7 +174,12 @@ class Service:
             self.live = True
             log.info("live: consuming %s as group %s", topics.decisions, cfg.group_id)
             await self._consume(
-                consumer, actuator, stop, producer=producer, deadletter=topics.deadletter
+                consumer,
+                actuator,
+                stop,
+                producer=producer,
+                deadletter=topics.deadletter,
+                drains=drains,
             )
         finally:
             for t in tasks:
@@ -190,11 +214,22 @@ class Service:
         *,
         producer: AIOKafkaProducer | None = None,
         deadletter: str | None = None,
+        drains: Drains | None = None,
     ) -> None:
         """Fetch decisions into per-workload lanes; fold and commit what is done.
         A record that is not a decision is dead-lettered (``kuota.bus.deadletter``)
         before its offset can be committed: at least once."""
-        lanes = Lanes(actuator.apply, stop)
+
+        async def apply(decision: Decision, offset: int) -> Outcome:
+            outcome = await actuator.apply(decision, offset)
+            if drains is not None:
+                if decision.type == "QuotaReleased":
+                    drains.released(decision.stop_id)
+                else:
+                    drains.add(decision)  # a stop: its Job's pods, until they are gone
+            return outcome
+
+        lanes = Lanes(apply, stop)
         try:
             while not stop.is_set():
                 if lanes.error is not None:

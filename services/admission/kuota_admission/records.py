@@ -85,15 +85,16 @@ class PlanWaits:
 
     def after_apply(self, fold: Fold, decisions: Sequence[Decision], now: float) -> list[float]:
         """Note the heads this apply made wait; the waits its decisions ended
-        with a preemption (seconds), one per ``Admitted`` decision with victims."""
+        with a preemption (seconds), one per preemptor (its first victim's
+        ``Preempted``; its ``Admitted`` follows once the victims' pods are gone)."""
         ended: list[float] = []
         since = self._since
         for d in decisions:
             key = d.workload
             if key is None:
                 continue
-            if d.type == "Admitted" and d.victims:
-                start = since.pop(key, None)
+            if d.type == "Preempted" and d.preemptor:
+                start = since.pop(d.preemptor, None)
                 if start is not None:
                     ended.append(max(0.0, now - start))
             elif key not in since and fold.awaits_plan(key):

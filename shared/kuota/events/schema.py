@@ -8,8 +8,10 @@ written periodically by ingest, so timers fire when nothing else happens);
 ``PreemptionPlan`` (victims the preemption service proposes; admission
 re-checks them against its own state); ``ActuationFailed`` (the actuator could
 not apply a decision; its ``at`` is the decision's, so the actuator never moves
-event time forward). ``at`` is event time in seconds since the Unix epoch (the
-scenario's start in ``kuota simulate``); the fold reads no other clock.
+event time forward); ``WorkloadStopped`` (the actuator saw a stopped Job's pods
+gone: the fold releases the quota it kept for them). ``at`` is event time in
+seconds since the Unix epoch (the scenario's start in ``kuota simulate``); the
+fold reads no other clock.
 Decisions use Kueue's workload-condition vocabulary (``DECISION_TYPES``). The
 ``trusted_*`` constructors build what the fold and the engine emit without
 re-validating it. Every field: docs/events.md.
@@ -87,6 +89,18 @@ class ActuationFailed(_EventBase):
     generation: int | None = None
 
 
+class WorkloadStopped(_EventBase):
+    """A stopped workload's pods are gone (id ``workloadstopped/<decision_id>``): no pod
+    labelled ``batch.kubernetes.io/controller-uid=<uid>`` is left outside phase
+    Succeeded/Failed, terminating ones included. Its ``at`` is the stop decision's."""
+
+    type: Literal["WorkloadStopped"] = "WorkloadStopped"
+    workload: str  # "namespace/name"
+    uid: str  # the Job's uid the stop decision named
+    decision_id: str  # the stop decision (Preempted, Evicted, Deactivated, Finished Deleted)
+    waited: float = 0.0  # seconds the actuator waited for the pods, for people
+
+
 JournalEvent = Annotated[
     ObjectUpserted
     | ObjectDeleted
@@ -94,7 +108,8 @@ JournalEvent = Annotated[
     | WorkloadFinished
     | PodsReady
     | PreemptionPlan
-    | ActuationFailed,
+    | ActuationFailed
+    | WorkloadStopped,
     Field(discriminator="type"),
 ]
 _event_adapter: TypeAdapter[JournalEvent] = TypeAdapter(JournalEvent)
@@ -121,6 +136,8 @@ DecisionType = Literal[
     #                 cohort + quota set; reason Deleted (no quota) when it is gone
     "Suspended",  # a managed Job observed running without an admission: suspend it again
     #              (reason StartedWithoutAdmission); the workload keeps its place
+    "QuotaReleased",  # a stopped workload's pods are gone (WorkloadStopped): the usage it
+    #                  kept since its stop decision (stop_id) is released; usage set
 ]
 DECISION_TYPES: tuple[str, ...] = DecisionType.__args__  # type: ignore[attr-defined]
 
@@ -151,6 +168,8 @@ class Decision(_Frozen):
     # for Admitted: the Job's metadata.generation the fold decided on; the actuator
     # starts the Job only at that generation (docs/design/backstop.md)
     generation: int | None = None
+    # for QuotaReleased: the id of the stop decision whose kept quota is released
+    stop_id: str | None = None
 
 
 # Trusted construction: the fold builds every Decision from fields it computed

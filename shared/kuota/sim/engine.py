@@ -7,9 +7,11 @@ the same decisions bit for bit. Time is an ``int`` of microseconds. Events are
 taken in ``(instant, origin, sequence)`` order: at one instant file events
 (``submit-at``, ``delete-at``) come first, then engine events (``PodsReady``
 at admission + ``ready-after``, ``WorkloadFinished`` at admission +
-``run-for``), each tagged with the workload's admission generation so a
-cut-short run never finishes later. A timer of the fold (``next_wakeup``) due
-before the next event gets a ``Tick``. With a planning side (``--preemption
+``run-for``, each tagged with the workload's admission generation so a
+cut-short run never finishes later; ``WorkloadStopped`` at a stop +
+``stop-after``, what the actuator reports once a stopped Job's pods are
+gone). A timer of the fold (``next_wakeup``) due before the next event gets a
+``Tick``. With a planning side (``--preemption
 plans``) every event is handed to it too, and the plans it answers are applied
 next, at the same instant. Rules in full: docs/design/simulate.md ("Time and order").
 """
@@ -29,6 +31,7 @@ from kuota.events.schema import (
     PodsReady,
     PreemptionPlan,
     WorkloadFinished,
+    WorkloadStopped,
     trusted_deleted,
     trusted_finished,
     trusted_pods_ready,
@@ -57,6 +60,9 @@ from kuota.sim.scenario import (
 WORKLOAD_KINDS = names("workload")
 #: Decisions after which a workload no longer holds its admission.
 ENDS_ADMISSION = frozenset({"Preempted", "Evicted", "Finished", "Deactivated"})
+#: Stops the actuator answers with WorkloadStopped once the Job's pods are gone
+#: (and ``Finished`` with reason ``Deleted``).
+STOPS = frozenset({"Preempted", "Evicted", "Deactivated"})
 #: Ticks the fold may ask for at one and the same instant before the engine
 #: calls it a runaway (a fold whose wakeup does not move after a Tick).
 MAX_TICKS_PER_INSTANT = 64
@@ -72,6 +78,7 @@ _UPSERT = 0
 _DELETE = 1
 _PODS_READY = 0
 _FINISHED = 1
+_STOPPED = 2
 
 
 class FoldLike(Protocol):
@@ -349,6 +356,14 @@ class Simulator:
 
     def _engine_event(self, at: int, payload: tuple[Any, ...]) -> JournalEvent | None:
         action, key, generation, namespace, name = payload
+        if action == _STOPPED:  # (action, key, stop decision id, uid, None): never cancelled
+            return WorkloadStopped(
+                id=f"sim-{self._applied}",
+                at=micros_to_seconds(at),
+                workload=key,
+                uid=namespace,
+                decision_id=generation,
+            )
         if self._generation.get(key) != generation:
             return None
         if action == _PODS_READY:
@@ -388,6 +403,13 @@ class Simulator:
                     heapq.heappush(queue, (at + timing.run_for, _ENGINE, seq, payload))
             elif decision.type in ENDS_ADMISSION:
                 self._end_admission(key)
+                if decision.type in STOPS or decision.reason == "Deleted":
+                    stop_after = self._workload_timing.get(key, _NO_TIMING).stop_after
+                    seq = self._engine_seq
+                    self._engine_seq = seq + 1
+                    uid = decision.uid or ""
+                    stopped: tuple[Any, ...] = (_STOPPED, key, decision.id, uid, None)
+                    heapq.heappush(queue, (at + stop_after, _ENGINE, seq, stopped))
 
 
 def describe_event(event: JournalEvent) -> str:

@@ -9,6 +9,9 @@ for ``kubectl apply``; its annotations say *when* each object appears, runs and 
 ``kuota.dev/ready-after`` its pods become ready this long after admission, or
                           ``never`` (default: at once)
 ``kuota.dev/delete-at``   when the object is deleted (default: never)
+``kuota.dev/stop-after``  its pods are gone this long after a stop (preemption,
+                          eviction, deletion), when the quota kept for them is
+                          released (default: at once)
 
 Durations are Go-style (``1m30s``) or bare seconds; a bad value is a
 ``ScenarioError`` naming the object and the annotation; ``kind: List``
@@ -30,11 +33,12 @@ SUBMIT_AT = "kuota.dev/submit-at"
 RUN_FOR = "kuota.dev/run-for"
 READY_AFTER = "kuota.dev/ready-after"
 DELETE_AT = "kuota.dev/delete-at"
+STOP_AFTER = "kuota.dev/stop-after"
 #: Set by the engine on workloads when they are submitted (seconds, as text) so
 #: that the workload's creation time is its submission time; the api parser
 #: reads it. A value already in the file wins.
 CREATED_AT = "kuota.dev/created-at"
-TIMING_ANNOTATIONS = (SUBMIT_AT, RUN_FOR, READY_AFTER, DELETE_AT, CREATED_AT)
+TIMING_ANNOTATIONS = (SUBMIT_AT, RUN_FOR, READY_AFTER, DELETE_AT, STOP_AFTER, CREATED_AT)
 NEVER = "never"
 
 
@@ -56,6 +60,7 @@ class Timing:
     run_for: int | None = None  # None: runs until the end
     ready_after: int | None = 0  # None: never ready
     delete_at: int | None = None  # None: never deleted
+    stop_after: int = 0  # a stop -> its pods gone (WorkloadStopped)
 
 
 def describe(manifest: Mapping[str, Any], *, index: int) -> str:
@@ -119,6 +124,7 @@ def timing_of(manifest: Mapping[str, Any], *, index: int) -> Timing:
         run_for=duration(RUN_FOR),
         ready_after=ready_after,
         delete_at=delete_at,
+        stop_after=duration(STOP_AFTER) or 0,
     )
 
 

@@ -7,7 +7,11 @@ clusterqueues`` shows (Kueue's ``pendingWorkloads``, ``reservingWorkloads``,
 ``kuota status`` hash. Per workload it remembers only where it is: ``Admitted``
 charges its ``usage``; ``Preempted`` / ``Evicted`` give it back and count the
 workload pending again (``Requeued`` / ``Inadmissible`` too: ``active`` /
-``inadmissible``); ``Finished`` / ``Deactivated`` forget it. Quota is the
+``inadmissible``); ``Finished`` / ``Deactivated`` forget it. A stop of an
+admitted workload (Preempted, Evicted, Deactivated, Finished Deleted) keeps its
+usage as a *drain* until the fold's ``QuotaReleased`` for that stop (its pods
+are gone; :meth:`~ClusterQueueReadModel.draining` lists those still kept, which
+a restarted actuator watches again). Quota is the
 fold's own ``QuotaChanged`` (the version the fold charged admissions against,
 never a reading of the live object), kept as
 :class:`~kuota.core.quota.rows.QuotaRow` rows (:meth:`~ClusterQueueReadModel.rows`).
@@ -24,12 +28,25 @@ from kuota.core.quota.rows import QuotaRow, rows_from_quota, usage_fields
 from kuota.events.schema import Decision
 from kuota.quantity import QuantityError, parse_quantity
 
-__all__ = ["ClusterQueueReadModel", "QuotaRow", "WorkloadPlace", "statuses"]
+__all__ = ["ClusterQueueReadModel", "Drain", "QuotaRow", "WorkloadPlace", "statuses"]
 
 FlavorResource = tuple[str, str]
 
 PENDING_ACTIVE = "active"
 PENDING_INADMISSIBLE = "inadmissible"
+_STOPS = frozenset({"Preempted", "Evicted", "Deactivated"})
+
+
+@dataclass(frozen=True, slots=True)
+class Drain:
+    """A stop whose quota is kept until the pods of its Job are gone."""
+
+    stop_id: str
+    workload: str
+    uid: str
+    cluster_queue: str
+    usage: tuple[tuple[FlavorResource, int], ...]
+    at: float
 
 
 @dataclass(slots=True)
@@ -55,6 +72,7 @@ class ClusterQueueReadModel:
     def __init__(self) -> None:
         self._workloads: dict[str, WorkloadPlace] = {}
         self._queues: dict[str, _Queue] = {}
+        self._drains: dict[str, Drain] = {}  # stop decision id -> the usage it keeps
         self.decisions = 0
 
     # ------------------------------------------------------------------ fold
@@ -68,7 +86,11 @@ class ClusterQueueReadModel:
         key = decision.workload
         if key is None:
             return  # Rejected objects are not workloads
-        if t == "Admitted":
+        if t in _STOPS or (t == "Finished" and decision.reason == "Deleted"):
+            self._drain(key, decision)
+        if t == "QuotaReleased":
+            self._released(decision)
+        elif t == "Admitted":
             self._leave(key)
             cq = decision.cluster_queue
             usage = _usage(decision)
@@ -89,6 +111,35 @@ class ClusterQueueReadModel:
         elif t in ("Finished", "Deactivated"):
             self._leave(key)
             self._workloads.pop(key, None)
+
+    def _drain(self, key: str, decision: Decision) -> None:
+        """A stop of an admitted workload: its usage stays charged as a drain."""
+        place = self._workloads.get(key)
+        if place is None or not place.admitted or place.cluster_queue is None:
+            return
+        cq = place.cluster_queue
+        self._drains[decision.id] = Drain(
+            decision.id, key, decision.uid or "", cq, place.usage, decision.at
+        )
+        q = self._queue(cq)
+        for fr, qty in place.usage:
+            q.usage[fr] = q.usage.get(fr, 0) + qty  # _leave takes the admission's off
+
+    def _released(self, decision: Decision) -> None:
+        drain = self._drains.pop(decision.stop_id or "", None)
+        if drain is None:
+            return
+        q = self._queue(drain.cluster_queue)
+        for fr, qty in drain.usage:
+            left = q.usage.get(fr, 0) - qty
+            if left:
+                q.usage[fr] = left
+            else:
+                q.usage.pop(fr, None)
+
+    def draining(self) -> list[Drain]:
+        """The stops whose quota is still kept (no QuotaReleased yet), oldest first."""
+        return list(self._drains.values())
 
     def _set_quota(self, decision: Decision) -> None:
         name = decision.cluster_queue

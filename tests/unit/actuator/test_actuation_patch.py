@@ -486,9 +486,17 @@ def test_read_model_admit_release_pending() -> None:
     assert m.pending("cq") == {}
     assert m.admitted("cq") == 2
     assert m.usage("cq") == {("h100", "cpu"): 10_000, ("h100", "nvidia.com/gpu"): 3_000}
-    m.apply(wl("a", "Preempted", cluster_queue="cq", reason="InClusterQueue"))
+    stop = wl("a", "Preempted", cluster_queue="cq", reason="InClusterQueue")
+    m.apply(stop)
+    # its pods may still run: the usage stays until the fold's QuotaReleased
+    assert m.usage("cq") == {("h100", "cpu"): 10_000, ("h100", "nvidia.com/gpu"): 3_000}
+    assert m.admitted("cq") == 1 and m.pending("cq") == {"active": 1}
+    assert [(k.stop_id, k.workload) for k in m.draining()] == [(stop.id, f"{NS}/a")]
+    m.apply(wl("a", "QuotaReleased", cluster_queue="cq", stop_id="another"))
+    assert m.usage("cq")[("h100", "cpu")] == 10_000, "another stop's release: not this one"
+    m.apply(wl("a", "QuotaReleased", cluster_queue="cq", stop_id=stop.id))
     assert m.usage("cq") == {("h100", "cpu"): 4_000, ("h100", "nvidia.com/gpu"): 1_000}
-    assert m.pending("cq") == {"active": 1}
+    assert m.draining() == []
     m.apply(wl("b", "Finished", cluster_queue="cq", reason="Succeeded"))
     m.apply(wl("a", "Deactivated"))
     assert (m.usage("cq"), m.pending("cq"), m.admitted("cq")) == ({}, {}, 0)
@@ -556,7 +564,9 @@ def test_read_model_status_with_and_without_quotas() -> None:
 def test_read_model_moves_a_workload_between_cluster_queues() -> None:
     m = ClusterQueueReadModel()
     m.apply(wl("a", "Admitted", cluster_queue="one", usage=usage("1", "0")))
-    m.apply(wl("a", "Evicted", cluster_queue="one", reason="ClusterQueueStopped"))
+    stop = wl("a", "Evicted", cluster_queue="one", reason="ClusterQueueStopped")
+    m.apply(stop)
+    m.apply(wl("a", "QuotaReleased", cluster_queue="one", stop_id=stop.id))
     m.apply(wl("a", "Admitted", cluster_queue="two", usage=usage("2", "0")))
     assert m.usage("one") == {} and m.pending("one") == {}
     assert m.usage("two")[("h100", "cpu")] == 2_000
@@ -586,6 +596,12 @@ def test_read_model_matches_a_recount_and_redelivery_changes_nothing(
         m.apply(d)
         if i == redeliver:
             m.apply(d)  # at-least-once delivery
+        if d.type in ("Preempted", "Evicted", "Deactivated"):  # its pods gone: released
+            released = wl(d.workload.partition("/")[2], "QuotaReleased", stop_id=d.id)
+            m.apply(released)
+            if i == redeliver:
+                m.apply(released)
+    assert m.draining() == []
     # Recount from each workload's last decision.
     last: dict[str, Any] = {}
     for d in decisions:

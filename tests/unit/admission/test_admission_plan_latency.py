@@ -14,7 +14,13 @@ from preemption_journal import WAITING, Journal, within_cluster_queue
 
 from kuota.core.fold.fold import Fold
 from kuota.core.preemption.planner import Planner
-from kuota.events.schema import JournalEvent, ObjectDeleted, PreemptionPlan, parse_decision
+from kuota.events.schema import (
+    JournalEvent,
+    ObjectDeleted,
+    PreemptionPlan,
+    WorkloadStopped,
+    parse_decision,
+)
 from kuota_admission.metrics import AdmissionMetrics
 from kuota_admission.records import JournalFolder
 
@@ -50,9 +56,23 @@ class Rig:
             if isinstance(e, PreemptionPlan):
                 self.planner.folded(e, self.planning)
         self.offset += len(events)
+        stopped: list[JournalEvent] = []
         for r in out:
             d = parse_decision(r.value)
             self.decisions.append((d.type, d.workload, d.reason))
+            if d.type in ("Preempted", "Evicted", "Deactivated") and d.workload:
+                # the actuator: the stopped Job's pods are gone at once
+                stopped.append(
+                    WorkloadStopped(
+                        id=f"workloadstopped/{d.id}",
+                        at=d.at,
+                        workload=d.workload,
+                        uid=d.uid or "",
+                        decision_id=d.id,
+                    )
+                )
+        if stopped:
+            self.live(stopped)
 
     def replay(self, events: list[JournalEvent]) -> None:
         self.folder.replay(records(events, first=self.offset))

@@ -27,6 +27,7 @@ from kuota.events.schema import (
     JournalEvent,
     Tick,
     WorkloadFinished,
+    WorkloadStopped,
 )
 from kuota.sim.planning import PreemptionService
 
@@ -91,15 +92,28 @@ class Journal:
     def with_plans(self) -> Journal:
         """The journal as it is once the preemption service has run: after each
         event, the plans it writes (``kuota.sim.planning``, the service's fold
-        and planner), at the event's instant."""
+        and planner), at the event's instant, and the actuator's WorkloadStopped
+        for each stop (its pods gone at once)."""
         service = PreemptionService()
+        admission = Fold(preemption="plans")  # its stops, which the actuator answers
         out: list[JournalEvent] = []
         pending = list(self.events)
         while pending:
             event = pending.pop(0)
             out.append(event)
+            stops: list[JournalEvent] = [
+                WorkloadStopped(
+                    id=f"workloadstopped/{d.id}",
+                    at=d.at,
+                    workload=d.workload or "",
+                    uid=d.uid or "",
+                    decision_id=d.id,
+                )
+                for d in admission.apply(event, offset=len(out) - 1)
+                if d.type in ("Preempted", "Evicted", "Deactivated")
+            ]
             plans = service.after(event, offset=len(out) - 1)
-            pending[:0] = plans
+            pending[:0] = [*plans, *stops]  # the actuator reports once the pods are gone
         self.events = out
         return self
 

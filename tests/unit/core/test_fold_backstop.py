@@ -113,7 +113,7 @@ def test_a_stale_observation_after_an_eviction_is_not_suspended_again() -> None:
     setup(d, 1)
     (adm,) = d.apply(observed("a", suspend=True))
     out = d.apply(observed("a", suspend=True, queue=None))  # label removed: evicted
-    assert kinds(out) == [("Evicted", "ns/a"), ("Inadmissible", "ns/a")]
+    assert kinds(out) == [("Evicted", "ns/a"), ("Inadmissible", "ns/a"), ("QuotaReleased", "ns/a")]
     assert d.apply(observed("a", suspend=False, decision=adm.id, queue=None)) == [], "stale"
     # the actuator's stop lands (suspend, then its record), then the user unsuspends
     stop = out[0].id
@@ -177,9 +177,10 @@ def test_label_removed_from_an_admitted_job_evicts_and_releases() -> None:
     assert kinds(out) == [
         ("Evicted", "ns/a"),
         ("Inadmissible", "ns/a"),
+        ("QuotaReleased", "ns/a"),
         ("Admitted", "ns/b"),
-    ], "quota released: b takes it"
-    evicted, held, _ = out
+    ], "quota released once a's pods are gone: b takes it"
+    evicted, held, _, _ = out
     assert evicted.reason == "QueueLabelRemoved"
     assert held.reason == "QueueLabelRemoved" and held.message is not None
     assert "put it back" in held.message and "delete the Job" in held.message
@@ -270,8 +271,13 @@ def test_parallelism_change_of_an_admitted_job_evicts_and_requeues_with_the_new_
     assert adm.usage == {"h100": {"nvidia.com/gpu": "2"}}
     d.apply(observed("a", suspend=False, decision=adm.id, parallelism=2))
     out = d.apply(observed("a", suspend=False, decision=adm.id, parallelism=3))
-    assert kinds(out) == [("Evicted", "ns/a"), ("Requeued", "ns/a"), ("Admitted", "ns/a")]
-    evicted, requeued, again = out
+    assert kinds(out) == [
+        ("Evicted", "ns/a"),
+        ("Requeued", "ns/a"),
+        ("QuotaReleased", "ns/a"),
+        ("Admitted", "ns/a"),
+    ]
+    evicted, requeued, _, again = out
     assert evicted.reason == requeued.reason == "PodSetsChanged"
     assert evicted.message is not None and "2 -> 3 pods" in evicted.message
     assert again.usage == {"h100": {"nvidia.com/gpu": "3"}}, "never the old charge"
@@ -283,7 +289,12 @@ def test_a_grown_admitted_job_that_no_longer_fits_waits() -> None:
     setup(d, 2)
     (adm,) = d.apply(observed("a", suspend=True, parallelism=2))
     out = d.apply(observed("a", suspend=False, decision=adm.id, parallelism=3))
-    assert kinds(out) == [("Evicted", "ns/a"), ("Requeued", "ns/a"), ("Inadmissible", "ns/a")]
+    assert kinds(out) == [
+        ("Evicted", "ns/a"),
+        ("Requeued", "ns/a"),
+        ("QuotaReleased", "ns/a"),
+        ("Inadmissible", "ns/a"),
+    ]
     assert d.usage("cq") == {}
     # the stale observation of the actuator's start is not a bypass; the stop is
     assert d.apply(observed("a", suspend=False, decision=adm.id, parallelism=3)) == []

@@ -62,6 +62,7 @@ def test_a_grown_template_stops_the_admitted_job_and_charges_the_new_shape() -> 
     assert types(out) == [
         ("Evicted", "team-a/a", CLAIM_TEMPLATE_CHANGED),
         ("Requeued", "team-a/a", CLAIM_TEMPLATE_CHANGED),
+        ("QuotaReleased", "team-a/a", "PodsGone"),  # its old pods gone (the driver: at once)
         ("Admitted", "team-a/a", None),
     ]
     message = last(out, "Evicted").message
@@ -97,6 +98,7 @@ def test_a_template_grown_past_the_quota_releases_it_and_the_job_waits() -> None
     assert types(out) == [
         ("Evicted", "team-a/a", CLAIM_TEMPLATE_CHANGED),
         ("Requeued", "team-a/a", CLAIM_TEMPLATE_CHANGED),
+        ("QuotaReleased", "team-a/a", "PodsGone"),
         ("Inadmissible", "team-a/a", "InsufficientQuota"),
     ]
     assert d.usage("cq") == {}, "never the old charge"
@@ -109,6 +111,7 @@ def test_a_template_that_can_no_longer_be_charged_stops_the_job_with_why() -> No
     assert types(out) == [
         ("Evicted", "team-a/a", CLAIM_TEMPLATE_CHANGED),
         ("Requeued", "team-a/a", CLAIM_TEMPLATE_CHANGED),
+        ("QuotaReleased", "team-a/a", "PodsGone"),
         ("Inadmissible", "team-a/a", "DeviceClassNotMapped"),
     ]
     assert "it can no longer be charged: DeviceClassNotMapped" in (
@@ -180,11 +183,13 @@ def test_copies_after_a_template_swap_decide_like_the_original() -> None:
     d.apply(gpu_job("a"), gpu_job("b"))
     d.delete("ResourceClaimTemplate", TPL, "team-a")
     copies = [copy.deepcopy(d.fold), pickle.loads(pickle.dumps(d.fold))]
+    first = len(d.events)
     expected = d.apply(claim_template("team-a", TPL, "gpu.nvidia.com", count=3))
     assert [x.type for x in expected].count("Evicted") == 2
     assert admitted(expected) == ["team-a/a"], "one fits the new shape, b waits"
-    for c in copies:
-        assert c.apply(d.events[-1], offset=len(d.events) - 1) == expected
+    for c in copies:  # the template event, then the pods-gone reports the driver fed
+        got = [x for i, e in enumerate(d.events[first:]) for x in c.apply(e, offset=first + i)]
+        assert got == expected
 
 
 def test_a_template_no_workload_names_costs_no_scan(monkeypatch: pytest.MonkeyPatch) -> None:

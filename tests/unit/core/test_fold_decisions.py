@@ -129,6 +129,19 @@ CASES: list[tuple[Callable[..., dict[str, Any]], dict[str, Any], str, set[str]]]
         "QuotaChanged",
         {"cluster_queue", "object", "reason", "message"},
     ),
+    (
+        decisions.quota_released,
+        {
+            "workload": "ns/a",
+            "uid": "u1",
+            "cluster_queue": "cq",
+            "usage": {"h100": {"nvidia.com/gpu": "2"}},
+            "stop_id": "d-0",
+            "message": "the pods are gone",
+        },
+        "QuotaReleased",
+        {"workload", "uid", "cluster_queue", "usage", "reason", "message", "stop_id"},
+    ),
 ]
 IDS = [f"{c[0].__name__}-{sorted(c[1])}" for c in CASES]
 EVENT_FIELDS = {"id": "d-1", "cause": "e-1", "cause_offset": 7, "at": 3.0}

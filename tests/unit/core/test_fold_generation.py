@@ -96,8 +96,13 @@ def test_refused_start_seen_generation_requeues_and_admits_again_at_once() -> No
     setup(d)
     (adm,) = d.apply(at_generation(1))
     out = d.apply(at_generation(2, parallelism=4))
-    assert kinds(out) == [("Evicted", "ns/a"), ("Requeued", "ns/a"), ("Admitted", "ns/a")]
-    assert out[2].generation == 2 and out[2].usage == {"h100": {"nvidia.com/gpu": "4"}}
+    assert kinds(out) == [
+        ("Evicted", "ns/a"),
+        ("Requeued", "ns/a"),
+        ("QuotaReleased", "ns/a"),
+        ("Admitted", "ns/a"),
+    ]
+    assert out[3].generation == 2 and out[3].usage == {"h100": {"nvidia.com/gpu": "4"}}
     assert refused(d, adm, 2) == [], "the old admission's refusal: already evicted"
     assert d.state("ns/a") == "Admitted"
 
@@ -113,6 +118,7 @@ def test_refused_start_of_a_change_not_seen_yet_waits_for_it() -> None:
         ("Evicted", "JobChanged"),
         ("Requeued", "JobChanged"),
         ("Inadmissible", "JobChanged"),
+        ("QuotaReleased", "PodsGone"),
     ]
     assert d.usage("cq") == {}, "the quota is released"
     assert d.tick() == [], "nothing is decided before the changed Job is seen"
@@ -136,7 +142,12 @@ def test_refused_after_kuotas_own_stop_converges_in_one_more_admission() -> None
     readmit = d.apply(at_generation(3, suspend=True, decision=adm.id))
     assert kinds(readmit) == [("Admitted", "ns/a")] and readmit[0].generation == 3
     out = refused(d, readmit[0], 4)
-    assert kinds(out) == [("Evicted", "ns/a"), ("Requeued", "ns/a"), ("Inadmissible", "ns/a")]
+    assert kinds(out) == [
+        ("Evicted", "ns/a"),
+        ("Requeued", "ns/a"),
+        ("Inadmissible", "ns/a"),
+        ("QuotaReleased", "ns/a"),
+    ]
     (again,) = d.apply(at_generation(4, suspend=True, decision="the-stop"))
     assert again.type == "Admitted" and again.generation == 4
     assert refused(d, readmit[0], 4) == [], "a repeated report of the old refusal"
@@ -150,8 +161,13 @@ def test_refused_when_the_fold_already_saw_the_change_requeues_at_once() -> None
     (adm,) = d.apply(at_generation(1))
     assert d.apply(at_generation(2)) == [], "an admitted Job keeps its admission"
     out = refused(d, adm, 2)
-    assert kinds(out) == [("Evicted", "ns/a"), ("Requeued", "ns/a"), ("Admitted", "ns/a")]
-    assert out[2].generation == 2
+    assert kinds(out) == [
+        ("Evicted", "ns/a"),
+        ("Requeued", "ns/a"),
+        ("QuotaReleased", "ns/a"),
+        ("Admitted", "ns/a"),
+    ]
+    assert out[3].generation == 2
 
 
 def test_the_refusal_wait_survives_pickling() -> None:

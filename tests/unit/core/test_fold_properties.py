@@ -2,10 +2,13 @@
 
 1. Usage never exceeds a ClusterQueue's nominal quota + borrowing limit, nor a
    root cohort's subtree quota, after every event; the usage the decisions add
-   up to equals the fold's; the cohort tree's incremental usage equals a rebuild;
-   and nothing admissible is left waiting (the precise wake-ups miss nothing).
-2. Replaying the same events gives the same decisions; a deepcopy or a pickle
-   of the fold taken mid-way continues exactly as the original.
+   up to equals the fold's (a stopped workload's usage counted until its
+   ``QuotaReleased``, the actuator's ``WorkloadStopped`` coming 0-3 events after
+   the stop); the cohort tree's incremental usage equals a rebuild; and nothing
+   admissible is left waiting (the precise wake-ups miss nothing).
+2. Replaying the same events (the pods-gone reports included) gives the same
+   decisions; a deepcopy or a pickle of the fold taken mid-way continues
+   exactly as the original.
 3. Queue objects given at the same time, in any order, before any Job, give the
    same decisions.
 """
@@ -31,7 +34,10 @@ from kuota.events.schema import (
     ObjectUpserted,
     Tick,
     WorkloadFinished,
+    WorkloadStopped,
 )
+
+STOPS = frozenset({"Preempted", "Evicted", "Deactivated"})
 
 FLAVORS = ("f1", "f2")
 PRIORITIES = ("low", "high")
@@ -138,6 +144,45 @@ def events(topology: Topology, steps: list[Op], *, quota_changes: bool) -> list[
     return out
 
 
+def with_stops(
+    fold: Fold, evs: list[JournalEvent], delays: list[int]
+) -> tuple[list[JournalEvent], list[Decision]]:
+    """Apply ``evs``, answering every stop decision with its WorkloadStopped
+    ``delays[i]`` events later (the i-th stop; the rest at the end, at once); the
+    events as applied and the decisions."""
+    applied: list[JournalEvent] = []
+    decisions: list[Decision] = []
+    pending: list[tuple[int, WorkloadStopped]] = []
+    stops = 0
+
+    def feed(event: JournalEvent) -> None:
+        nonlocal stops
+        applied.append(event)
+        for d in fold.apply(event):
+            decisions.append(d)
+            if d.type in STOPS or (d.type == "Finished" and d.reason == "Deleted"):
+                assert d.workload is not None
+                delay = delays[stops] if stops < len(delays) else 0
+                stops += 1
+                report = WorkloadStopped(
+                    id=f"stopped/{d.id}",
+                    at=event.at,
+                    workload=d.workload,
+                    uid=d.uid or "",
+                    decision_id=d.id,
+                )
+                pending.append((len(applied) + delay, report))
+
+    for event in evs:
+        feed(event)
+        while due := [p for p in pending if p[0] <= len(applied)]:
+            pending.remove(due[0])
+            feed(due[0][1].model_copy(update={"at": max(due[0][1].at, event.at)}))
+    while pending:
+        feed(pending.pop(0)[1].model_copy(update={"at": applied[-1].at}))
+    return applied, decisions
+
+
 def key(d: Decision) -> tuple[Any, ...]:
     return (d.id, d.cause, d.type, d.workload, d.reason, d.message, d.flavors, d.usage, d.object)
 
@@ -207,10 +252,13 @@ def parse_usage(d: Decision) -> dict[tuple[str, str], int]:
 def test_usage_stays_within_limits(data: st.DataObject) -> None:
     topology = data.draw(topologies())
     steps = data.draw(ops(topology.queues))
+    delays = data.draw(st.lists(st.integers(0, 3), max_size=40))
+    evs, _ = with_stops(Fold(), events(topology, steps, quota_changes=False), delays)
     fold = Fold()
     decided: dict[str, dict[tuple[str, str], int]] = {}
     charged: dict[str, tuple[str, dict[tuple[str, str], int]]] = {}
-    for event in events(topology, steps, quota_changes=False):
+    draining: dict[str, tuple[str, dict[tuple[str, str], int]]] = {}  # stop id -> its usage
+    for event in evs:
         for d in fold.apply(event):
             assert d.workload is not None or d.type in ("Rejected", "QuotaChanged")
             if d.type == "Admitted":
@@ -220,13 +268,22 @@ def test_usage_stays_within_limits(data: st.DataObject) -> None:
                 per = decided.setdefault(d.cluster_queue, {})
                 for fr, v in usage.items():
                     per[fr] = per.get(fr, 0) + v
-            elif d.type in ("Finished", "Evicted") and d.workload in charged:
+            elif d.type == "Finished" and d.reason != "Deleted" and d.workload in charged:
                 q, usage = charged.pop(d.workload)
+                for fr, v in usage.items():
+                    decided[q][fr] -= v
+            elif d.type in ("Finished", *STOPS) and d.workload in charged:
+                draining[d.id] = charged.pop(d.workload)  # kept until its pods are gone
+            elif d.type == "QuotaReleased":
+                assert d.stop_id is not None
+                q, usage = draining.pop(d.stop_id)
+                assert q == d.cluster_queue and usage == parse_usage(d)
                 for fr, v in usage.items():
                     decided[q][fr] -= v
             assert d.type != "Rejected", d.message
         check_bounds(fold, decided)
         check_nothing_admissible_waits(fold)
+    assert not draining and not fold._drains  # every stop was answered and released
 
 
 # --------------------------------------------------------------------------- 2. replay
@@ -237,7 +294,8 @@ def test_usage_stays_within_limits(data: st.DataObject) -> None:
 def test_replay_and_snapshots_give_the_same_decisions(data: st.DataObject) -> None:
     topology = data.draw(topologies())
     steps = data.draw(ops(topology.queues))
-    evs = events(topology, steps, quota_changes=True)
+    delays = data.draw(st.lists(st.integers(0, 3), max_size=40))
+    evs, _ = with_stops(Fold(), events(topology, steps, quota_changes=True), delays)
     cut = data.draw(st.integers(0, len(evs)))
 
     first = Fold()

@@ -213,7 +213,8 @@ def test_finished_and_deleted_jobs_free_quota() -> None:
     d.apply(cpu_job("a", created=0), cpu_job("b", created=1), cpu_job("c", created=2))
     assert admitted(d.finish("ns/a")) == ["ns/b"]
     out = d.delete("Job", "b", "ns")
-    assert kinds(out) == [("Finished", "ns/b"), ("Admitted", "ns/c")]
+    # deleted: its quota is kept until its pods are gone (the driver reports at once)
+    assert kinds(out) == [("Finished", "ns/b"), ("QuotaReleased", "ns/b"), ("Admitted", "ns/c")]
     assert d.state("ns/b") is None
     assert d.state("ns/a") == "Finished"
 
@@ -343,7 +344,7 @@ def test_stop_policy_hold_and_drain_evicts() -> None:
     d = setup(cpu=2)
     d.apply(cpu_job("a", created=0))
     out = d.apply(cq("cq").flavor("default", cpu=2).stop("HoldAndDrain"))
-    assert [x.type for x in out] == ["Evicted", "Requeued", "Inadmissible"]
+    assert [x.type for x in out] == ["Evicted", "Requeued", "QuotaReleased", "Inadmissible"]
     assert out[0].reason == "ClusterQueueStopped"
     assert d.usage("cq") == {}
     out = d.apply(cq("cq").flavor("default", cpu=2))
@@ -372,6 +373,7 @@ def test_job_changed_while_admitted_keeps_its_admission_unless_its_podsets_chang
     assert [(x.type, x.reason) for x in out] == [
         ("Evicted", "PodSetsChanged"),
         ("Requeued", "PodSetsChanged"),
+        ("QuotaReleased", "PodsGone"),
         ("Admitted", None),
     ]
     assert d.usage("cq") == {("default", "cpu"): 2000}
@@ -390,6 +392,7 @@ def test_deactivated_job() -> None:
     assert [(x.type, x.reason) for x in out] == [
         ("Evicted", "InactiveWorkload"),
         ("Deactivated", "InactiveWorkload"),
+        ("QuotaReleased", "PodsGone"),
     ]
     assert d.usage("cq") == {}
 
@@ -411,8 +414,14 @@ def test_a_recreated_job_is_a_new_workload() -> None:
     d = setup(cpu=1)
     d.apply(cpu_job("j").uid("u1"))
     out = d.apply(cpu_job("j").uid("u2"))
-    assert kinds(out) == [("Finished", "ns/j"), ("Admitted", "ns/j")]
-    assert [x.uid for x in out] == ["u1", "u2"]
+    # the old Job's pods may still run: u2 waits for their quota (released at once here)
+    assert kinds(out) == [
+        ("Finished", "ns/j"),
+        ("Inadmissible", "ns/j"),
+        ("QuotaReleased", "ns/j"),
+        ("Admitted", "ns/j"),
+    ]
+    assert [x.uid for x in out] == ["u1", "u2", "u1", "u2"]
 
 
 # --------------------------------------------------------------------------- objects

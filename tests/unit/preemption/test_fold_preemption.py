@@ -24,20 +24,32 @@ from kuota.core.quota.tree import available
 from kuota.events.schema import ActuationFailed, Decision, JournalEvent
 
 
-def test_inline_preemption_releases_then_admits_in_one_event() -> None:
-    d = Driver()
+def test_inline_preemption_admits_once_the_victims_pods_are_gone() -> None:
+    d = Driver(auto_stop=False)
     within_setup(d)
     out = d.apply(job("high", namespace="ns", gpus=4, priority="high", created=5), at=5)
     assert kinds(out) == [
         ("Preempted", "ns/low-2"),
         ("Requeued", "ns/low-2"),
-        ("Admitted", "ns/high"),
-        ("Inadmissible", "ns/low-2"),
+        ("Inadmissible", "ns/high"),
     ]
-    preempted, _, admitted, _ = out
+    preempted, _, waiting = out
     assert preempted.preemptor == "ns/high" and preempted.reason == "InClusterQueue"
     assert preempted.policy == "withinClusterQueue=LowerPriority"
     assert preempted.message and "ns/high" in preempted.message
+    assert waiting.reason == "WaitingForStoppedWorkloads"
+    assert "waiting for 1 stopped workload(s) to stop (ns/low-2)" in (waiting.message or "")
+    (summary,) = d.fold.summary()
+    assert summary.admitted == 1 and summary.resources[0].usage == 8000, "low-2 still charged"
+    assert d.tick(50) == [], "no pods-gone report: the preemptor waits, no more victims"
+    out = d.stopped(preempted, at=60)
+    assert kinds(out) == [
+        ("QuotaReleased", "ns/low-2"),
+        ("Admitted", "ns/high"),
+        ("Inadmissible", "ns/low-2"),
+    ]
+    released, admitted, _ = out
+    assert released.stop_id == preempted.id and released.usage == {"h100": {"nvidia.com/gpu": "4"}}
     assert admitted.victims == ["ns/low-2"]
     (summary,) = d.fold.summary()
     assert summary.admitted == 2 and summary.resources[0].usage == 8000
@@ -74,11 +86,15 @@ def test_plans_mode_waits_for_a_plan_and_validates_it() -> None:
     assert plan.preemptor == "ns/high" and plan.victims == ("ns/low-2",)
     assert dict(plan.reasons) == {"ns/low-2": "InClusterQueue"}
     out = d.plan("ns/high", ["ns/low-2"], at=6)
-    assert kinds(out)[:3] == [
+    assert kinds(out)[:5] == [
         ("Preempted", "ns/low-2"),
         ("Requeued", "ns/low-2"),
+        ("Inadmissible", "ns/high"),  # waiting for low-2's pods to be gone
+        ("QuotaReleased", "ns/low-2"),  # the driver reports them gone at once
         ("Admitted", "ns/high"),
     ]
+    assert out[2].reason == "WaitingForStoppedWorkloads"
+    assert out[4].victims == ["ns/low-2"]
     assert not d.fold.awaits_plan("ns/high")
     # The requeued victim now waits too, and nothing is below it: an empty plan.
     assert [(p.preemptor, p.victims) for p in d.fold.preemption_plans()] == [("ns/low-2", ())]
@@ -254,7 +270,7 @@ def test_timer_fires_and_backoff_requeues() -> None:
     assert d.fold.next_wakeup() == 300
     assert d.tick(299.5) == []
     out = d.tick(300)
-    assert kinds(out) == [("Evicted", "ns/w")]
+    assert kinds(out) == [("Evicted", "ns/w"), ("QuotaReleased", "ns/w")]
     assert out[0].reason == "PodsReadyTimeout"
     requeue_at = out[0].requeue_at
     assert requeue_at is not None and 310 <= requeue_at < 310.01
@@ -300,7 +316,7 @@ def test_a_late_event_fires_the_overdue_timer_first() -> None:
     )
     d.apply(job("w", namespace="ns", gpus=4), at=0)
     out = d.ready("ns/w", at=301)
-    assert kinds(out) == [("Evicted", "ns/w")]
+    assert kinds(out) == [("Evicted", "ns/w"), ("QuotaReleased", "ns/w")]
 
 
 @pytest.mark.parametrize(("timestamp", "first"), [("Eviction", "ns/c"), ("Creation", "ns/a")])
@@ -318,8 +334,8 @@ def test_requeuing_timestamp_decides_the_place_in_the_queue(timestamp: str, firs
         job("c", namespace="ns", gpus=4, created=20),
         at=20,
     )
-    out = d.tick(300)  # a times out; b is admitted
-    assert kinds(out) == [("Evicted", "ns/a"), ("Admitted", "ns/b")]
+    out = d.tick(300)  # a times out; b is admitted once a's pods are gone
+    assert kinds(out) == [("Evicted", "ns/a"), ("QuotaReleased", "ns/a"), ("Admitted", "ns/b")]
     d.ready("ns/b", at=301)
     d.tick(320)  # a's backoff is over: it queues again
     out = d.finish("ns/b", at=400)
@@ -336,7 +352,7 @@ def test_the_requeue_limit_deactivates_until_the_job_changes() -> None:
     )
     d.apply(job("w", namespace="ns", gpus=2, uid="u1"), at=0)
     out = d.tick(300)
-    assert kinds(out) == [("Deactivated", "ns/w")]
+    assert kinds(out) == [("Deactivated", "ns/w"), ("QuotaReleased", "ns/w")]
     assert out[0].reason == "RequeuingLimitExceeded"
     assert d.fold.workload_state("ns/w") == "Deactivated"
     assert d.fold.next_wakeup() is None

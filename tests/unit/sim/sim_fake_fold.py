@@ -22,6 +22,7 @@ from kuota.events.schema import (
     PodsReady,
     Tick,
     WorkloadFinished,
+    WorkloadStopped,
     decision_id,
 )
 
@@ -90,7 +91,7 @@ class FakeFold:
             w = self.workloads[f"{event.namespace}/{event.name}"]
             assert w.state == "Admitted"
             w.ready = True
-        else:
+        elif not isinstance(event, WorkloadStopped):  # pods gone: time only here
             assert isinstance(event, Tick)
         self._timers(out)
         self._admit(out)

@@ -17,6 +17,7 @@ from kuota.events.schema import (
     PodsReady,
     Tick,
     WorkloadFinished,
+    WorkloadStopped,
 )
 from kuota.sim.engine import SimulationError, Simulator
 from kuota.sim.scenario import ScenarioError
@@ -33,6 +34,8 @@ def applied(fold: FakeFold) -> list[tuple[float, str, str]]:
             what = e.object["metadata"]["name"]
         elif isinstance(e, ObjectDeleted | WorkloadFinished | PodsReady):
             what = e.name
+        elif isinstance(e, WorkloadStopped):
+            what = e.workload.partition("/")[2]
         else:
             what = ""
         out.append((e.at, e.type, what))
@@ -63,9 +66,10 @@ def test_file_events_in_time_order_and_ties_in_file_order() -> None:
         (10, "ObjectUpserted", "b"),
         (10, "ObjectUpserted", "cq"),
         (10, "ObjectDeleted", "c"),
+        (10, "WorkloadStopped", "c"),  # its pods gone, at once (no stop-after)
     ]
-    assert [e.id for e in fold.events] == [f"sim-{n}" for n in range(5)]
-    assert fold.offsets == [0, 1, 2, 3, 4]
+    assert [e.id for e in fold.events] == [f"sim-{n}" for n in range(6)]
+    assert fold.offsets == [0, 1, 2, 3, 4, 5]
 
 
 def test_jobs_get_created_at_their_submission_and_the_file_is_not_mutated() -> None:

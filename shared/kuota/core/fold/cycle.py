@@ -250,23 +250,37 @@ class Cycles(Placement):
         )
         self._timers.admitted(self._config, key, at)
 
-    def _release(self, rec: WorkloadRecord) -> None:
-        """Give back an admitted workload's quota and wake who waited for it; stop
-        its PodsReady timer. (A hook: ``Preempting`` forgets its admission number.)"""
+    def _keep_charge(self, rec: WorkloadRecord, adm: Admission) -> bool:
+        """Keep a stopped workload's quota charged until its pods are gone (a hook:
+        ``Draining`` records the drain and returns True; here the quota goes back)."""
+        return False
+
+    def _release(self, rec: WorkloadRecord, *, drain: bool = True) -> None:
+        """End an admitted workload's admission; stop its PodsReady timer. Its quota
+        goes back at once when ``drain`` is False (the Job finished: no pod is left),
+        else it stays charged until its pods are gone (``_keep_charge``). (A hook:
+        ``Preempting`` forgets its admission number.)"""
         self._timers.released(rec.key)
         adm = rec.admission
         assert adm is not None
         cq_name = adm.cluster_queue
-        node = self._tree.queues.get(cq_name)
         rec.admission = None
         admitted = self._admitted.get(cq_name)
         if admitted is not None:
             admitted.pop(rec.key, None)
+        if drain and cq_name in self._tree.queues and self._keep_charge(rec, adm):
+            return
+        self._give_back(cq_name, adm.usage)
+
+    def _give_back(self, cq_name: str, usage: tuple[tuple[FlavorResource, int], ...]) -> None:
+        """Take ``usage`` off the ClusterQueue's quota node and wake who waited for it."""
+        node = self._tree.queues.get(cq_name)
         if node is None:
             return
-        for fr, qty in adm.usage:
+        for fr, qty in usage:
             remove_usage(node, fr, qty)
-        if not admitted and cq_name not in self._cqs:
+        gone = cq_name not in self._cqs
+        if gone and not self._admitted.get(cq_name) and not self._drains_in(cq_name):
             # The last workload of a deleted ClusterQueue is gone: drop its node.
             before = self._roots()
             self._tree.remove_queue(cq_name)
@@ -274,7 +288,7 @@ class Cycles(Placement):
             return
         waiters = self._waiters.get(self._tree.root_of[cq_name])
         if waiters:
-            self._wake_waiters(waiters, adm.usage)
+            self._wake_waiters(waiters, usage)
 
     def _wake_waiters(
         self,

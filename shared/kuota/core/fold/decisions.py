@@ -199,3 +199,26 @@ def quota_deleted(*, cluster_queue: str) -> dict[str, Any]:
         "reason": "Deleted",
         "message": f"ClusterQueue {cluster_queue} was deleted",
     }
+
+
+def quota_released(
+    *,
+    workload: str,
+    uid: str,
+    cluster_queue: str,
+    usage: dict[str, dict[str, str]],
+    stop_id: str,
+    message: str,
+) -> dict[str, Any]:
+    """The pods of a stopped workload are gone: the ``usage`` kept for them since
+    the stop decision ``stop_id`` is released (docs/design/quota-until-pods-gone.md)."""
+    return {
+        "type": "QuotaReleased",
+        "workload": workload,
+        "uid": uid,
+        "cluster_queue": cluster_queue,
+        "usage": usage,
+        "reason": "PodsGone",
+        "message": message,
+        "stop_id": stop_id,
+    }

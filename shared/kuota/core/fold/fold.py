@@ -108,7 +108,7 @@ class Fold(Preempting):
         elif event.type == "ActuationFailed":
             at = self._now  # its at is the failed decision's: decide at the time known now
         out: list[dict[str, Any]] = []
-        self._out = out
+        self._out, self._cause = out, event.id
         if self._preempted_now:
             self._preempted_now.clear()  # who was preempted during the previous event
         if self._timers.heap:
@@ -127,6 +127,8 @@ class Fold(Preempting):
             self._apply_plan(event, at)
         elif event.type == "ActuationFailed":
             self._actuation_failed(event)
+        elif event.type == "WorkloadStopped":  # its pods are gone (core/fold/draining.py)
+            self._workload_stopped(event)
         # else: Tick: time only.
         if self._timers.heap:
             self._fire_timers(at, inclusive=True)  # due at this instant: after the event
@@ -333,7 +335,7 @@ class Fold(Preempting):
         self._forget(key)
         if rec.state == ADMITTED:
             self._release(rec)
-            message = "the Job was deleted; its quota is released"
+            message = "the Job was deleted; its quota is released once its pods are gone"
         else:
             self._detach(rec)
             message = "the Job was deleted before it was admitted"
@@ -352,7 +354,7 @@ class Fold(Preempting):
         if rec is None:
             return
         if rec.state == ADMITTED:
-            self._release(rec)
+            self._release(rec, drain=False)  # a finished Job's pods are done
         else:
             self._detach(rec)
         # A finished workload is only remembered by its uid (until its Job is
@@ -491,7 +493,7 @@ class Fold(Preempting):
         self._inactive.pop(name, None)
         self._ns_cache.clear()
         held = self._holds.pop(("cq", name), {})
-        if not self._admitted.get(name):
+        if not self._admitted.get(name) and not self._drains_in(name):
             # Kueue keeps a terminating ClusterQueue until its workloads finish; we
             # keep its quota node while it has admitted workloads.
             self._tree.remove_queue(name)

@@ -1,6 +1,6 @@
 """The fold's layers, and the hooks an upper layer overrides.
 
-Theory of operation: a Fold is four layers of one object, each a module with
+Theory of operation: a Fold is five layers of one object, each a module with
 one idea, plus components it holds:
 
 - ``state.FoldState``: what it knows (and the ``timers.Timers`` component:
@@ -8,6 +8,8 @@ one idea, plus components it holds:
 - ``placement.Placement``: where a pending workload waits;
 - ``cycle.Cycles``: scheduling cycles (in ``ordering.cycle_order``), admission,
   release, evictions and what a release wakes;
+- ``draining.Draining``: a stopped workload's quota, kept until its pods are
+  gone;
 - ``preempting.Preempting``: preemption, inline or through plans; it fires
   the timers;
 - ``fold.Fold``: the public API, journal events and the queue objects.
@@ -22,7 +24,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from kuota.core.assign.flavors import Assignment
-from kuota.core.queueing.workload import Fit, WorkloadRecord
+from kuota.core.queueing.workload import Admission, Fit, WorkloadRecord
 
 
 class FoldHooks(Protocol):
@@ -55,8 +57,14 @@ class FoldHooks(Protocol):
         (admission number, end of a plan wait)."""
         ...
 
-    def _release(self, rec: WorkloadRecord) -> None:
-        """Give back an admitted workload's quota. Defined by ``cycle.Cycles``
+    def _release(self, rec: WorkloadRecord, *, drain: bool = True) -> None:
+        """End an admitted workload's admission. Defined by ``cycle.Cycles``
         (quota, wake-ups, PodsReady timer); extended by ``preempting.Preempting``
         (admission number, victim-search cache)."""
+        ...
+
+    def _keep_charge(self, rec: WorkloadRecord, adm: Admission) -> bool:
+        """Keep a stopped workload's quota until its pods are gone. Defined (no)
+        and called by ``cycle.Cycles._release``; implemented by
+        ``draining.Draining`` (a drain, until WorkloadStopped)."""
         ...

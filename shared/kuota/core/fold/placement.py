@@ -4,7 +4,8 @@ Theory of operation: :meth:`Placement._place` makes the checks Kueue makes
 before a workload can compete for quota, in order, and stops at the first that
 fails: deactivated (``kuota.dev/active: "false"``, a Deactivated decision),
 then an Inadmissible hold for a Job without a queue label (managed namespace,
-or label removed: docs/design/backstop.md), a missing WorkloadPriorityClass, a missing or
+or label removed: docs/design/backstop.md), a silent hold while the pods of
+its previous admission are still stopping, a missing WorkloadPriorityClass, a missing or
 stopped LocalQueue, a missing ClusterQueue, a namespaceSelector that does not
 select the namespace (no selector at all selects every namespace, unlike
 Kueue: docs/design/namespace-selector.md), a podset that cannot be charged
@@ -105,6 +106,14 @@ class Placement(FoldState):
         if not spec.queue_name:
             self._set_cq(rec, None)
             self._hold(rec, (), unlabelled_reason(rec))  # the Job's next change re-places it
+            return
+        if self._draining and (key, spec.uid) in self._draining:
+            # Stopped, and its pods still hold its quota: it competes again once they
+            # are gone (QuotaReleased re-places it; docs/design/quota-until-pods-gone.md).
+            self._set_cq(rec, None)
+            hold = ("drain", key, spec.uid)
+            rec.holds = (hold,)
+            self._holds.setdefault(hold, {})[key] = None
             return
         lq_key = (spec.namespace, spec.queue_name)
         self._lq_members.setdefault(lq_key, {})[key] = None

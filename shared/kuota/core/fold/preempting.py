@@ -4,15 +4,18 @@ Theory of operation: this layer puts the pure searches of
 :mod:`kuota.core.preemption.classical` and :mod:`kuota.core.preemption.fair` to
 work on the live fold, through :class:`FoldView`, and implements the cycle's
 ``_try_preempt`` hook (:mod:`kuota.core.fold.hooks`). Inline (the default), a
-Preempt head's search runs in the cycle: ``Preempted`` releases each victim's
-quota at once (the victim is requeued) and the preemptor is admitted in the
-same cycle, its Admitted listing the victims; a workload preempted during an
-event does not preempt during it. With ``Fold(preemption="plans")`` (what the
-services run) a Preempt head is set aside *awaiting a plan* from the
-preemption service (``WaitingForPreemptionPlan``, announced again after 5 s,
-30 s, 2 min and 10 min); a ``PreemptionPlan`` is acted on only if
-:func:`~kuota.core.preemption.classical.validate_plan` accepts it on this
-fold's state. Why, and the details: docs/design/preemption.md.
+Preempt head's search runs in the cycle: ``Preempted`` stops each victim (it is
+requeued; its quota stays charged until its pods are gone,
+:mod:`kuota.core.fold.draining`) and the preemptor waits for them, then is
+admitted, its Admitted listing the victims; the search sees the tree as it will
+be once stopped workloads' pods are gone, so a head that fits then picks no
+more victims. A workload preempted during an event does not preempt during
+it. With ``Fold(preemption="plans")`` (what the services run) a Preempt head
+is set aside *awaiting a plan* from the preemption service
+(``WaitingForPreemptionPlan``, announced again after 5 s, 30 s, 2 min and 10
+min); a ``PreemptionPlan`` is acted on only if
+:func:`~kuota.core.preemption.classical.validate_plan` accepts it on this fold's
+state. Why, and the details: docs/design/preemption.md.
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ from typing import TYPE_CHECKING
 
 from kuota.api.types import PreemptionPolicy
 from kuota.core.assign.flavors import Assignment, Mode, assign_flavors, still_fits
-from kuota.core.fold.cycle import Cycles
 from kuota.core.fold.decisions import preempted, requeued
+from kuota.core.fold.draining import WAITING_FOR_STOP, Draining, drain_verdict
 from kuota.core.fold.ordering import fair_weights
 from kuota.core.fold.timers import BACKOFF, PLAN_WAIT, PLAN_WAIT_NOTICES
 from kuota.core.preemption.classical import (
@@ -82,7 +85,7 @@ class FoldView:
             yield fold._admitted_workload(key)
 
 
-class Preempting(Cycles):
+class Preempting(Draining):
     """Preemption, inline or through plans (module docstring)."""
 
     def __init__(self, *, preemption: str = INLINE) -> None:
@@ -95,6 +98,9 @@ class Preempting(Cycles):
         self._admission_number: dict[str, int] = {}  # admitted workload -> its number
         self._preempted_now: dict[str, None] = {}  # victims of the current event
         self._awaiting_plan: dict[str, float] = {}  # plans mode: Preempt head -> since
+        self._preempted_for: dict[str, list[str]] = {}  # preemptor -> victims, until admitted
+        # a head that fits once stopped workloads' pods are gone, during one attempt
+        self._waiting_stop: dict[str, None] = {}
 
     # ================================================================== preemption
 
@@ -144,16 +150,32 @@ class Preempting(Cycles):
     ) -> bool:
         if assignment.mode is not Mode.PREEMPT or not self._views[cq_name].may_preempt:
             return False
+        lifted = self._lift(cq_name, exclude=(rec.key,)) if self._drains else []
+        if lifted:  # the tree once the stopped workloads' pods are gone
+            freed = assign_flavors(
+                view=self._views[cq_name],
+                node=self._tree.queues[cq_name],
+                flavors=self._flavors,
+                podsets=rec.requests,
+            )
+            if freed.mode is Mode.FIT:
+                self._unlift(lifted)
+                self._waiting_stop[rec.key] = None  # _not_admitted says so
+                return False
+            assignment = freed
         if self._preemption_mode == PLANS:
+            self._unlift(lifted)
             if rec.key not in self._awaiting_plan:
                 self._awaiting_plan[rec.key] = at
                 for after in PLAN_WAIT_NOTICES:
                     self._timers.push(at + after, PLAN_WAIT, rec.key)
             return False
         if rec.key in self._preempted_now:
+            self._unlift(lifted)
             return False
         p = self._preemptor(rec, cq_name, assignment)
         result = self._search()(FoldView(self), p)
+        self._unlift(lifted)
         if not result:
             return False
         return self._carry_out(rec, cq_name, assignment, p, result, at)
@@ -167,12 +189,17 @@ class Preempting(Cycles):
         result: PreemptionResult,
         at: float,
     ) -> bool:
+        """Preempt the victims; admit the preemptor if it fits now, else it waits
+        for their pods to be gone (False: the caller sets it aside)."""
         for victim in result.victims:
             self._preempt(self._workloads[victim.key], victim, p.key)
-        if not still_fits(self._tree.queues[cq_name], assignment.usage):
-            return False  # cannot happen: the search checked the fit
+        victims = self._preempted_for.setdefault(rec.key, [])
+        victims.extend(v.key for v in result.victims)
         self._awaiting_plan.pop(rec.key, None)
-        victims = [v.key for v in result.victims]
+        if not still_fits(self._tree.queues[cq_name], assignment.usage):
+            self._waiting_stop[rec.key] = None  # the victims' pods still hold their quota
+            self._reserved[rec.key] = (cq_name, assignment.usage)  # what they will free
+            return False
         self._admit(rec, cq_name, self._fit(assignment), at, victims)
         return True
 
@@ -199,6 +226,11 @@ class Preempting(Cycles):
         self._place(rec)
 
     def _not_admitted(self, rec: WorkloadRecord, cq_name: str, assignment: Assignment) -> None:
+        if self._waiting_stop and self._waiting_stop.pop(rec.key, 0) is None:
+            self._awaiting_plan.pop(rec.key, None)
+            verdict = drain_verdict(self._drains_of_tree(cq_name))
+            self._set_aside(rec, cq_name, verdict, assignment.blocking)
+            return
         since = self._awaiting_plan.get(rec.key) if self._awaiting_plan else None
         if (
             since is None
@@ -238,7 +270,9 @@ class Preempting(Cycles):
         rec = self._workloads.get(key)
         if rec is None or not rec.queued or rec.cluster_queue is None:
             return
+        lifted = self._lift(rec.cluster_queue, exclude=(key,))
         found = self._fresh_preemptor(key)
+        self._unlift(lifted)
         if found is None:
             del self._awaiting_plan[key]
             return
@@ -251,6 +285,8 @@ class Preempting(Cycles):
         in the order a cycle would consider them, without shared victims; an
         empty plan for a head no victims would make room for."""
         heads: list[tuple[int, tuple[int, float, str], Preemptor]] = []
+        # the tree as it will be once stopped workloads' pods are gone
+        lifted = self._lift(exclude=self._awaiting_plan)
         for key in list(self._awaiting_plan):
             found = self._fresh_preemptor(key)
             if found is None:
@@ -261,6 +297,7 @@ class Preempting(Cycles):
         heads.sort(key=lambda h: (h[0], h[1]))
         preemptors = [h[2] for h in heads]
         results = plan_victims(FoldView(self), preemptors, search=self._search())
+        self._unlift(lifted)
         return [
             Plan(p.key, tuple(v.key for v in r.victims), {v.key: v.reason for v in r.victims})
             for p, r in zip(preemptors, results, strict=True)
@@ -283,8 +320,23 @@ class Preempting(Cycles):
         return assignment, self._preemptor(rec, cq_name, assignment)
 
     def _apply_plan(self, plan: PreemptionPlan, at: float) -> None:
-        """Act on a plan only if this fold's state still justifies it exactly."""
+        """Act on a plan only if this fold's state still justifies it exactly (the
+        tree as it will be once stopped workloads' pods are gone, as it was planned)."""
+        rec = self._workloads.get(plan.preemptor)
+        lifted = []
+        if rec is not None and self._drains:
+            lifted = self._lift(rec.cluster_queue, exclude=(plan.preemptor,))
         found = self._fresh_preemptor(plan.preemptor)
+        result: PreemptionResult | None = None
+        if found is not None and plan.victims:
+            for key in plan.victims:
+                victim = self._workloads.get(key)
+                if victim is None or victim.state != ADMITTED:
+                    break
+            else:
+                search = self._search()
+                result = validate_plan(FoldView(self), found[1], plan.victims, search=search)
+        self._unlift(lifted)
         if found is None:
             self._awaiting_plan.pop(plan.preemptor, None)
             return
@@ -303,16 +355,26 @@ class Preempting(Cycles):
                 else:  # StrictFIFO, blocked at another head since: its own reason only
                     self._inadmissible(rec, assignment_verdict(assignment))
             return
-        for key in plan.victims:
-            victim = self._workloads.get(key)
-            if victim is None or victim.state != ADMITTED:
-                return
-        result = validate_plan(FoldView(self), p, plan.victims, search=self._search())
         if result is None:
             return
         rec = self._workloads[plan.preemptor]
         if self._carry_out(rec, p.cluster_queue, assignment, p, result, at):
             self._ready[p.cluster_queue] = None  # the queue has a new head
+            return
+        # Waits for the victims' pods: set aside with what it lacks in the tree as it is.
+        cq_name = p.cluster_queue
+        now = assign_flavors(
+            view=self._views[cq_name],
+            node=self._tree.queues[cq_name],
+            flavors=self._flavors,
+            podsets=rec.requests,
+        )
+        queue = self._queues[cq_name]
+        if queue.strategy != STRICT_FIFO or queue.blocked_head == rec.key:
+            self._not_admitted(rec, cq_name, now)
+        else:
+            self._waiting_stop.pop(rec.key, None)
+            self._inadmissible(rec, drain_verdict(self._drains_of_tree(cq_name)))
 
     # ================================================================== hooks
 
@@ -324,14 +386,24 @@ class Preempting(Cycles):
         at: float,
         victims: list[str] | None = None,
     ) -> None:
+        if self._preempted_for:
+            mine = self._preempted_for.pop(rec.key, None)
+            self._reserved.pop(rec.key, None)
+            if victims is None and mine is not None:
+                victims = mine  # admitted once its victims' pods were gone
+                queue = self._queues.get(cq_name)
+                group = queue.groups.get(rec.shape) if queue is not None else None
+                verdict = group.verdict if group is not None else None
+                if group is not None and verdict is not None and verdict.reason == WAITING_FOR_STOP:
+                    group.verdict = None  # its wait: the group's next head may preempt
         super()._admit(rec, cq_name, fit, at, victims)
         if self._awaiting_plan:
             self._awaiting_plan.pop(rec.key, None)
         self._admissions += 1
         self._admission_number[rec.key] = self._admissions
 
-    def _release(self, rec: WorkloadRecord) -> None:
-        super()._release(rec)
+    def _release(self, rec: WorkloadRecord, *, drain: bool = True) -> None:
+        super()._release(rec, drain=drain)
         key = rec.key
         self._admission_number.pop(key, None)
         if self._admitted_info:
@@ -348,6 +420,9 @@ class Preempting(Cycles):
             self._awaiting_plan.pop(key, None)
         if self._admitted_info:
             self._admitted_info.pop(key, None)
+        if self._preempted_for:
+            self._preempted_for.pop(key, None)
+            self._reserved.pop(key, None)
 
     # ================================================================== timers
 
@@ -374,6 +449,8 @@ class Preempting(Cycles):
 
 
 if TYPE_CHECKING:
+    from kuota.core.fold.cycle import Cycles
+
     # Both the base layer and the full stack implement every hook.
     _cycles_hooks: type[FoldHooks] = Cycles
     _preempting_hooks: type[FoldHooks] = Preempting

@@ -40,6 +40,7 @@ from kuota.core.assign.flavors import (
 from kuota.core.dra.charging import DraInventory, NotChargeable
 from kuota.core.fold.decisions import inadmissible, rejected
 from kuota.core.fold.timers import Timers
+from kuota.core.pickling import register_by_fields
 from kuota.core.queueing.queues import ClusterQueueQueue
 from kuota.core.queueing.verdict import Verdict
 from kuota.core.queueing.workload import (
@@ -70,6 +71,19 @@ def _capped(message: str, limit: int) -> str:
 ChargeKey = tuple[str, tuple[PodSet, ...]]
 ChargeResult = tuple[PodSetRequest, ...] | NotChargeable
 Waiter = tuple[int, int, int]  # (amount needed, shape or BLOCKED_HEAD, epoch)
+
+
+@dataclass(slots=True)
+class Drain:
+    """The quota a stopped workload keeps until the actuator reports its pods gone
+    (``WorkloadStopped`` for ``decision``, the stop decision's id;
+    docs/design/quota-until-pods-gone.md)."""
+
+    decision: str
+    workload: str
+    uid: str
+    cluster_queue: str
+    usage: tuple[tuple[FlavorResource, int], ...]
 
 
 @dataclass(slots=True)
@@ -147,6 +161,15 @@ class FoldState:
         self._ns_cache: dict[tuple[str, str], bool] = {}
         self._out: list[dict[str, Any]] = []  # the current event's decisions (decisions.py)
         self._timers = Timers()  # WaitForPodsReady and plan-wait timers
+        # Stopped workloads whose pods may still run (kuota.core.fold.draining): stop
+        # decision id -> its Drain, and (workload, uid) -> that decision id
+        self._drains: dict[str, Drain] = {}
+        self._draining: dict[tuple[str, str], str] = {}
+        # preemptor waiting for its victims' pods -> (ClusterQueue, usage): charged in
+        # the search's view of the tree (Draining._lift), so no other head counts on
+        # the quota its victims free
+        self._reserved: dict[str, tuple[str, tuple[tuple[FlavorResource, int], ...]]] = {}
+        self._cause = ""  # the id of the event being applied (its decisions' ids derive from it)
 
     # ------------------------------------------------------------------ decisions
 
@@ -172,6 +195,12 @@ class FoldState:
 
     # ------------------------------------------------------------------ lookups
 
+    def _drains_in(self, cq_name: str) -> int:
+        """How many stopped workloads still keep quota in this ClusterQueue."""
+        if not self._drains:
+            return 0
+        return sum(1 for d in self._drains.values() if d.cluster_queue == cq_name)
+
     def _set_cq(self, rec: WorkloadRecord, cq: str | None) -> None:
         if rec.cluster_queue == cq:
             return
@@ -191,3 +220,6 @@ class FoldState:
             hit = selector is None or selector_matches(selector, labels)
             self._ns_cache[ck] = hit
         return hit
+
+
+register_by_fields(Drain)

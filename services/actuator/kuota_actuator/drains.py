@@ -1,0 +1,254 @@
+"""Stopped Jobs' pods, watched until they are gone: the ``WorkloadStopped`` reports.
+
+Theory of operation: the fold keeps a stopped workload's quota until the
+actuator says its pods are gone (docs/design/quota-until-pods-gone.md). A
+:class:`PodCache` lists and watches the pods that carry the Job controller's
+``batch.kubernetes.io/controller-uid`` label (in every namespace; a slim copy:
+name, uid label, phase, deletionTimestamp) and counts per Job uid the pods not
+in phase Succeeded or Failed, terminating ones included. :class:`Drains` holds
+the stops waiting for that count to reach 0: one entry per stop decision
+(Preempted, Evicted, Deactivated, Finished with reason Deleted), added once the
+lane applied the stop (so a suspended Job and an orphaned one alike), and at
+start-up from the read model's stops without ``QuotaReleased`` (a restart loses
+no report). When the count is 0 on a synced watch it journals ``WorkloadStopped``;
+until then it logs and writes a Warning Event every ``warn_every`` seconds. It
+runs beside the lanes: no decision waits for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes_asyncio import client
+
+from kuota.actuation.patch import STOPPING, EventSpec
+from kuota.events.schema import Decision, WorkloadStopped
+from kuota.kube.watch import Change, Resource, Watcher
+
+log = logging.getLogger("kuota.actuator")
+
+CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
+PODS_PATH = "/api/v1/pods"
+DONE_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+def is_stop(decision: Decision) -> bool:
+    """A decision after which the Job's pods must be gone before its quota is free."""
+    return decision.type in STOPPING or (
+        decision.type == "Finished" and decision.reason == "Deleted"
+    )
+
+
+def _slim(pod: dict[str, Any]) -> dict[str, Any]:
+    md = pod.get("metadata") or {}
+    labels = md.get("labels") or {}
+    return {
+        "metadata": {
+            "name": md.get("name"),
+            "namespace": md.get("namespace"),
+            "uid": md.get("uid"),
+            "resourceVersion": md.get("resourceVersion"),
+            "labels": {CONTROLLER_UID: labels.get(CONTROLLER_UID)},
+            "deletionTimestamp": md.get("deletionTimestamp"),
+        },
+        "status": {"phase": (pod.get("status") or {}).get("phase")},
+    }
+
+
+def _job_uid(pod: dict[str, Any]) -> str | None:
+    uid = ((pod.get("metadata") or {}).get("labels") or {}).get(CONTROLLER_UID)
+    return uid if isinstance(uid, str) else None
+
+
+def _running(pod: dict[str, Any]) -> bool:
+    """Not done: pending, running, unknown, or terminating (deletionTimestamp set)."""
+    return (pod.get("status") or {}).get("phase") not in DONE_PHASES
+
+
+class PodCache:
+    """Job pods by their Job's uid: how many are not done (module docstring)."""
+
+    def __init__(self, api: client.ApiClient | None) -> None:
+        self._api = api
+        self._live: dict[str, set[tuple[str, str]]] = {}  # Job uid -> pods not done
+        self._watcher: Watcher | None = None
+        self.synced = asyncio.Event()  # the current watcher has listed
+        self.changed = asyncio.Event()
+
+    def live(self, uid: str) -> int | None:
+        """Pods of the Job ``uid`` not done, or None while the list is not in."""
+        if not self.synced.is_set():
+            return None
+        return len(self._live.get(uid, ()))
+
+    def observe(self, change: Change) -> None:
+        uid = _job_uid(change.object)
+        if uid is None:
+            return
+        pods = self._live.setdefault(uid, set())
+        if change.type == "UPSERT" and _running(change.object):
+            pods.add(change.key)
+        else:
+            pods.discard(change.key)
+        if not pods:
+            del self._live[uid]
+        self.changed.set()
+
+    def _rebuild(self, known: dict[tuple[str, str], dict[str, Any]]) -> None:
+        live: dict[str, set[tuple[str, str]]] = {}
+        for key, pod in known.items():
+            uid = _job_uid(pod)
+            if uid is not None and _running(pod):
+                live.setdefault(uid, set()).add(key)
+        self._live = live
+
+    async def run(self) -> None:
+        assert self._api is not None
+        backoff = 0.5
+        resource = Resource("Pod", PODS_PATH, label_selector=CONTROLLER_UID)
+        while True:
+            self.synced.clear()
+            watcher = Watcher(self._api, resource, remember=_slim)
+            poll = asyncio.create_task(self._mark_synced(watcher))
+            try:
+                async for change in watcher.changes():
+                    self.observe(change)  # the first list's too: adding twice is a no-op
+                    backoff = 0.5
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:  # any failure: list and watch again
+                log.warning("Pod: list/watch failed (%s); retrying in %.1fs", err, backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 15.0)
+            finally:
+                poll.cancel()
+
+    async def _mark_synced(self, watcher: Watcher) -> None:
+        # The Watcher fills ``known`` and sets ``resource_version`` in one step of
+        # its first list: the full list, so pods deleted while no watch ran are gone.
+        while watcher.resource_version is None:
+            await asyncio.sleep(0.02)
+        self._rebuild(watcher.known)
+        self.synced.set()
+        self.changed.set()
+
+
+@dataclass(slots=True)
+class Stop:
+    """A stop decision whose Job's pods are awaited."""
+
+    stop_id: str
+    kind: str  # the decision's type
+    workload: str
+    uid: str
+    at: float  # the decision's event time
+
+
+@dataclass(slots=True)
+class _Pending:
+    stop: Stop
+    since: float
+    warned: float
+
+
+Report = Callable[[WorkloadStopped], Awaitable[None]]
+Warn = Callable[[Stop, EventSpec, int], None]
+
+
+class Drains:
+    """The stops whose Jobs still have pods, reported once they are gone."""
+
+    def __init__(
+        self,
+        pods: PodCache,
+        report: Report,
+        *,
+        warn: Warn | None = None,
+        warn_every: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._pods = pods
+        self._report = report
+        self._warn = warn
+        self.warn_every = warn_every
+        self._clock = clock
+        self.pending: dict[str, _Pending] = {}  # stop decision id -> its wait
+        self._wake = asyncio.Event()
+
+    def add(self, decision: Decision) -> None:
+        """Watch the pods of a stop's Job until they are gone."""
+        if is_stop(decision) and decision.workload:
+            self.watch(
+                Stop(decision.id, decision.type, decision.workload, decision.uid or "", decision.at)
+            )
+
+    def watch(self, stop: Stop) -> None:
+        """Watch a stop's Job pods (also a stop the read model still drains at start-up)."""
+        if stop.stop_id in self.pending:
+            return
+        now = self._clock()
+        self.pending[stop.stop_id] = _Pending(stop, now, now)
+        self._wake.set()
+
+    def released(self, stop_id: str | None) -> None:
+        """The fold released that stop's quota (its QuotaReleased): nothing to report."""
+        if stop_id is not None:
+            self.pending.pop(stop_id, None)
+
+    async def check(self) -> int:
+        """Report the stops whose pods are gone; warn about long waits. Returns
+        how many were reported."""
+        reported = 0
+        now = self._clock()
+        for stop_id, wait in list(self.pending.items()):
+            d = wait.stop
+            live = self._pods.live(d.uid) if d.uid else 0
+            if live == 0:
+                waited = now - wait.since
+                await self._report(
+                    WorkloadStopped(
+                        id=f"workloadstopped/{stop_id}",
+                        at=d.at,  # the actuator never advances event time
+                        workload=d.workload,
+                        uid=d.uid,
+                        decision_id=stop_id,
+                        waited=round(waited, 3),
+                    )
+                )
+                self.pending.pop(stop_id, None)
+                reported += 1
+                log.info("%s %s %s: pods gone after %.1fs", stop_id, d.kind, d.workload, waited)
+            elif live is not None and now - wait.warned >= self.warn_every:
+                wait.warned = now
+                text = (
+                    f"{live} pod(s) of the stopped Job are not gone after {now - wait.since:.0f}s "
+                    f"(terminating ones included); its quota stays charged until they are"
+                )
+                log.warning("%s %s %s: %s", stop_id, d.kind, d.workload, text)
+                if self._warn is not None:
+                    self._warn(d, EventSpec("StopPending", text, "Warning"), int(now - wait.since))
+        return reported
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            self._wake.clear()
+            self._pods.changed.clear()
+            if self.pending:
+                await self.check()
+            waits = [
+                asyncio.ensure_future(self._wake.wait()),
+                asyncio.ensure_future(self._pods.changed.wait()),
+            ]
+            try:
+                await asyncio.wait(waits, timeout=1.0, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waits:
+                    w.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.gather(*waits, return_exceptions=True)

@@ -1,0 +1,126 @@
+"""The actuator's pods-gone reports (kuota_actuator.drains), on a pod cache fed by hand.
+
+The cache is the real :class:`PodCache` with its watch replaced by the changes a
+test gives it (``observe``); the clock is a counter. What is checked: a stop is
+reported only once no pod of its Job is left outside Succeeded/Failed (a
+terminating pod, deletionTimestamp set, still counts), never before the pod
+list is in, once; a stop the read model still drains is watched again after a
+restart; a QuotaReleased ends the wait; a long wait warns every ``warn_every``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from actuator_builders import decision
+
+from kuota.actuation.patch import EventSpec
+from kuota.events.schema import WorkloadStopped
+from kuota.kube.watch import Change
+from kuota_actuator.drains import CONTROLLER_UID, Drains, PodCache, Stop
+
+
+def pod(name: str, uid: str, phase: str = "Running", *, terminating: bool = False) -> Change:
+    md: dict[str, Any] = {"name": name, "namespace": "team", "labels": {CONTROLLER_UID: uid}}
+    if terminating:
+        md["deletionTimestamp"] = "2026-12-01T00:00:00Z"
+    return Change("UPSERT", "Pod", {"metadata": md, "status": {"phase": phase}})
+
+
+def gone(name: str, uid: str) -> Change:
+    return Change("DELETE", "Pod", pod(name, uid).object)
+
+
+class Rig:
+    def __init__(self, warn_every: float = 60.0) -> None:
+        self.now = 0.0
+        self.pods = PodCache(None)
+        self.reports: list[WorkloadStopped] = []
+        self.warnings: list[tuple[str, EventSpec]] = []
+
+        async def report(event: WorkloadStopped) -> None:
+            self.reports.append(event)
+
+        def warn(stop: Stop, spec: EventSpec, waited: int) -> None:
+            self.warnings.append((stop.stop_id, spec))
+
+        self.drains = Drains(
+            self.pods, report, warn=warn, warn_every=warn_every, clock=lambda: self.now
+        )
+
+    def synced(self) -> None:
+        self.pods._rebuild({})
+        self.pods.synced.set()
+
+
+async def test_a_stop_is_reported_once_its_terminating_pods_are_gone() -> None:
+    rig = Rig()
+    stop = decision("Preempted", uid="u1", workload="team/low")
+    rig.pods.observe(pod("low-a", "u1"))  # seen before the list is in: not trusted yet
+    rig.drains.add(stop)
+    assert await rig.drains.check() == 0, "no report before the pod list is in"
+    rig.synced()
+    rig.pods.observe(pod("low-a", "u1", terminating=True))  # deleted, in its grace period
+    rig.pods.observe(pod("low-b", "u1", "Succeeded"))  # done: does not count
+    rig.pods.observe(pod("other", "u2"))  # another Job's pod
+    assert rig.pods.live("u1") == 1
+    assert await rig.drains.check() == 0, "a terminating pod still holds the GPUs"
+    rig.pods.observe(gone("low-a", "u1"))
+    assert await rig.drains.check() == 1
+    (report,) = rig.reports
+    assert (report.workload, report.uid, report.decision_id) == ("team/low", "u1", stop.id)
+    assert report.id == f"workloadstopped/{stop.id}" and report.at == stop.at
+    assert await rig.drains.check() == 0 and len(rig.reports) == 1, "reported once"
+
+
+async def test_only_stops_are_watched_and_a_deleted_job_counts() -> None:
+    rig = Rig()
+    rig.synced()
+    rig.drains.add(decision("Admitted", uid="u1"))
+    rig.drains.add(decision("Finished", uid="u1", reason="Succeeded"))
+    rig.drains.add(decision("Requeued", uid="u1"))
+    assert rig.drains.pending == {}
+    deleted = decision("Finished", uid="u9", workload="team/orphaned", reason="Deleted")
+    rig.pods.observe(pod("orphan-0", "u9"))  # --cascade=orphan: the pods stay
+    rig.drains.add(deleted)
+    assert await rig.drains.check() == 0
+    rig.pods.observe(Change("UPSERT", "Pod", pod("orphan-0", "u9", "Failed").object))
+    assert await rig.drains.check() == 1 and rig.reports[0].decision_id == deleted.id
+
+
+async def test_a_restart_watches_the_read_models_drains_and_a_release_ends_a_wait() -> None:
+    rig = Rig()
+    rig.synced()
+    rig.pods.observe(pod("a-0", "ua"))
+    rig.pods.observe(pod("b-0", "ub"))
+    rig.drains.watch(Stop("stop-a", "stop", "team/a", "ua", 5.0))  # from the read model
+    rig.drains.watch(Stop("stop-b", "stop", "team/b", "ub", 6.0))
+    rig.drains.watch(Stop("stop-a", "stop", "team/a", "ua", 5.0))  # redelivered: one wait
+    assert sorted(rig.drains.pending) == ["stop-a", "stop-b"]
+    rig.drains.released("stop-b")  # the fold released it already (a report before the kill)
+    rig.pods.observe(gone("a-0", "ua"))
+    rig.pods.observe(gone("b-0", "ub"))
+    assert await rig.drains.check() == 1
+    assert [r.decision_id for r in rig.reports] == ["stop-a"]
+
+
+async def test_a_long_wait_warns_every_period() -> None:
+    rig = Rig(warn_every=60.0)
+    rig.synced()
+    rig.pods.observe(pod("slow-0", "u1", terminating=True))
+    stop = decision("Evicted", uid="u1", workload="team/slow")
+    rig.drains.add(stop)
+    rig.now = 59.0
+    await rig.drains.check()
+    assert rig.warnings == []
+    rig.now = 61.0
+    await rig.drains.check()
+    rig.now = 100.0
+    await rig.drains.check()
+    rig.now = 125.0
+    await rig.drains.check()
+    assert [w[0] for w in rig.warnings] == [stop.id, stop.id]
+    spec = rig.warnings[0][1]
+    assert spec.type == "Warning" and spec.reason == "StopPending"
+    assert "1 pod(s) of the stopped Job are not gone after 61s" in spec.message
+    assert rig.reports == []
