@@ -45,6 +45,7 @@ from rbac_helpers import (
     VERBS,
     Question,
     Rbac,
+    Res,
     applied_rbac,
     everywhere,
     of,
@@ -56,6 +57,8 @@ from kuota import kinds
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 live = pytest.mark.asyncio(loop_scope="module")
+
+PODS = Res("", "pods")
 
 EXPECTED: dict[str, set[Question]] = {
     # Every kind ingest lists and watches cluster-wide (kuota.kinds.WATCHED), and
@@ -73,6 +76,7 @@ EXPECTED: dict[str, set[Question]] = {
     | everywhere(("list", "watch", "patch"), JOBS)
     | everywhere(("patch",), JOBS_STATUS)
     | everywhere(("create",), EVENTS)
+    | everywhere(("list", "watch"), PODS)  # a stopped Job's pods, until gone (#23 items 2-3)
     | everywhere(("list", "watch"), RESOURCEFLAVORS, CLUSTERQUEUES)
     | everywhere(("patch",), CLUSTERQUEUES_STATUS),
     "kuota-admission": set(),
