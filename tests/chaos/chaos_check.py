@@ -11,11 +11,16 @@ carries on through an apiserver restart) and reads the decision topic
   the issue asks for; it also proves the mirror is looked at at least every
   200 ms, whatever the watch does).
 
-Usage is "admitted and running": a Job unsuspended and not finished is
-charged what the workload generator's own table says (never kuota's core),
-against ``e2e_harness.QuotaModel`` (each ClusterQueue's nominal + borrowing
-limit, each cohort's total). A pod of the run that is running or bound while
-its Job was never seen unsuspended is counted as an over-admission too.
+Usage is "admitted and running, or its pods still there": a Job unsuspended
+and not finished, or one kuota started whose pods are still bound or running
+(terminating ones, deletionTimestamp set, included; its Job stopped or even
+deleted), is charged what the workload generator's own table says (never
+kuota's core), against ``e2e_harness.QuotaModel`` (each ClusterQueue's nominal
++ borrowing limit, each cohort's total; #23 items 2-3: quota follows the pods).
+An excess that only pods of stopped Jobs make is confirmed ``POD_SLACK`` later
+(the pod and Job watches are two streams: a pod's end may arrive after the
+next Job's start). A pod of the run that is running or bound while its Job was
+never seen unsuspended is counted as an over-admission too.
 
 Double actuation: every transition of a Job from suspended to unsuspended is
 recorded with the ``kuota.dev/decision-id`` annotation the actuator wrote
@@ -147,6 +152,10 @@ class Observer:
     moments: Mapping[str, asyncio.Event] = field(default_factory=dict)
     _usage: Usage = field(default_factory=dict)
     _charged: dict[str, tuple[str, dict[str, int]]] = field(default_factory=dict)  # in _usage
+    # job -> its pods bound or running and not done (terminating ones included)
+    _pod_live: dict[str, set[str]] = field(default_factory=dict)
+    # (time.monotonic(), what, jobs charged only for their pods): confirmed POD_SLACK later
+    suspects: list[tuple[float, str, list[str]]] = field(default_factory=list)
 
     def start(self) -> None:
         self.tasks = [
@@ -186,14 +195,20 @@ class Observer:
         cq = self.quota.queue_of.get((str(md.get("namespace")), str(queue)))
         return None if cq is None else (cq, rogue_charge(obj))
 
+    def _holds(self, key: str, obj: dict[str, Any] | None) -> bool:
+        """Running, or pods of a run kuota started still bound, running or terminating
+        (a rogue's Job is judged by bypass(), not here)."""
+        if obj is not None and job_running(obj):
+            return True
+        return bool(self._pod_live.get(key)) and key in self.unsuspensions
+
     def _account(self, key: str, obj: dict[str, Any] | None) -> None:
         """Move ``key``'s charge in or out of the running usage."""
-        running = obj is not None and job_running(obj)
+        running = self._holds(key, obj)
         if running == (key in self._charged):
             return
         if running:
-            assert obj is not None
-            found = self._charge_of(key, obj)
+            found = self._charge_of(key, obj) if obj is not None else self.charges.get(key)
             if found is None:
                 return
             self._charged[key] = found
@@ -206,8 +221,33 @@ class Observer:
         usage = self.usage()
         for k, v in usage.items():
             self.peak[k] = max(self.peak.get(k, 0), v)
-        for v in self.quota.violations(usage):
-            self.violations.append(f"{where}: {v}")
+        found = self.quota.violations(usage)
+        if not found:
+            return
+        pods_only = [k for k in self._charged if not job_running(self.jobs.get(k) or {})]
+        for v in found:
+            if pods_only:  # stopped runs' pods: confirmed once their ends are surely seen
+                self.suspects.append((time.monotonic(), f"{where}: {v}", pods_only))
+            else:
+                self.violations.append(f"{where}: {v}")
+
+    def _confirm(self, now: float) -> None:
+        """Turn the suspects older than POD_SLACK into violations when each Job charged
+        for its pods alone still had one POD_SLACK after the check."""
+        keep: list[tuple[float, str, list[str]]] = []
+        for at, what, jobs in self.suspects:
+            if now - at < POD_SLACK:
+                keep.append((at, what, jobs))
+                continue
+            if all(
+                any(
+                    p.job == j and p.start <= at and (p.end is None or p.end > at + POD_SLACK)
+                    for p in self.pod_spans.values()
+                )
+                for j in jobs
+            ):
+                self.violations.append(f"{what} (with the pods of stopped Jobs {jobs})")
+        self.suspects = keep
 
     # ------------------------------------------------------------ recorders
 
@@ -285,17 +325,29 @@ class Observer:
         md = obj.get("metadata") or {}
         key = f"{md.get('namespace')}/{md.get('name')}"
         span = self.pod_spans.get(key)
+        job = (
+            f"{md.get('namespace')}/{(md.get('labels') or {}).get('batch.kubernetes.io/job-name')}"
+        )
+        phase = (obj.get("status") or {}).get("phase")
+        bound = bool((obj.get("spec") or {}).get("nodeName"))
+        live = self._pod_live.setdefault(job, set())
+        if (
+            kind != "DELETE"
+            and (phase == "Running" or bound)
+            and phase not in ("Succeeded", "Failed")
+        ):
+            live.add(key)  # deletionTimestamp or not: it holds its devices until it is gone
+        else:
+            live.discard(key)
+        if not live:
+            del self._pod_live[job]
+        self._account(job, self.jobs.get(job))
         if kind == "DELETE":
             self.pods.pop(key, None)
             if span is not None and span.end is None:
                 span.end = time.monotonic()
             return
         self.pods[key] = obj
-        job = (
-            f"{md.get('namespace')}/{(md.get('labels') or {}).get('batch.kubernetes.io/job-name')}"
-        )
-        phase = (obj.get("status") or {}).get("phase")
-        bound = bool((obj.get("spec") or {}).get("nodeName"))
         if span is None and (phase == "Running" or bound) and phase not in ("Succeeded", "Failed"):
             self.pod_spans[key] = PodSpan(job, pod_gpus(obj), time.monotonic())
         elif span is not None and span.end is None and phase in ("Succeeded", "Failed"):
@@ -356,6 +408,8 @@ class Observer:
         while True:
             self.samples.append(time.monotonic())
             self._check_usage(f"sample at {time.time():.3f}")
+            if self.suspects:
+                self._confirm(time.monotonic())
             next_at += SAMPLE_PERIOD
             await asyncio.sleep(max(0.0, next_at - time.monotonic()))
 

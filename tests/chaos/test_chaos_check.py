@@ -266,3 +266,41 @@ def test_a_stopped_runs_late_pod_beside_kuotas_own_restart_is_set_apart(monkeypa
     assert (total, details) == (0.0, [])
     assert o.restart_overlap_s == 2.0 * 10 / 80
     assert len(o.restart_overlaps) == 1 and "after kuota restarted the Job" in o.restart_overlaps[0]
+
+
+def test_a_stopped_jobs_terminating_pod_is_charged_until_it_is_gone(monkeypatch: Any) -> None:
+    """#23 items 2-3: the invariant is of real pods. Three Jobs fill chaos-a (nominal
+    160Gi + borrowing 80Gi); w0 is stopped but its pod terminates on: the fourth
+    Job started beside it is an over-admission, confirmed POD_SLACK later; a pod
+    whose end arrives within POD_SLACK (the other watch's lag) is none."""
+    import chaos_check
+
+    clock = Clock()
+    monkeypatch.setattr(chaos_check, "time", clock)
+    o = observer()
+    for i in range(3):
+        o._on_job("UPSERT", job(f"w{i}", suspend=True))
+        o._on_job("UPSERT", job(f"w{i}", suspend=False, decision=f"d{i}"))
+        o._on_pod("UPSERT", pod(f"w{i}", 0))
+    o._on_job("UPSERT", job("w0", suspend=True, decision="d0"))  # stopped ...
+    terminating = pod("w0", 0)
+    terminating["metadata"]["deletionTimestamp"] = "2026-12-01T00:00:00Z"
+    o._on_pod("UPSERT", terminating)  # ... its pod in its grace period
+    assert o.usage() == {("chaos-a", "gpu-memory"): 240 * GI}, "w0's pod still counts"
+    o._on_job("UPSERT", job("w3", suspend=False, decision="d3"))
+    assert not o.violations and len(o.suspects) == 1
+    clock.now += chaos_check.POD_SLACK + 0.1
+    o._confirm(clock.now)
+    assert len(o.violations) == 1 and "pods of stopped Jobs ['chaos-a/w0']" in o.violations[0]
+    o._on_pod("DELETE", terminating)
+    assert o.usage() == {("chaos-a", "gpu-memory"): 240 * GI}
+
+    # The same start, but w1's pod end arrives 0.2 s after it: the watches' lag.
+    o._on_job("UPSERT", job("w1", suspend=True, decision="d1"))
+    o._on_job("UPSERT", job("w0", suspend=False, decision="d4"))
+    assert len(o.suspects) == 1
+    clock.now += 0.2
+    o._on_pod("DELETE", pod("w1", 0))
+    clock.now += chaos_check.POD_SLACK
+    o._confirm(clock.now)
+    assert len(o.violations) == 1 and not o.suspects, "no second over-admission"
