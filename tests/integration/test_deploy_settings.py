@@ -45,11 +45,12 @@ ALL = (*SERVICES, "webhook")
 IMPORTS_ROOTS = {"kuota": REPO / "shared"} | {f"kuota_{s}": REPO / "services" / s for s in ALL}
 #: Secrets a production cluster creates itself (docs/deploy.md): name -> keys.
 USER_SECRETS = {
-    "kuota-redis": {
-        "url": "rediss://redis.example:6379/0",
+    "kuota-redis": {"url": "rediss://redis.example:6379/0"},
+    "kuota-redis-users": {
         "ingest-password": "p-ingest",
         "admission-password": "p-admission",
         "actuator-password": "p-actuator",
+        "users.acl": "user default off",
     },
     "kuota-snapshot-key": {"key": "k"},
     "kuota-seen-key": {"key": "k"},
@@ -618,10 +619,12 @@ def test_production_logs_in_to_redis_as_an_acl_user(
     assert problems == []
     redis = RedisSettings.from_env(env)
     assert redis.client_kwargs()["username"] == f"kuota-{service}"  # kuota.store.acl's
-    assert redis.client_kwargs()["password"] == USER_SECRETS["kuota-redis"][f"{service}-password"]
+    password = USER_SECRETS["kuota-redis-users"][f"{service}-password"]
+    assert redis.client_kwargs()["password"] == password
     refs = {
         e["name"]: e["valueFrom"]["secretKeyRef"]
         for e in c["env"]
         if "secretKeyRef" in e.get("valueFrom", {})
     }
-    assert refs["KUOTA_REDIS_PASSWORD"] == {"name": "kuota-redis", "key": f"{service}-password"}
+    want = {"name": "kuota-redis-users", "key": f"{service}-password"}
+    assert refs["KUOTA_REDIS_PASSWORD"] == want

@@ -362,3 +362,53 @@ async def test_each_service_is_refused_the_others_keys(service_users: ServiceUse
     finally:
         for client in c.values():
             await client.aclose()
+
+
+async def test_the_dev_redis_acl_file_makes_the_same_users(tmp_path: Path) -> None:
+    """The dev Redis (deploy/kafka/dev/redis.yaml) loads ``aclfile``'s users:
+    a redis-server of this test's own with that file, its default user off."""
+    import shutil
+    import subprocess
+
+    passwords = {role: uuid.uuid4().hex for role in acl.SERVICES}
+    (tmp_path / "users.acl").write_text(acl.aclfile(passwords))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen(
+        [shutil.which("redis-server") or "redis-server", "--port", str(port), "--bind",
+         "127.0.0.1", "--save", "", "--appendonly", "no", "--aclfile",
+         str(tmp_path / "users.acl")],
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        anonymous = aioredis.from_url(url)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                await anonymous.ping()
+                raise AssertionError("the default user answers")
+            except AuthenticationError:
+                break  # the default user is off
+            except RedisConnectionError:
+                assert time.monotonic() < deadline, "redis-server did not start"
+                time.sleep(0.1)
+        await anonymous.aclose()
+        for role in acl.SERVICES:
+            env = {"KUOTA_REDIS_USERNAME": f"kuota-{role}", "KUOTA_REDIS_PASSWORD": passwords[role]}
+            client = redis_client(url, env=env)
+            try:
+                assert await client.ping()
+                for other in acl.SERVICES:
+                    key = acl.keys(other)[0].lstrip("~").replace("*", "0")
+                    if other == role:
+                        await client.hset(key, "f", "v")
+                    else:
+                        with pytest.raises(NoPermissionError):
+                            await client.hset(key, "f", "v")
+            finally:
+                await client.aclose()
+    finally:
+        server.terminate()
+        server.wait(10)

@@ -1,18 +1,25 @@
 """The Redis ACL users of kuota: one per service and one for the CLI (#23 item 10).
 
 Theory of operation: one table of who may touch which key with which command.
-Each service logs in as ``kuota-<role>`` (the production overlay's
-``redis-auth.yaml``) and may reach only its own keys: ingest its seen hash,
+Each service logs in as ``kuota-<role>`` (``deploy/components/redis-users``)
+and may reach only its own keys: ingest its seen hash,
 admission its snapshots, the actuator the ClusterQueue status hash; the CLI
 reads (``%R~``) the status hash and the snapshots. ``rules`` gives the
 ``ACL SETUSER`` arguments for a topic prefix (the default ``kuota.`` gives
 docs/security.md's lines); tests/integration/test_security_redis.py creates
 exactly these users on the local Redis and shows each can do its job and is
 refused every other key and command. Every user may also ``PING`` and
-``SELECT`` (a URL naming a database).
+``SELECT`` (a URL naming a database). ``python -m kuota.store.acl --secret``
+prints the command that makes the Secret kuota-redis-users (random passwords
+and the dev Redis's ACL file).
 """
 
 from __future__ import annotations
+
+import os
+import secrets
+import shlex
+import sys
 
 ROLES = ("ingest", "admission", "actuator", "cli")
 COMMON = ("resetkeys", "resetchannels", "-@all", "+ping", "+select")
@@ -67,8 +74,42 @@ def setuser_line(role: str, topic_prefix: str = "kuota.") -> str:
     return f"ACL SETUSER kuota-{role} on >PASSWORD {' '.join(rules(role, topic_prefix))}"
 
 
-if __name__ == "__main__":  # python -m kuota.store.acl: the lines for KUOTA_TOPIC_PREFIX
-    import os
+SERVICES = ("ingest", "admission", "actuator")  # the roles with a Deployment
 
+
+def aclfile(passwords: dict[str, str], topic_prefix: str = "kuota.") -> str:
+    """A Redis ACL file (``--aclfile``) with the services' users and the
+    default user off (the dev Redis, deploy/kafka/dev/redis.yaml)."""
+    lines = ["user default off resetkeys -@all"]
+    for role in SERVICES:
+        line = " ".join(rules(role, topic_prefix))
+        lines.append(f"user kuota-{role} on >{passwords[role]} {line}")
+    return "\n".join(lines) + "\n"
+
+
+def secret_command(topic_prefix: str = "kuota.", namespace: str = "kuota-system") -> str:
+    """The ``kubectl create secret`` of kuota-redis-users, random passwords."""
+    passwords = {role: secrets.token_hex(24) for role in SERVICES}
+    parts = [f"kubectl -n {namespace} create secret generic kuota-redis-users"]
+    parts += [f"--from-literal={role}-password={passwords[role]}" for role in SERVICES]
+    parts.append(f"--from-literal=users.acl={shlex.quote(aclfile(passwords, topic_prefix))}")
+    return " \\\n    ".join(parts)
+
+
+def main(argv: list[str]) -> int:
+    """``python -m kuota.store.acl``: the ACL SETUSER lines for KUOTA_TOPIC_PREFIX;
+    ``--secret``: the command that makes kuota-redis-users."""
+    prefix = os.environ.get("KUOTA_TOPIC_PREFIX", "kuota.")
+    if argv == ["--secret"]:
+        print(secret_command(prefix))
+        return 0
+    if argv:
+        print("usage: python -m kuota.store.acl [--secret]", file=sys.stderr)
+        return 2
     for role in ROLES:
-        print(setuser_line(role, os.environ.get("KUOTA_TOPIC_PREFIX", "kuota.")))
+        print(setuser_line(role, prefix))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
