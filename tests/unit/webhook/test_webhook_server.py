@@ -198,7 +198,7 @@ def test_a_users_update_of_a_kuota_annotation_is_refused(
 def test_a_users_update_that_keeps_kuotas_annotations_is_allowed(
     old: dict[str, Any], new: dict[str, str], labels: dict[str, str]
 ) -> None:
-    # Still suspended: unsuspending is the door's business (test_ingest_webhook_door).
+    # Still suspended: unsuspending is the door's business (test_webhook_server_door).
     body = review(operation="UPDATE", labels=labels, suspend=True, annotations=new, old=old)
     a = mutate_job(body, trusted_users=TRUSTED)
     assert (a.outcome, a.review["response"]["allowed"]) == ("unchanged", True)
