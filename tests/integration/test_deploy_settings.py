@@ -149,12 +149,12 @@ def loader(service: str) -> Callable[[Mapping[str, str]], Any]:
             return settings
 
         return load
-    if service == "admission":
-        from kuota_admission.settings import load_config as admission
     if service == "webhook":
         from kuota_webhook.settings import WebhookSettings
 
         return WebhookSettings.from_env
+    if service == "admission":
+        from kuota_admission.settings import load_config as admission
 
         return admission
     if service == "preemption":
@@ -171,15 +171,15 @@ def in_cluster_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The service-account token file the in-cluster settings look for."""
     import kuota_actuator.settings
     import kuota_ingest.settings
+    import kuota_webhook.settings
 
     token = tmp_path / "token"
-    import kuota_webhook.settings
     token.write_text("t")
     monkeypatch.setattr(kuota_ingest.settings, "SERVICE_ACCOUNT_TOKEN", token)
     monkeypatch.setattr(kuota_actuator.settings, "SERVICE_ACCOUNT_TOKEN", token)
+    monkeypatch.setattr(kuota_webhook.settings, "SERVICE_ACCOUNT_TOKEN", token)
     return token
 
-    monkeypatch.setattr(kuota_webhook.settings, "SERVICE_ACCOUNT_TOKEN", token)
 
 def is_path_setting(name: str) -> bool:
     return name == "KUBECONFIG" or name.endswith("_FILE")
@@ -209,8 +209,6 @@ def test_settings_read_come_from_the_code() -> None:
         "KUBECONFIG",
         "KUOTA_CONFIG_CONFIGMAP",
     } <= (settings_read("ingest"))
-    assert "KUOTA_SNAPSHOT_KEY" in settings_read("admission")
-    assert "KUOTA_SNAPSHOT_KEY" not in settings_read("actuator")
     assert "KUOTA_WEBHOOK_CERT_FILE" not in settings_read("ingest"), "the webhook's own"
     assert {
         "KUBECONFIG",
@@ -221,6 +219,8 @@ def test_settings_read_come_from_the_code() -> None:
     } <= settings_read("webhook")
     # (kuota.service's Kafka names are in its scan too, transitively; that the webhook
     # starts without them: tests/unit/webhook/test_webhook_server.py)
+    assert "KUOTA_SNAPSHOT_KEY" in settings_read("admission")
+    assert "KUOTA_SNAPSHOT_KEY" not in settings_read("actuator")
     assert {"KUOTA_REDIS_URL", "KUBECONFIG"}.isdisjoint(settings_read("preemption"))
     assert "KUOTA_STATUS_INTERVAL" in settings_read("actuator")
     kafka_security = {
@@ -256,10 +256,10 @@ def test_healthcheck_default_ports_are_the_services_defaults() -> None:
     assert set(SERVICE_METRICS_PORTS) == {f"kuota-{s}" for s in ALL}
     for service in ALL:
         env = {
-            "KUOTA_KAFKA_BOOTSTRAP": "k:9092",
-            "KUOTA_REDIS_URL": "redis://r",
             "KUOTA_WEBHOOK_CERT_FILE": __file__,
             "KUOTA_WEBHOOK_KEY_FILE": __file__,
+            "KUOTA_KAFKA_BOOTSTRAP": "k:9092",
+            "KUOTA_REDIS_URL": "redis://r",
             "KUBECONFIG": __file__,
             "KUOTA_SNAPSHOT_KEY": "k",
             "KUOTA_SEEN_KEY": "k",
@@ -406,11 +406,11 @@ def test_compose_with_the_user_settings_set(tmp_path: Path) -> None:
     host_env = {
         "KUOTA_LOG_LEVEL": "DEBUG",
         "KUOTA_WEBHOOK_DIR": str(webhook),
+        "KUOTA_WEBHOOK_TRUSTED_USERS": "kuota-admin",
     }
     assert problems_compose(compose_file(), tmp_path, host_env) == []
 
 
-        "KUOTA_WEBHOOK_TRUSTED_USERS": "kuota-admin",
 @pytest.mark.parametrize(
     ("service", "old", "new"),
     [
