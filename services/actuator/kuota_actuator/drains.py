@@ -10,7 +10,10 @@ the stops waiting for that count to reach 0: one entry per stop decision
 (Preempted, Evicted, Deactivated, Finished with reason Deleted), added once the
 lane applied the stop (so a suspended Job and an orphaned one alike), and at
 start-up from the read model's stops without ``QuotaReleased`` (a restart loses
-no report). When the count is 0 on a synced watch it journals ``WorkloadStopped``;
+no report). When the count is 0 on a synced watch, and the Job controller has
+taken the stop in (``settled``: the Job gone, replaced, finished or with its
+``Suspended`` condition True, so no pod it was still creating comes late), it
+journals ``WorkloadStopped``;
 until then it logs and writes a Warning Event every ``warn_every`` seconds. It
 runs beside the lanes: no decision waits for it.
 """
@@ -159,6 +162,25 @@ class _Pending:
 
 Report = Callable[[WorkloadStopped], Awaitable[None]]
 Warn = Callable[[Stop, EventSpec, int], None]
+Settled = Callable[[Stop], bool]
+
+
+def job_settled(job: dict[str, Any] | None, uid: str) -> bool:
+    """Whether the Job controller is done with a stopped Job's pods: the Job is gone
+    or replaced, finished, or suspended with its ``Suspended`` condition True (it
+    sets that once it has taken the suspension in; a pod it was creating from an
+    earlier sync exists by then)."""
+    if job is None or ((job.get("metadata") or {}).get("uid") or uid) != uid:
+        return True
+    conditions = (job.get("status") or {}).get("conditions")
+    for c in conditions if isinstance(conditions, list) else ():
+        if not isinstance(c, dict) or c.get("status") != "True":
+            continue
+        if c.get("type") in ("Complete", "Failed"):
+            return True
+        if c.get("type") == "Suspended" and (job.get("spec") or {}).get("suspend") is True:
+            return True
+    return False
 
 
 class Drains:
@@ -171,11 +193,13 @@ class Drains:
         *,
         warn: Warn | None = None,
         warn_every: float = 60.0,
+        settled: Settled = lambda _stop: True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._pods = pods
         self._report = report
         self._warn = warn
+        self._settled = settled
         self.warn_every = warn_every
         self._clock = clock
         self.pending: dict[str, _Pending] = {}  # stop decision id -> its wait
@@ -209,7 +233,8 @@ class Drains:
         for stop_id, wait in list(self.pending.items()):
             d = wait.stop
             live = self._pods.live(d.uid) if d.uid else 0
-            if live == 0:
+            # not settled: the Job controller may still create a pod of the stopped run
+            if live == 0 and self._settled(d):
                 waited = now - wait.since
                 await self._report(
                     WorkloadStopped(
@@ -229,6 +254,9 @@ class Drains:
                 text = (
                     f"{live} pod(s) of the stopped Job are not gone after {now - wait.since:.0f}s "
                     f"(terminating ones included); its quota stays charged until they are"
+                    if live
+                    else f"the Job controller has not taken the stop in after "
+                    f"{now - wait.since:.0f}s (no Suspended condition); its quota stays charged"
                 )
                 log.warning("%s %s %s: %s", stop_id, d.kind, d.workload, text)
                 if self._warn is not None:

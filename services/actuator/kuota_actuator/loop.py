@@ -35,7 +35,7 @@ from kuota.kube.watch import Resource
 from kuota.status.model import ClusterQueueReadModel
 from kuota.store.settings import redis_client
 from kuota_actuator.apply import FLAVORS_PATH, Actuator, Outcome
-from kuota_actuator.drains import Drains, PodCache, Stop
+from kuota_actuator.drains import Drains, PodCache, Stop, job_settled
 from kuota_actuator.events import EventSink
 from kuota_actuator.jobcache import JobCache
 from kuota_actuator.kubeapi import Kube, Mirror, api_client
@@ -144,7 +144,13 @@ class Service:
                     ref["uid"] = stop.uid
                 events.emit(f"{stop.stop_id}-{waited}", (spec,), target=(ref, ns))
 
-            drains = Drains(pods, report, warn=warn, warn_every=cfg.stop_timeout)
+            drains = Drains(
+                pods,
+                report,
+                warn=warn,
+                warn_every=cfg.stop_timeout,
+                settled=lambda s: job_settled(jobs.get(s.workload), s.uid),
+            )
             for kept in self.model.draining():  # stops a previous incarnation watched
                 drains.watch(Stop(kept.stop_id, "stop", kept.workload, kept.uid, kept.at))
             tasks.append(asyncio.create_task(drains.run(stop), name="drains"))

@@ -17,7 +17,7 @@ from actuator_builders import decision
 from kuota.actuation.patch import EventSpec
 from kuota.events.schema import WorkloadStopped
 from kuota.kube.watch import Change
-from kuota_actuator.drains import CONTROLLER_UID, Drains, PodCache, Stop
+from kuota_actuator.drains import CONTROLLER_UID, Drains, PodCache, Stop, job_settled
 
 
 def pod(name: str, uid: str, phase: str = "Running", *, terminating: bool = False) -> Change:
@@ -124,3 +124,33 @@ async def test_a_long_wait_warns_every_period() -> None:
     assert spec.type == "Warning" and spec.reason == "StopPending"
     assert "1 pod(s) of the stopped Job are not gone after 61s" in spec.message
     assert rig.reports == []
+
+
+async def test_no_report_before_the_job_controller_took_the_stop_in() -> None:
+    """A pod the Job controller was still creating from an earlier sync would come
+    late (found by the fault run): pods gone is not enough while the Job has no
+    Suspended condition."""
+    settled = {"now": False}
+    rig = Rig()
+    rig.drains._settled = lambda stop: settled["now"]
+    rig.synced()
+    rig.drains.add(decision("Preempted", uid="u1", workload="team/low"))
+    assert await rig.drains.check() == 0
+    settled["now"] = True
+    assert await rig.drains.check() == 1
+
+
+def test_job_settled() -> None:
+    def job(uid: str, suspend: bool, *conditions: str) -> dict[str, Any]:
+        return {
+            "metadata": {"uid": uid},
+            "spec": {"suspend": suspend},
+            "status": {"conditions": [{"type": c, "status": "True"} for c in conditions]},
+        }
+
+    assert job_settled(None, "u1"), "deleted (an orphaning delete too)"
+    assert job_settled(job("u2", False), "u1"), "replaced under the same name"
+    assert job_settled(job("u1", False, "Complete"), "u1")
+    assert job_settled(job("u1", True, "Suspended"), "u1")
+    assert not job_settled(job("u1", True), "u1"), "suspended, not taken in yet"
+    assert not job_settled(job("u1", False, "Suspended"), "u1"), "unsuspended again"
