@@ -264,11 +264,20 @@ class Drains:
         return reported
 
     async def run(self, stop: asyncio.Event) -> None:
+        failures = 0
         while not stop.is_set():
             self._wake.clear()
             self._pods.changed.clear()
             if self.pending:
-                await self.check()
+                try:
+                    await self.check()
+                    failures = 0
+                except asyncio.CancelledError:
+                    raise
+                except Exception as err:  # e.g. Kafka away: the stop stays pending
+                    failures += 1
+                    log.warning("pods-gone report not written (%r); retrying", err)
+                    await asyncio.sleep(min(5.0, 0.2 * 2**failures))
             waits = [
                 asyncio.ensure_future(self._wake.wait()),
                 asyncio.ensure_future(self._pods.changed.wait()),

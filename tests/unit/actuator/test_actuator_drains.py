@@ -10,6 +10,7 @@ restart; a QuotaReleased ends the wait; a long wait warns every ``warn_every``.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from actuator_builders import decision
@@ -154,3 +155,30 @@ def test_job_settled() -> None:
     assert job_settled(job("u1", True, "Suspended"), "u1")
     assert not job_settled(job("u1", True), "u1"), "suspended, not taken in yet"
     assert not job_settled(job("u1", False, "Suspended"), "u1"), "unsuspended again"
+
+
+async def test_a_failed_report_is_retried_not_lost() -> None:
+    """The journal write may fail (Kafka restarting): the stop stays pending and
+    the loop goes on (a fault run lost three reports when it did not)."""
+    rig = Rig()
+    rig.synced()
+    calls: list[WorkloadStopped] = []
+
+    async def flaky(event: WorkloadStopped) -> None:
+        calls.append(event)
+        if len(calls) == 1:
+            raise RuntimeError("KafkaTimeoutError")
+        rig.reports.append(event)
+
+    rig.drains._report = flaky
+    stop = asyncio.Event()
+    rig.drains.add(decision("Preempted", uid="u1", workload="team/low"))
+    task = asyncio.create_task(rig.drains.run(stop))
+    for _ in range(100):
+        if rig.reports:
+            break
+        await asyncio.sleep(0.05)
+    stop.set()
+    rig.drains._wake.set()
+    await asyncio.wait_for(task, 3)
+    assert len(calls) == 2 and len(rig.reports) == 1 and rig.drains.pending == {}
