@@ -3,19 +3,16 @@
 Theory of operation: this layer puts the pure searches of
 :mod:`kuota.core.preemption.classical` and :mod:`kuota.core.preemption.fair` to
 work on the live fold, through :class:`FoldView`, and implements the cycle's
-``_try_preempt`` hook (:mod:`kuota.core.fold.hooks`). Inline (the default), a
-Preempt head's search runs in the cycle: ``Preempted`` stops each victim (it is
-requeued; its quota stays charged until its pods are gone,
-:mod:`kuota.core.fold.draining`) and the preemptor waits for them, then is
-admitted, its Admitted listing the victims; the search sees the tree as it will
-be once stopped workloads' pods are gone, so a head that fits then picks no
-more victims. A workload preempted during an event does not preempt during
-it. With ``Fold(preemption="plans")`` (what the services run) a Preempt head
-is set aside *awaiting a plan* from the preemption service
-(``WaitingForPreemptionPlan``, announced again after 5 s, 30 s, 2 min and 10
-min); a ``PreemptionPlan`` is acted on only if
-:func:`~kuota.core.preemption.classical.validate_plan` accepts it on this fold's
-state. Why, and the details: docs/design/preemption.md.
+``_try_preempt`` hook (:mod:`kuota.core.fold.hooks`). Every search sees the
+tree as it will be once stopped workloads' pods are gone
+(:mod:`kuota.core.fold.draining`). Inline (the default), a Preempt head's search
+runs in the cycle: ``Preempted`` stops each victim, and the preemptor waits for
+their pods, picking no more victims, then is admitted listing them; a workload
+preempted during an event does not preempt during it. With
+``Fold(preemption="plans")`` (the services) a Preempt head awaits a plan from
+the preemption service (``WaitingForPreemptionPlan``, announced again after 5 s,
+30 s, 2 min and 10 min), acted on only if ``validate_plan`` accepts it on this
+fold's state. Details: docs/design/preemption.md.
 """
 
 from __future__ import annotations
