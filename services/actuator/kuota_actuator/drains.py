@@ -39,6 +39,7 @@ log = logging.getLogger("kuota.actuator")
 CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
 PODS_PATH = "/api/v1/pods"
 DONE_PHASES = frozenset({"Succeeded", "Failed"})
+REPORT_TIMEOUT = 30.0  # seconds one WorkloadStopped write may take before it is retried
 
 
 def is_stop(decision: Decision) -> bool:
@@ -176,8 +177,8 @@ def job_settled(job: dict[str, Any] | None, uid: str) -> bool:
     for c in conditions if isinstance(conditions, list) else ():
         if not isinstance(c, dict) or c.get("status") != "True":
             continue
-        if c.get("type") in ("Complete", "Failed"):
-            return True
+        if c.get("type") in ("Complete", "Failed", "SuccessCriteriaMet", "FailureTarget"):
+            return True  # finished, or finishing: it creates no more pods
         if c.get("type") == "Suspended" and (job.get("spec") or {}).get("suspend") is True:
             return True
     return False
@@ -236,7 +237,7 @@ class Drains:
             # not settled: the Job controller may still create a pod of the stopped run
             if live == 0 and self._settled(d):
                 waited = now - wait.since
-                await self._report(
+                report = self._report(
                     WorkloadStopped(
                         id=f"workloadstopped/{stop_id}",
                         at=d.at,  # the actuator never advances event time
@@ -246,6 +247,7 @@ class Drains:
                         waited=round(waited, 3),
                     )
                 )
+                await asyncio.wait_for(report, REPORT_TIMEOUT)  # a hung write is retried
                 self.pending.pop(stop_id, None)
                 reported += 1
                 log.info("%s %s %s: pods gone after %.1fs", stop_id, d.kind, d.workload, waited)

@@ -155,6 +155,7 @@ def test_job_settled() -> None:
     assert job_settled(job("u1", True, "Suspended"), "u1")
     assert not job_settled(job("u1", True), "u1"), "suspended, not taken in yet"
     assert not job_settled(job("u1", False, "Suspended"), "u1"), "unsuspended again"
+    assert job_settled(job("u1", True, "SuccessCriteriaMet"), "u1"), "stopped as it succeeded"
 
 
 async def test_a_failed_report_is_retried_not_lost() -> None:
