@@ -85,10 +85,33 @@ class PodSpan:
 
 
 def pod_gpus(pod: Mapping[str, Any]) -> float:
-    """The GPUs a pod of the run holds: 1 for a whole GPU, 10/80 for a slice."""
+    """The GPUs a pod of the run holds, by its template's name: 1 for a whole GPU,
+    10/80 for a slice (``slice``, and the rogue's ``rogue-slice`` as first made).
+    ``claim_gpus`` (the pod's own ResourceClaim) is exact and wins when seen."""
     claims = (pod.get("spec") or {}).get("resourceClaims") or []
-    templates = {c.get("resourceClaimTemplateName") for c in claims}
-    return SLICE_GPUS if "slice" in templates else float(bool(claims))
+    templates = {str(c.get("resourceClaimTemplateName") or "") for c in claims}
+    return SLICE_GPUS if any(t.endswith("slice") for t in templates) else float(bool(claims))
+
+
+def claim_gpus(claim: Mapping[str, Any]) -> float:
+    """The GPUs a ResourceClaim asks for: each request's count of whole GPUs, or of
+    1g.10gb slices (a ``mig-`` DeviceClass) at 10/80 each."""
+    requests = (((claim.get("spec") or {}).get("devices") or {}).get("requests")) or []
+    total = 0.0
+    for r in requests:
+        exactly = r.get("exactly") or {}
+        per = SLICE_GPUS if str(exactly.get("deviceClassName", "")).startswith("mig-") else 1.0
+        total += per * int(exactly.get("count") or 1)
+    return total
+
+
+def claim_owner(claim: Mapping[str, Any]) -> str | None:
+    """``namespace/pod`` of the pod a ResourceClaim was made for, if any."""
+    md = claim.get("metadata") or {}
+    for ref in md.get("ownerReferences") or []:
+        if ref.get("kind") == "Pod":
+            return f"{md.get('namespace')}/{ref.get('name')}"
+    return None
 
 
 def decision_gpus(d: Decision) -> float:
@@ -144,6 +167,8 @@ class Observer:
     # job -> (time.monotonic(), decision id) of each unsuspension seen, in order
     unsuspended_at: dict[str, list[tuple[float, str | None]]] = field(default_factory=dict)
     pod_spans: dict[str, PodSpan] = field(default_factory=dict)  # pod key -> its span
+    # pod key -> the GPUs its ResourceClaim asks for (the rogue's template swaps)
+    pod_claim_gpus: dict[str, float] = field(default_factory=dict)
     # what bypass() set apart: a stopped run's late pods beside kuota's own restart
     restart_overlap_s: float = 0.0
     restart_overlaps: list[str] = field(default_factory=list)
@@ -161,6 +186,7 @@ class Observer:
         self.tasks = [
             asyncio.create_task(self._watch_jobs(), name="jobs"),
             asyncio.create_task(self._watch_pods(), name="pods"),
+            asyncio.create_task(self._watch_claims(), name="claims"),
             asyncio.create_task(self._read_decisions(), name="decisions"),
             asyncio.create_task(self._read_plans(), name="plans"),
             asyncio.create_task(self._sample(), name="sampler"),
@@ -321,6 +347,20 @@ class Observer:
                 log.warning("pod watch: %r; again in 1s", err)
                 await asyncio.sleep(1)
 
+    async def _watch_claims(self) -> None:
+        watcher = Watcher(
+            self.api, Resource("ResourceClaim", "/apis/resource.k8s.io/v1/resourceclaims")
+        )
+        while True:
+            try:
+                async for change in watcher.changes():
+                    owner = claim_owner(change.object)
+                    if owner is not None and change.type != "DELETE":  # kept once gone
+                        self.pod_claim_gpus[owner] = claim_gpus(change.object)
+            except Exception as err:
+                log.warning("claim watch: %r; again in 1s", err)
+                await asyncio.sleep(1)
+
     def _on_pod(self, kind: str, obj: dict[str, Any]) -> None:
         md = obj.get("metadata") or {}
         key = f"{md.get('namespace')}/{md.get('name')}"
@@ -427,6 +467,8 @@ class Observer:
         }
         # pod key -> (its span, the unsuspension it runs under), by start
         spans = sorted(self.pod_spans.items(), key=lambda kv: kv[1].start)
+        for pod, span in spans:  # what the pod's own claim asks, once seen
+            span.gpus = self.pod_claim_gpus.get(pod, span.gpus)
         admitted_pods: dict[tuple[str, int], list[PodSpan]] = {}
         self.restart_overlap_s, self.restart_overlaps = 0.0, []
         total, details = 0.0, []

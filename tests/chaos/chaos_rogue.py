@@ -442,7 +442,11 @@ class Rogue:
         return rogue_job(self._name(), run_for=LONG_RUN_FOR)
 
     def _swappable(self) -> dict[str, Any]:
-        return rogue_job(self._name(), run_for=LONG_RUN_FOR, template=SWAP_TEMPLATE)
+        """One long pod on SWAP_TEMPLATE: after a swap no pod is made on the old
+        admission (kuota stops it, and admits it again charged the new shape)."""
+        job = rogue_job(self._name(), run_for=LONG_RUN_FOR, template=SWAP_TEMPLATE)
+        job["spec"]["completions"] = 1
+        return job
 
     def _delete_job(self, name: str, propagation: str) -> Any:
         return self.batch.delete_namespaced_job(name, NAMESPACE, propagation_policy=propagation)

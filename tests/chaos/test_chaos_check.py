@@ -8,7 +8,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 
-from chaos_check import ANN_DECISION_ID, Observer
+from chaos_check import ANN_DECISION_ID, SLICE_GPUS, Observer, claim_gpus, claim_owner, pod_gpus
 from chaos_workload import GI, quota_docs
 from e2e_harness import QuotaModel
 
@@ -304,3 +304,30 @@ def test_a_stopped_jobs_terminating_pod_is_charged_until_it_is_gone(monkeypatch:
     clock.now += chaos_check.POD_SLACK
     o._confirm(clock.now)
     assert len(o.violations) == 1 and not o.suspects, "no second over-admission"
+
+
+def test_a_pods_own_claim_says_what_it_holds() -> None:
+    """The rogue's template swap: a pod made after it claims two slices, whatever
+    the template's name says; a claim names its pod in its ownerReferences."""
+    claim = {
+        "metadata": {
+            "namespace": "chaos-a",
+            "name": "rogue-003-abc-gpu-x1",
+            "ownerReferences": [{"kind": "Pod", "name": "rogue-003-abc"}],
+        },
+        "spec": {
+            "devices": {
+                "requests": [
+                    {"name": "gpu", "exactly": {"deviceClassName": "mig-chaos", "count": 2}}
+                ]
+            }
+        },
+    }
+    assert claim_owner(claim) == "chaos-a/rogue-003-abc"
+    assert claim_gpus(claim) == 2 * SLICE_GPUS
+    whole = {"spec": {"devices": {"requests": [{"exactly": {"deviceClassName": "gpu-chaos"}}]}}}
+    assert claim_gpus(whole) == 1.0 and claim_owner(whole) is None
+    pod = {
+        "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "rogue-slice"}]}
+    }
+    assert pod_gpus(pod) == SLICE_GPUS
