@@ -92,6 +92,7 @@ MAY_PASS = frozenset(
         "hold-pod-then-delete",
         "swap-template-running",
         "create-oversized",
+        "create-template",  # its own ResourceClaimTemplate, for the swap
     }
 )
 SWAP_TEMPLATE = "rogue-slice"  # the rogue's own template, which it recreates
