@@ -351,9 +351,13 @@ class Cycles(Placement):
             if not by_cq:
                 del waiters[fr]
 
-    def _evict(self, rec: WorkloadRecord, reason: str, message: str, *, requeue: bool) -> None:
+    def _evict(
+        self, rec: WorkloadRecord, reason: str, message: str, *, requeue: bool, drain: bool = True
+    ) -> None:
+        """``drain`` False: no pod can run under the admission (its start was never
+        written), so its quota goes back at once."""
         cq_name = rec.cluster_queue
-        self._release(rec)
+        self._release(rec, drain=drain)
         rec.state = PENDING
         rec.cluster_queue = None
         key, uid = rec.key, rec.spec.uid
@@ -369,7 +373,7 @@ class Cycles(Placement):
         not the admission's. Evicted and Requeued (as for a Conflict); admitted
         again at once if the fold has seen that generation, else when it does."""
         cq_name = rec.cluster_queue
-        self._evict(rec, JOB_CHANGED, message + "; it is queued again", requeue=False)
+        self._evict(rec, JOB_CHANGED, message + "; it is queued again", requeue=False, drain=False)
         self._out.append(
             requeued(workload=rec.key, uid=rec.spec.uid, cluster_queue=cq_name, reason=JOB_CHANGED)
         )

@@ -394,9 +394,13 @@ class Fold(Preempting):
             self._refused_changed(rec, event.generation, message)
             return
         if event.reason in REQUEUE_FAILURES:
-            self._evict(rec, event.reason, message + "; it is queued again", requeue=True)
+            self._evict(
+                rec, event.reason, message + "; it is queued again", requeue=True, drain=False
+            )
             return
-        self._evict(rec, event.reason, message + "; its quota is released", requeue=False)
+        self._evict(
+            rec, event.reason, message + "; its quota is released", requeue=False, drain=False
+        )
         self._forget(key)
         self._hold(
             rec,
