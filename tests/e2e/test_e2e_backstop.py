@@ -24,10 +24,7 @@ from typing import Any
 
 import pytest
 from e2e_harness import (
-    KUEUE,
     KWOK_READY,
-    NODE_POOL_LABEL,
-    PIPELINE_LABEL,
     QUEUE_LABEL,
     Run,
     kubectl_apply,
@@ -35,6 +32,7 @@ from e2e_harness import (
     run_fixture,
     wait_journaled,
 )
+from e2e_objects import labelled, one_flavor_queue
 from kubernetes_asyncio import client
 
 from kuota.actuation.patch import ANN_DECISION_ID
@@ -49,40 +47,9 @@ pytestmark = [
 e2e_run = run_fixture()
 
 
-def labelled(run: Run, obj: dict[str, Any]) -> dict[str, Any]:
-    obj.setdefault("metadata", {}).setdefault("labels", {})[PIPELINE_LABEL] = run.id
-    return obj
-
-
 def queue_objects(run: Run, name: str, cpus: int) -> list[dict[str, Any]]:
     """Namespace, flavor, ClusterQueue (``cpus`` of quota) and LocalQueue ``lq``."""
-    api = f"{KUEUE[0]}/{KUEUE[1]}"
-    cq_spec = {
-        "namespaceSelector": {},
-        "resourceGroups": [
-            {
-                "coveredResources": ["cpu"],
-                "flavors": [{"name": name, "resources": [{"name": "cpu", "nominalQuota": cpus}]}],
-            }
-        ],
-    }
-    objs = [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
-        {
-            "apiVersion": api,
-            "kind": "ResourceFlavor",
-            "metadata": {"name": name},
-            "spec": {"nodeLabels": {NODE_POOL_LABEL: run.id}},
-        },
-        {"apiVersion": api, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": cq_spec},
-        {
-            "apiVersion": api,
-            "kind": "LocalQueue",
-            "metadata": {"name": "lq", "namespace": name},
-            "spec": {"clusterQueue": name},
-        },
-    ]
-    return [labelled(run, o) for o in objs]
+    return one_flavor_queue(run, name, "cpu", cpus)
 
 
 def job(run: Run, name: str, cpus: int) -> dict[str, Any]:
@@ -256,13 +223,22 @@ async def test_a_job_grown_before_its_admission_is_applied_never_runs_at_the_old
         (first,) = await run.until(lambda: decisions(run, key, "Admitted"), "admitted, 1 pod")
         assert first.usage == {ns: {"cpu": "1"}} and first.generation == 1
         await batch.patch_namespaced_job("grow", ns, {"spec": {"parallelism": 4}})
-        regrown = await run.until(
-            lambda: [d for d in decisions(run, key, "Admitted") if d.id != first.id],
-            "admitted again for 4 pods",
+        (stop,) = await run.until(
+            lambda: decisions(run, key, "Evicted"), "evicted: its podsets changed"
         )
-        assert regrown[0].usage == {ns: {"cpu": "4"}} and regrown[0].generation == 2
+        assert stop.reason == "PodSetsChanged"
+        # The fold cannot know the old admission was never applied: its quota stays
+        # charged until the actuator reports the Job's pods gone (#23 items 2-3).
+        assert not [d for d in decisions(run, key, "Admitted") if d.id != first.id]
     finally:
         await asyncio.to_thread(launcher.up, run.pipeline, quiet=True)
+    regrown = await run.until(
+        lambda: [d for d in decisions(run, key, "Admitted") if d.id != first.id],
+        "admitted again for 4 pods",
+    )
+    assert regrown[0].usage == {ns: {"cpu": "4"}} and regrown[0].generation == 2
+    (released,) = decisions(run, key, "QuotaReleased")
+    assert released.stop_id == stop.id
 
     def reported() -> list[ActuationFailed]:
         return [e for _, e in run.journal if isinstance(e, ActuationFailed) and e.workload == key]

@@ -18,16 +18,14 @@ from typing import Any
 
 import pytest
 from e2e_harness import (
-    KUEUE,
     KWOK_READY,
-    NODE_POOL_LABEL,
-    PIPELINE_LABEL,
     QUEUE_LABEL,
     Run,
     kubectl_apply,
     run_fixture,
     wait_journaled,
 )
+from e2e_objects import labelled, one_flavor_queue
 from kubernetes_asyncio import client
 
 from kuota.actuation.patch import ANN_DECISION_ID
@@ -41,11 +39,6 @@ pytestmark = [
 
 e2e_run = run_fixture()
 TEMPLATE = "whole-gpu"
-
-
-def labelled(run: Run, obj: dict[str, Any]) -> dict[str, Any]:
-    obj.setdefault("metadata", {}).setdefault("labels", {})[PIPELINE_LABEL] = run.id
-    return obj
 
 
 def template(run: Run, ns: str, devices: int) -> dict[str, Any]:
@@ -62,35 +55,7 @@ def template(run: Run, ns: str, devices: int) -> dict[str, Any]:
 
 
 def queue_objects(run: Run, ns: str, gpus: int) -> list[dict[str, Any]]:
-    api = f"{KUEUE[0]}/{KUEUE[1]}"
-    cq_spec = {
-        "namespaceSelector": {},
-        "resourceGroups": [
-            {
-                "coveredResources": ["whole-gpus"],
-                "flavors": [
-                    {"name": ns, "resources": [{"name": "whole-gpus", "nominalQuota": gpus}]}
-                ],
-            }
-        ],
-    }
-    objs = [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
-        {
-            "apiVersion": api,
-            "kind": "ResourceFlavor",
-            "metadata": {"name": ns},
-            "spec": {"nodeLabels": {NODE_POOL_LABEL: run.id}},
-        },
-        {"apiVersion": api, "kind": "ClusterQueue", "metadata": {"name": ns}, "spec": cq_spec},
-        {
-            "apiVersion": api,
-            "kind": "LocalQueue",
-            "metadata": {"name": "lq", "namespace": ns},
-            "spec": {"clusterQueue": ns},
-        },
-    ]
-    return [labelled(run, o) for o in objs]
+    return one_flavor_queue(run, ns, "whole-gpus", gpus)
 
 
 def gpu_job(run: Run, name: str) -> dict[str, Any]:

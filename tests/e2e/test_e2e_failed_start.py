@@ -32,7 +32,6 @@ from e2e_harness import (
     KWOK_COMPLETE,
     KWOK_READY,
     NODE_POOL_LABEL,
-    PIPELINE_LABEL,
     QUEUE_LABEL,
     Run,
     job_done,
@@ -41,6 +40,7 @@ from e2e_harness import (
     run_fixture,
     wait_journaled,
 )
+from e2e_objects import labelled
 from kubernetes_asyncio import client
 
 from kuota.actuation.patch import ANN_DECISION_ID
@@ -61,11 +61,6 @@ BAD_TOLERATION = {
     "value": "not a label value!",  # a pod template refuses it (a label value)
     "effect": "NoSchedule",
 }
-
-
-def labelled(run: Run, obj: dict[str, Any]) -> dict[str, Any]:
-    obj.setdefault("metadata", {}).setdefault("labels", {})[PIPELINE_LABEL] = run.id
-    return obj
 
 
 def flavor(run: Run, name: str, labels: dict[str, str], tolerations: Any = None) -> dict[str, Any]:

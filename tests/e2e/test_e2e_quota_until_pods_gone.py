@@ -23,14 +23,13 @@ from e2e_harness import (
     KUEUE,
     KWOK_COMPLETE,
     KWOK_READY,
-    NODE_POOL_LABEL,
-    PIPELINE_LABEL,
     QUEUE_LABEL,
     Run,
     kubectl_apply,
     run_fixture,
     wait_journaled,
 )
+from e2e_objects import labelled, one_flavor_queue
 from kubernetes_asyncio import client
 
 from kuota.events.schema import Decision, WorkloadStopped
@@ -48,54 +47,18 @@ WAITING = "WaitingForStoppedWorkloads"
 HELD = 5.0  # seconds the test watches the preemptor wait while the victim's pod exists
 
 
-def labelled(run: Run, obj: dict[str, Any]) -> dict[str, Any]:
-    obj.setdefault("metadata", {}).setdefault("labels", {})[PIPELINE_LABEL] = run.id
-    return obj
-
-
 def queue_objects(run: Run, name: str, cpus: int) -> list[dict[str, Any]]:
     """Namespace, flavor, ClusterQueue (``cpus`` of quota, preemption of lower
     priority within it), LocalQueue ``lq`` and two priority classes."""
     api = f"{KUEUE[0]}/{KUEUE[1]}"
-    cq_spec = {
-        "namespaceSelector": {},
-        "preemption": {"withinClusterQueue": "LowerPriority"},
-        "resourceGroups": [
-            {
-                "coveredResources": ["cpu"],
-                "flavors": [{"name": name, "resources": [{"name": "cpu", "nominalQuota": cpus}]}],
-            }
-        ],
-    }
-    objs = [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
-        {
-            "apiVersion": api,
-            "kind": "ResourceFlavor",
-            "metadata": {"name": name},
-            "spec": {"nodeLabels": {NODE_POOL_LABEL: run.id}},
-        },
-        {"apiVersion": api, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": cq_spec},
-        {
-            "apiVersion": api,
-            "kind": "LocalQueue",
-            "metadata": {"name": "lq", "namespace": name},
-            "spec": {"clusterQueue": name},
-        },
-        {
-            "apiVersion": api,
-            "kind": "WorkloadPriorityClass",
-            "metadata": {"name": f"{name}-low"},
-            "value": 10,
-        },
-        {
-            "apiVersion": api,
-            "kind": "WorkloadPriorityClass",
-            "metadata": {"name": f"{name}-high"},
-            "value": 100,
-        },
+    preemption = {"withinClusterQueue": "LowerPriority"}
+    classes = [
+        {"apiVersion": api, "kind": "WorkloadPriorityClass", "metadata": {"name": f"{name}-{n}"}}
+        | {"value": v}
+        for n, v in (("low", 10), ("high", 100))
     ]
-    return [labelled(run, o) for o in objs]
+    queue = one_flavor_queue(run, name, "cpu", cpus, preemption=preemption)
+    return queue + [labelled(run, c) for c in classes]
 
 
 def job(run: Run, name: str, *, priority: str, terminate: str = "500ms") -> dict[str, Any]:

@@ -25,6 +25,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from builders.driver import is_stop
 from stack_helpers import delete_pipeline_topics
 
 from kuota.bus.settings import KafkaSettings
@@ -33,6 +34,7 @@ from kuota.events.schema import (
     Decision,
     JournalEvent,
     PreemptionPlan,
+    WorkloadStopped,
     parse_decision,
     parse_event,
 )
@@ -204,6 +206,8 @@ class Decisions:
     def __init__(self, settings: KafkaSettings, topic: str) -> None:
         self.settings = settings
         self.topic = topic
+        # called with each decision read (Pipeline.report_stops: the actuator's part)
+        self.on_decision: Callable[[Decision], None] | None = None
         self.all: list[Decision] = []
         self.timestamps: list[int] = []  # Kafka record timestamps (ms), same order
         self._task: asyncio.Task[None] | None = None
@@ -223,8 +227,11 @@ class Decisions:
                 while True:
                     for recs in (await consumer.getmany(timeout_ms=200)).values():
                         for r in recs:
-                            self.all.append(parse_decision(r.value))
+                            d = parse_decision(r.value)
+                            self.all.append(d)
                             self.timestamps.append(r.timestamp)
+                            if self.on_decision is not None:
+                                self.on_decision(d)
             finally:
                 await consumer.stop()
 
@@ -297,6 +304,28 @@ class Pipeline:
 
     async def produce_raw(self, value: bytes) -> int:
         return await produce_raw(self.settings, self.topics.journal, value)
+
+    def report_stops(self) -> None:
+        """Play the actuator's part that these tests have no cluster for: answer each
+        stop decision (``builders.driver.is_stop``) with its ``WorkloadStopped`` (the
+        Job's pods gone), so a stopped workload's quota is released as in a real run."""
+        pending: set[asyncio.Task[None]] = set()
+
+        def on_decision(d: Decision) -> None:
+            if not is_stop(d) or d.workload is None:
+                return
+            report = WorkloadStopped(
+                id=f"workloadstopped/{d.id}",
+                at=d.at or 0.0,
+                workload=d.workload,
+                uid=d.uid or "",
+                decision_id=d.id,
+            )
+            task = asyncio.ensure_future(self.produce([report]))
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+
+        self.decisions.on_decision = on_decision
 
     async def read(self, topic: str, *, settle: float = 1.0) -> list[Any]:
         """Every committed record of ``topic`` so far."""

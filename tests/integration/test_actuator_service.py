@@ -42,7 +42,7 @@ from test_crds import apply_crds
 from kuota.actuation.patch import ANN_DECISION_ID, ANN_DECISION_OFFSET, ANN_ORIGINAL
 from kuota.bus.settings import KafkaSettings
 from kuota.bus.topics import ensure_topics
-from kuota.events.schema import ActuationFailed, Decision, parse_event
+from kuota.events.schema import ActuationFailed, Decision, WorkloadStopped, parse_event
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -500,7 +500,43 @@ async def test_actuator_applies_decisions(
             return s if s.get("admittedWorkloads") == 0 and s.get("pendingWorkloads") == 1 else None
 
         status = await eventually(cq_pending, "ClusterQueue status after the preemption")
-        assert status["flavorsUsage"][0]["resources"][0]["total"] == "0"
+        # Its quota stays charged until its pods are gone (#23 items 2-3): the
+        # actuator journals WorkloadStopped for the stop, the fold answers with
+        # QuotaReleased (played here), and only then is the usage 0.
+        assert status["flavorsUsage"][0]["resources"][0]["total"] == "1"
+
+        async def pods_gone() -> WorkloadStopped | None:
+            alive()
+            for kind, ev in await journal_events(settings, topics.journal):
+                if isinstance(ev, WorkloadStopped) and ev.decision_id == preempted.id:
+                    assert kind == b"WorkloadStopped"
+                    return ev
+            return None
+
+        gone = await eventually(pods_gone, "WorkloadStopped for the Preempted decision")
+        assert (gone.workload, gone.uid) == (workload, uid)
+        await producer.send(
+            Decision(
+                id=f"released-{run}",
+                cause=gone.id,
+                cause_offset=3,
+                at=time.time(),
+                type="QuotaReleased",
+                workload=workload,
+                uid=uid,
+                cluster_queue=stack.cq,
+                reason="PodsGone",
+                usage={stack.flavor: {"cpu": "1"}},
+                stop_id=preempted.id,
+            )
+        )
+
+        async def cq_free() -> dict[str, Any] | None:
+            s = await stack.cq_status()
+            usage = s.get("flavorsUsage") or [{"resources": [{}]}]
+            return s if usage[0]["resources"][0].get("total") == "0" else None
+
+        await eventually(cq_free, "ClusterQueue status after QuotaReleased")
 
         # ------------------------------------------------------ a missing Job
         missing = Decision(

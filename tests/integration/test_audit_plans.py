@@ -31,6 +31,7 @@ KUOTA = Path(sys.executable).parent / "kuota"
 @pytest.fixture
 async def pipe(kafka_bootstrap: str, redis_url: str, tmp_path: Path) -> AsyncIterator[Pipeline]:
     async with pipeline(kafka_bootstrap, redis_url, tmp_path) as p:
+        p.report_stops()  # no cluster here: the victims' pods are gone at once
         yield p
 
 

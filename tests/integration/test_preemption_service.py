@@ -54,6 +54,7 @@ LATENCY = "kuota_preemption_plan_latency_seconds"
 @pytest.fixture
 async def pipe(kafka_bootstrap: str, redis_url: str, tmp_path: Path) -> AsyncIterator[Pipeline]:
     async with pipeline(kafka_bootstrap, redis_url, tmp_path) as p:
+        p.report_stops()  # no cluster here: the victims' pods are gone at once
         yield p
 
 
@@ -61,19 +62,26 @@ def check_preemption(ds: list[Decision], preemptor: str, victims: dict[str, str]
     """The preemption of ``victims`` (victim -> reason) for ``preemptor``, as
     admission decided it: each victim Preempted (and Requeued) exactly once,
     all before the one Admitted decision of the preemptor, which lists them;
-    the cause of all of them is one plan's id; the head had been waiting for
-    a plan. Returns the Admitted decision."""
+    the cause of every Preempted is one plan's id; each victim's quota comes
+    back (QuotaReleased) when its pods are reported gone, and the last such
+    report admits the preemptor (#23 items 2-3); the head had been waiting
+    for a plan. Returns the Admitted decision."""
     admitted = [i for i, d in enumerate(ds) if d.type == "Admitted" and d.workload == preemptor]
     assert len(admitted) == 1, f"{preemptor} admitted {len(admitted)} times"
     adm = ds[admitted[0]]
     assert adm.victims == list(victims), f"victims of {preemptor}: {adm.victims}"
-    assert adm.cause.startswith(f"plan/{preemptor}/"), f"caused by {adm.cause}, not a plan"
     preempted = [(i, d) for i, d in enumerate(ds) if d.type == "Preempted"]
     mine = [(i, d) for i, d in preempted if d.preemptor == preemptor]
     assert {d.workload: d.reason for _, d in mine} == victims
     assert len(mine) == len(victims), "a victim preempted twice for the same preemptor"
     assert all(i < admitted[0] for i, _ in mine), "Preempted before Admitted(victims)"
-    assert all(d.cause == adm.cause for _, d in mine), "the same plan caused them"
+    plan_id = mine[0][1].cause
+    assert plan_id.startswith(f"plan/{preemptor}/"), f"caused by {plan_id}, not a plan"
+    assert all(d.cause == plan_id for _, d in mine), "the same plan caused them"
+    released = {d.stop_id for d in ds[: admitted[0]] if d.type == "QuotaReleased"}
+    assert {d.id for _, d in mine} <= released, "each victim's quota released first"
+    stopped = {f"workloadstopped/{d.id}" for _, d in mine}
+    assert adm.cause in stopped, f"admitted by {adm.cause}, not a victim's pods gone"
     for i, d in mine:
         after = ds[i + 1]
         assert (after.type, after.workload, after.reason) == ("Requeued", d.workload, "Preempted")
@@ -90,8 +98,10 @@ def check_preemption(ds: list[Decision], preemptor: str, victims: dict[str, str]
 
 async def check_plan(pipe: Pipeline, adm: Decision) -> PreemptionPlan:
     """The plan that caused ``adm`` is on the journal, written by kuota-preemption."""
-    plans = [p for p in await pipe.plans() if p.id == adm.cause]
-    assert plans, f"no PreemptionPlan {adm.cause} on the journal"
+    plans = [
+        p for p in await pipe.plans() if p.preemptor == adm.workload and p.victims == adm.victims
+    ]
+    assert plans, f"no PreemptionPlan of {adm.workload} for {adm.victims} on the journal"
     plan = plans[0]
     assert plan.preemptor == adm.workload and plan.victims == adm.victims
     assert plan.id == f"plan/{plan.preemptor}/{plan.based_on}"
@@ -141,23 +151,21 @@ async def test_shell_folds_dead_letters_serves_metrics_and_writes_plans(pipe: Pi
 
     # A head that needs preemption. Admission is not running, but
     # kuota-preemption folds its own plan back like admission would: the
-    # victim, requeued, may preempt in its turn, so it searches once more at
-    # once and writes an empty plan for it (nothing below it). Then nobody
-    # waits, and nothing more is written.
+    # victim is stopped and held until its pods are reported gone (#23 items
+    # 2-3), which nobody does here, so it never becomes a head of its own:
+    # one plan, and nothing more is written.
     high = j.job("high", namespace="team-a", gpus=2, priority="high")
     await pipe.produce(high)
-    await pipe.preemption.wait_metric("kuota_preemption_plans_total", 2)
+    await pipe.preemption.wait_metric("kuota_preemption_plans_total", 1)
     await asyncio.sleep(2)
     plans = await pipe.plans()
-    assert len(plans) == 2, plans
-    plan, empty = plans
-    assert empty.preemptor == "team-a/low" and empty.victims == []
-    assert empty.based_on == plan.id, "searched right after its own plan came back"
+    assert len(plans) == 1, plans
+    (plan,) = plans
     assert plan.preemptor == "team-a/high"
     assert plan.victims == ["team-a/low"] and plan.reasons == {"team-a/low": "InClusterQueue"}
     assert plan.based_on == high[0].id, "based on the last journal event it folded"
     assert plan.id == f"plan/team-a/high/{plan.based_on}"
-    assert pipe.preemption.metric("kuota_preemption_plans_total") == 2.0
+    assert pipe.preemption.metric("kuota_preemption_plans_total") == 1.0
     assert 'kuota_preemption_searches_total{result="ok"}' in pipe.preemption.metrics()
     assert pipe.preemption.terminate() == 0, pipe.preemption.text()
     assert "Traceback" not in pipe.preemption.text()

@@ -16,18 +16,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import time
 from collections.abc import Callable
 
 from aiokafka import AIOKafkaProducer
-from kubernetes_asyncio import client, config
+from kubernetes_asyncio import client
 from prometheus_client import REGISTRY
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from kuota.bus.topics import ensure_topics
+from kuota.kube.client import api_client
 from kuota.kube.translate import Seen
 from kuota.service import Fatal, describe, within
 from kuota.store.settings import redis_client
@@ -41,17 +41,6 @@ log = logging.getLogger("kuota_ingest")
 
 STARTUP_TIMEOUT = 30.0  # per dependency, per attempt
 DRAIN_SECONDS = 10.0
-
-
-async def _kube_client(settings: IngestSettings) -> client.ApiClient:
-    cfg = client.Configuration()
-    if settings.kubeconfig is not None:
-        await config.load_kube_config(
-            config_file=settings.kubeconfig.split(os.pathsep)[0], client_configuration=cfg
-        )
-    else:
-        config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
-    return client.ApiClient(cfg)
 
 
 async def _load_memory(redis: Redis, key: str) -> dict[str, Seen]:
@@ -92,7 +81,7 @@ class Service:
             )
             memory = await _load_memory(redis, settings.seen_key)
 
-            api = await within("kubeconfig", _kube_client(settings), STARTUP_TIMEOUT)
+            api = await within("kubeconfig", api_client(settings.kubeconfig), STARTUP_TIMEOUT)
             stack.push_async_callback(api.close)
             version = await within(
                 f"kube-apiserver ({settings.kubeconfig or 'in-cluster'})",

@@ -15,13 +15,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import ssl
 import time
 
 from aiohttp import web
-from kubernetes_asyncio import client, config
 
+from kuota.kube.client import api_client
 from kuota.kube.cluster_view import ClusterView
 from kuota.service import Fatal, describe, within
 from kuota_webhook.feed import Feed
@@ -32,17 +31,6 @@ from kuota_webhook.tls import ServingCertificate
 log = logging.getLogger("kuota_webhook")
 
 STARTUP_TIMEOUT = 30.0
-
-
-async def _kube_client(settings: WebhookSettings) -> client.ApiClient:
-    cfg = client.Configuration()
-    if settings.kubeconfig is not None:
-        await config.load_kube_config(
-            config_file=settings.kubeconfig.split(os.pathsep)[0], client_configuration=cfg
-        )
-    else:
-        config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
-    return client.ApiClient(cfg)
 
 
 async def serve(
@@ -71,7 +59,7 @@ class Service:
         except (OSError, ssl.SSLError, ValueError) as e:
             raise Fatal(f"webhook certificate {s.cert_file}: {e}") from None
         async with contextlib.AsyncExitStack() as stack:
-            api = await within("kubeconfig", _kube_client(s), STARTUP_TIMEOUT)
+            api = await within("kubeconfig", api_client(s.kubeconfig), STARTUP_TIMEOUT)
             stack.push_async_callback(api.close)
             view = ClusterView()
             feed = Feed(

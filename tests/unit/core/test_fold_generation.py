@@ -116,9 +116,10 @@ def test_refused_start_of_a_change_not_seen_yet_waits_for_it() -> None:
     out = refused(d, adm, 2)
     assert [(x.type, x.reason) for x in out] == [
         ("Evicted", "JobChanged"),
+        ("QuotaReleased", "NotStarted"),  # no drain: the refused start wrote nothing
         ("Requeued", "JobChanged"),
         ("Inadmissible", "JobChanged"),
-    ]  # no drain: the refused start wrote nothing, so no pod runs under it
+    ]
     assert d.usage("cq") == {}, "the quota is released"
     assert d.tick() == [], "nothing is decided before the changed Job is seen"
     (again,) = d.apply(at_generation(2, parallelism=2))
@@ -141,7 +142,12 @@ def test_refused_after_kuotas_own_stop_converges_in_one_more_admission() -> None
     readmit = d.apply(at_generation(3, suspend=True, decision=adm.id))
     assert kinds(readmit) == [("Admitted", "ns/a")] and readmit[0].generation == 3
     out = refused(d, readmit[0], 4)
-    assert kinds(out) == [("Evicted", "ns/a"), ("Requeued", "ns/a"), ("Inadmissible", "ns/a")]
+    assert kinds(out) == [
+        ("Evicted", "ns/a"),
+        ("QuotaReleased", "ns/a"),
+        ("Requeued", "ns/a"),
+        ("Inadmissible", "ns/a"),
+    ]
     (again,) = d.apply(at_generation(4, suspend=True, decision="the-stop"))
     assert again.type == "Admitted" and again.generation == 4
     assert refused(d, readmit[0], 4) == [], "a repeated report of the old refusal"
@@ -155,8 +161,14 @@ def test_refused_when_the_fold_already_saw_the_change_requeues_at_once() -> None
     (adm,) = d.apply(at_generation(1))
     assert d.apply(at_generation(2)) == [], "an admitted Job keeps its admission"
     out = refused(d, adm, 2)
-    assert kinds(out) == [("Evicted", "ns/a"), ("Requeued", "ns/a"), ("Admitted", "ns/a")]
-    assert out[2].generation == 2
+    assert kinds(out) == [
+        ("Evicted", "ns/a"),
+        ("QuotaReleased", "ns/a"),
+        ("Requeued", "ns/a"),
+        ("Admitted", "ns/a"),
+    ]
+    assert out[1].stop_id == out[0].id and out[1].reason == "NotStarted"
+    assert out[3].generation == 2
 
 
 def test_the_refusal_wait_survives_pickling() -> None:

@@ -28,7 +28,13 @@ from kuota.core.assign.flavors import (
     still_fits,
 )
 from kuota.core.fold.backstop import JOB_CHANGED, generation_seen
-from kuota.core.fold.decisions import admitted, deactivated, evicted, requeued
+from kuota.core.fold.decisions import (
+    admitted,
+    deactivated,
+    evicted,
+    quota_released,
+    requeued,
+)
 from kuota.core.fold.ordering import Entry, cycle_order
 from kuota.core.fold.placement import Placement
 from kuota.core.fold.state import Waiter
@@ -56,6 +62,7 @@ from kuota.core.quota.tree import (
     available_below,
     remove_usage,
 )
+from kuota.events.schema import decision_id
 from kuota.quantity import format_quantity
 
 
@@ -355,15 +362,33 @@ class Cycles(Placement):
         self, rec: WorkloadRecord, reason: str, message: str, *, requeue: bool, drain: bool = True
     ) -> None:
         """``drain`` False: no pod can run under the admission (its start was never
-        written), so its quota goes back at once."""
+        written), so its quota goes back at once, said by a ``QuotaReleased``
+        (reason ``NotStarted``) right after the stop, as a drain's end would be."""
         cq_name = rec.cluster_queue
+        adm = rec.admission
         self._release(rec, drain=drain)
         rec.state = PENDING
         rec.cluster_queue = None
         key, uid = rec.key, rec.spec.uid
+        stop_id = decision_id(self._cause, len(self._out))
         self._out.append(
             evicted(workload=key, uid=uid, cluster_queue=cq_name, reason=reason, message=message)
         )
+        if not drain and adm is not None:
+            usage: dict[str, dict[str, str]] = {}
+            for (flavor, res), qty in adm.usage:
+                usage.setdefault(flavor, {})[res] = format_quantity(qty)
+            self._out.append(
+                quota_released(
+                    workload=key,
+                    uid=uid,
+                    cluster_queue=adm.cluster_queue,
+                    usage=usage,
+                    stop_id=stop_id,
+                    message="the Job was never started under this admission; its quota is released",
+                    reason="NotStarted",
+                )
+            )
         if requeue:
             self._out.append(requeued(workload=key, uid=uid, cluster_queue=cq_name, reason=reason))
             self._place(rec)

@@ -209,16 +209,18 @@ def quota_released(
     usage: dict[str, dict[str, str]],
     stop_id: str,
     message: str,
+    reason: str = "PodsGone",
 ) -> dict[str, Any]:
     """The pods of a stopped workload are gone: the ``usage`` kept for them since
-    the stop decision ``stop_id`` is released (docs/design/quota-until-pods-gone.md)."""
+    the stop decision ``stop_id`` is released (docs/design/quota-until-pods-gone.md).
+    ``NotStarted``: the stop of an admission the actuator never wrote, released with it."""
     return {
         "type": "QuotaReleased",
         "workload": workload,
         "uid": uid,
         "cluster_queue": cluster_queue,
         "usage": usage,
-        "reason": "PodsGone",
+        "reason": reason,
         "message": message,
         "stop_id": stop_id,
     }
