@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import sys
 import time
@@ -169,6 +170,25 @@ def metrics_port(env: Mapping[str, str], default: int) -> int:
 def metrics_host(env: Mapping[str, str]) -> str:
     """``KUOTA_METRICS_HOST``: the metrics server's bind address (all by default)."""
     return _raw(env, "KUOTA_METRICS_HOST") or "0.0.0.0"
+
+
+def config_source(env: Mapping[str, str]) -> tuple[str | None, tuple[str, str] | None]:
+    """Where the Configuration is read from, as ingest and the webhook both read it:
+    ``KUOTA_CONFIG_FILE`` (a file that must exist) or ``KUOTA_CONFIG_CONFIGMAP``
+    (``namespace/name``), not both; (None, None) for the defaults."""
+    config_file = _raw(env, "KUOTA_CONFIG_FILE") or None
+    config_map_raw = _raw(env, "KUOTA_CONFIG_CONFIGMAP")
+    if config_file and config_map_raw:
+        raise SettingsError("set KUOTA_CONFIG_FILE or KUOTA_CONFIG_CONFIGMAP, not both")
+    if config_file is not None and not os.path.isfile(config_file):
+        raise SettingsError(f"KUOTA_CONFIG_FILE={config_file}: no such file")
+    config_map: tuple[str, str] | None = None
+    if config_map_raw:
+        ns, _, name = config_map_raw.partition("/")
+        if not ns or not name or "/" in name:
+            raise SettingsError(f"KUOTA_CONFIG_CONFIGMAP={config_map_raw!r}: want namespace/name")
+        config_map = (ns, name)
+    return config_file, config_map
 
 
 def log_level(env: Mapping[str, str]) -> str:

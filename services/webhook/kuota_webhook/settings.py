@@ -70,20 +70,7 @@ class WebhookSettings:
             raise SettingsError(
                 f"KUOTA_WEBHOOK_TRUSTED_USERS={trusted_raw!r} names no user (want user,user,...)"
             )
-        config_file = e.get("KUOTA_CONFIG_FILE", "").strip() or None
-        config_map_raw = e.get("KUOTA_CONFIG_CONFIGMAP", "").strip()
-        if config_file and config_map_raw:
-            raise SettingsError("set KUOTA_CONFIG_FILE or KUOTA_CONFIG_CONFIGMAP, not both")
-        if config_file is not None and not Path(config_file).is_file():
-            raise SettingsError(f"KUOTA_CONFIG_FILE={config_file}: no such file")
-        config_map: tuple[str, str] | None = None
-        if config_map_raw:
-            ns, _, name = config_map_raw.partition("/")
-            if not ns or not name or "/" in name:
-                raise SettingsError(
-                    f"KUOTA_CONFIG_CONFIGMAP={config_map_raw!r}: want namespace/name"
-                )
-            config_map = (ns, name)
+        config_file, config_map = service.config_source(e)
         return cls(
             kubeconfig=kubeconfig,
             metrics_port=service.metrics_port(e, DEFAULT_METRICS_PORT),
