@@ -5,7 +5,8 @@ shell over a library (``simulate`` over :mod:`kuota.sim`; ``audit replay``,
 ``journal export`` and ``explain`` over :mod:`kuota.audit`), so that what a
 command does can be tested without a process:
 
-- :mod:`.simulate` (``kuota simulate``), :mod:`.healthcheck` (the image's probe);
+- :mod:`.simulate` (``kuota simulate``), :mod:`.plan` (``kuota plan``, capacity
+  planning over :mod:`kuota.sim.plan`), :mod:`.healthcheck` (the image's probe);
 - :mod:`.audit`: ``kuota audit replay``, ``kuota journal export``, ``kuota explain``;
 - :mod:`.status` (the actuator's read model), :mod:`.events` (``events tail``).
 
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import typer
 
-from kuota.cli import audit, events, healthcheck, simulate, status
+from kuota.cli import audit, events, healthcheck, plan, simulate, status
 
 app = typer.Typer(
     name="kuota",
@@ -36,6 +37,7 @@ def _root() -> None:
 
 # The order is the order of `kuota --help`: the commands, then the groups.
 app.command("simulate")(simulate.simulate)
+app.command("plan")(plan.plan)
 app.command("healthcheck")(healthcheck.healthcheck)
 app.command("explain")(audit.explain)
 app.command("status")(status.status)

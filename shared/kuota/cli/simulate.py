@@ -19,7 +19,7 @@ from typing import Annotated
 
 import typer
 
-from kuota.cli._common import EXIT_FAILED, fail
+from kuota.cli._common import EXIT_FAILED, fail, progress_bar
 
 #: Events a run without ``--until`` may apply before it is called a runaway.
 DEFAULT_MAX_EVENTS = 2_000_000
@@ -50,6 +50,13 @@ def simulate(
             "preemption service (simulated in-process, with no lag)."
         ),
     ] = "inline",
+    report: Annotated[
+        Path | None,
+        typer.Option(
+            help="Also write an offline HTML report with plots, a CSV of every series and "
+            "a JSON summary into this directory (docs/design/simulation-report.md)."
+        ),
+    ] = None,
 ) -> None:
     """Fold a scenario through the admission core; print one JSON decision per line."""
     # Imported here: `kuota --help` and the other subcommands need not load the core.
@@ -57,11 +64,12 @@ def simulate(
     from kuota.core.fold.preempting import INLINE, PLANS
     from kuota.events.schema import PreemptionPlan
     from kuota.sim.duration import DurationError, parse_duration
-    from kuota.sim.engine import SimulationError, Simulator
+    from kuota.sim.engine import SimulationError, Simulator, workload_key
     from kuota.sim.output import decision_json
     from kuota.sim.planning import PreemptionService
     from kuota.sim.report import PeakUsage, plans_line, render_summary
     from kuota.sim.scenario import ScenarioError, load_scenario
+    from kuota.sim.series import Recorder
 
     if preemption not in (INLINE, PLANS):
         raise fail(f"--preemption: {preemption!r} is neither {INLINE!r} nor {PLANS!r}")
@@ -82,19 +90,30 @@ def simulate(
     peaks = PeakUsage()
     planned = 0  # preemptions decided through a plan
     out = sys.stdout
+    recorder = Recorder() if report is not None else None
     try:
-        simulator = Simulator(load_scenario(text, source=source), fold=fold, planning=service)
-        for step in simulator.steps(
-            until=until, max_steps=None if until is not None else max_events
-        ):
-            plan = step.event.id if isinstance(step.event, PreemptionPlan) else None
-            for decision in step.decisions:
-                out.write(decision_json(decision, plan=plan))
-                out.write("\n")
-                if plan is not None and decision.type == "Preempted":
-                    planned += 1
-                counts[decision.type] = counts.get(decision.type, 0) + 1
-                peaks.observe(decision)
+        manifests = load_scenario(text, source=source)
+        simulator = Simulator(manifests, fold=fold, planning=service)
+        jobs = sum(1 for key in map(workload_key, manifests) if key is not None)
+        with progress_bar("simulating (workloads finished)", jobs) as bar:
+            task = bar.add_task("simulate", total=jobs)
+            for step in simulator.steps(
+                until=until, max_steps=None if until is not None else max_events
+            ):
+                plan = step.event.id if isinstance(step.event, PreemptionPlan) else None
+                finished = 0
+                for decision in step.decisions:
+                    out.write(decision_json(decision, plan=plan))
+                    out.write("\n")
+                    if plan is not None and decision.type == "Preempted":
+                        planned += 1
+                    finished += decision.type == "Finished"
+                    counts[decision.type] = counts.get(decision.type, 0) + 1
+                    peaks.observe(decision)
+                if recorder is not None:
+                    recorder.observe(step.event, step.decisions)
+                if finished:
+                    bar.advance(task, finished)
     except ScenarioError as err:
         message = str(err)
         raise fail(message if message.startswith(source) else f"{source}: {message}") from None
@@ -112,3 +131,16 @@ def simulate(
             peaks=peaks.peak,
             notes=[plans_line(service.counts, preempted=planned)] if service else [],
         )
+    if report is not None and recorder is not None:
+        from kuota.sim.htmlreport import write_report
+
+        try:
+            written = write_report(
+                report,
+                recorder.series,
+                title=f"kuota simulate {source}",
+                context={"scenario": source, "settled": simulator.settled},
+            )
+        except OSError as err:
+            raise fail(f"--report {report}: cannot write: {err}", EXIT_FAILED) from None
+        print(f"report: {', '.join(str(path) for path in written)}", file=sys.stderr)
