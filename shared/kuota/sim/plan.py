@@ -145,6 +145,7 @@ def search(
     slo: Slo,
     gpus_per_node: int,
     on_run: Callable[[AccountingModel, Run], None] | None = None,
+    max_nodes: int = MAX_NODES,
 ) -> Search:
     """The fewest nodes of ``model`` meeting ``slo`` for ``trace``."""
     builder = ScenarioBuilder(trace, model=model, gpus_per_node=gpus_per_node)
@@ -159,7 +160,7 @@ def search(
                 on_run(model, run)
         return run.met
 
-    found.nodes = fewest_nodes(measure, non_monotonic=found.non_monotonic)
+    found.nodes = fewest_nodes(measure, non_monotonic=found.non_monotonic, max_nodes=max_nodes)
     return found
 
 
