@@ -9,7 +9,7 @@ WITH_STACK := set -a; . $${KUOTA_STACK_DIR:-.stack}/stack.env; set +a;
 
 .PHONY: help venv native stack-up stack-down demo test test-unit check lint typecheck schemas \
 	bench-core bench-kueue-baseline bench-kueue-large bench-replay bench-e2e chaos \
-	bench-template-churn
+	bench-template-churn plan
 
 help:
 	@echo "make demo        set everything up, start the stack, run the main job"
@@ -19,6 +19,7 @@ help:
 	@echo "make bench-core / bench-kueue-baseline / bench-kueue-large / bench-replay / bench-e2e"
 	@echo "make bench-template-churn  one tenant churns 1,000 templates, another's latency"
 	@echo "make chaos       seeded fault runs on a stack of its own (CHAOS_ARGS=\"--seed 2 --jobs 1000\")"
+	@echo "make plan        fewest GPUs per accounting model for a trace (PLAN_ARGS=\"--jobs 2000 --report out/plan\")"
 	@echo "make stack-up / stack-down"
 
 # constraints.txt pins every transitive dependency (how to update it: its header).
@@ -85,6 +86,12 @@ bench-e2e: native stack-up
 
 bench-template-churn: native
 	$(PY) scripts/bench_template_churn.py --before
+
+# Capacity planning (issue #20): the fewest GPUs meeting p95 wait <= 300 s, per
+# accounting model, for a trace generated from Alibaba's PAI GPU trace
+# (docs/capacity-planning.md). No stack needed.
+plan: native
+	$(PY) -m kuota.cli plan $(PLAN_ARGS)
 
 schemas: venv
 	$(PY) -m kuota.events.jsonschema docs/schemas

@@ -43,6 +43,13 @@ def plan(
         typer.Option(help="Generated trace: offered load, in busy whole GPUs on average."),
     ] = 100.0,
     teams: Annotated[int, typer.Option(help="Generated trace: teams (namespaces).")] = 4,
+    fractional_share: Annotated[
+        float | None,
+        typer.Option(
+            help="Generated trace: share of jobs needing a fraction of a GPU "
+            "(default: the published 0.436)."
+        ),
+    ] = None,
     gpus_per_node: Annotated[
         int, typer.Option(help="GPUs per node: the search steps by whole nodes.")
     ] = 8,
@@ -87,7 +94,8 @@ def plan(
                 raise fail(f"{source}: cannot read: {err}") from None
             jobs_list = read_csv(text, source=source)
         else:
-            jobs_list = generate(jobs=jobs, seed=seed, load_gpus=load_gpus, teams=teams)
+            shares = {} if fractional_share is None else {"fractional_share": fractional_share}
+            jobs_list = generate(jobs=jobs, seed=seed, load_gpus=load_gpus, teams=teams, **shares)
     except TraceError as err:
         raise fail(str(err)) from None
     if write_trace is not None:

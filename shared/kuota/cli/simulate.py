@@ -6,9 +6,13 @@ command does can be tested without a process. It loads the scenario
 simulator, and prints one JSON decision per line on stdout as it goes; the
 per-ClusterQueue summary goes to stderr. With ``--preemption plans`` a head
 that needs preemption waits for a plan from an in-process preemption service,
-as the services fold. Exit codes (:mod:`kuota.cli._common`): 0 done, 1 the run
-could not finish (e.g. a scenario that never settles), 2 bad input (malformed
-YAML, a bad timing annotation or option). See ``docs/design/simulate.md``.
+as the services fold. ``--report DIR`` also records the run's series
+(:mod:`kuota.sim.series`) and writes an offline HTML report with plots, a
+CSV of every series and a JSON summary (:mod:`kuota.sim.htmlreport`); a
+progress bar (workloads finished) shows on a terminal only. Exit codes
+(:mod:`kuota.cli._common`): 0 done, 1 the run could not finish (e.g. a
+scenario that never settles), 2 bad input (malformed YAML, a bad timing
+annotation or option). See ``docs/design/simulate.md``.
 """
 
 from __future__ import annotations
@@ -54,7 +58,7 @@ def simulate(
         Path | None,
         typer.Option(
             help="Also write an offline HTML report with plots, a CSV of every series and "
-            "a JSON summary into this directory (docs/design/simulation-report.md)."
+            "a JSON summary into this directory (docs/design/capacity-planning.md)."
         ),
     ] = None,
 ) -> None:

@@ -136,9 +136,12 @@ def generate(
     load_gpus: float = 100.0,
     teams: int = 4,
     duration_scale: float = 1.0,
+    fractional_share: float = FRACTIONAL_SHARE,
 ) -> list[TraceJob]:
     """A trace of ``jobs`` jobs whose offered load, counted in whole GPUs, is
-    about ``load_gpus`` busy GPUs (module docstring)."""
+    about ``load_gpus`` busy GPUs (module docstring). ``fractional_share``
+    replaces the published share of jobs needing a fraction of a GPU (to ask
+    "what if": an inference-heavy cluster)."""
     if jobs < 1:
         raise TraceError(f"jobs: {jobs} (at least 1)")
     if not 0 < load_gpus < 1e6:
@@ -147,10 +150,12 @@ def generate(
         raise TraceError(f"teams: {teams} (1 to 100)")
     if not 0 < duration_scale <= 1000:
         raise TraceError(f"duration scale: {duration_scale} (more than 0, at most 1000)")
+    if not 0 <= fractional_share <= 1:
+        raise TraceError(f"fractional share: {fractional_share} (0 to 1)")
     rng = random.Random(seed)
     drafts: list[tuple[float, int, int, int, str]] = []
     for _ in range(jobs):
-        if rng.random() < FRACTIONAL_SHARE:
+        if rng.random() < fractional_share:
             gpus = 0
             memory = max(1, math.ceil(_fraction_milli(rng) * GPU_MEMORY_GIB / 1000))
         else:

@@ -97,3 +97,18 @@ def test_fraction_is_memory_of_an_80_gib_gpu() -> None:
     assert GPU_MEMORY_GIB == 80
     jobs = read_csv(HEADER + "0,10,,80,0,a\n")
     assert jobs[0].fractional and jobs[0].gpu_memory_gib == 80
+
+
+def test_fractional_share_can_be_changed() -> None:
+    assert all(job.fractional for job in generate(jobs=100, seed=1, fractional_share=1.0))
+    assert not any(job.fractional for job in generate(jobs=100, seed=1, fractional_share=0.0))
+    with pytest.raises(TraceError, match="fractional share"):
+        generate(jobs=10, seed=1, fractional_share=1.5)
+
+
+def test_the_example_trace_reads() -> None:
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[3] / "examples" / "traces" / "tiny.csv"
+    jobs = read_csv(path.read_text(), source=str(path))
+    assert [(j.gpus, j.gpu_memory_gib) for j in jobs] == [(0, 10)] * 4 + [(2, 0)]
