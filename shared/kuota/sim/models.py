@@ -78,8 +78,7 @@ class AccountingModel:
     name: str
     title: str
     resource: str  # the quota's resource name (a deviceClassMappings name)
-    per_gpu: str  # nominal quota per GPU, as a Kubernetes quantity
-    per_gpu_units: int  # the same in the resource's units (devices or GiB)
+    per_gpu_units: int  # nominal quota per GPU, in the resource's units (devices or GiB)
     mappings: tuple[Manifest, ...]
     device_classes: tuple[Manifest, ...]
     slices: Callable[[int], list[Manifest]]  # gpus_per_node -> the node's ResourceSlices
@@ -124,6 +123,12 @@ def _exactly(device_class: str, count: int, **extra: Any) -> Manifest:
 
 # --- whole GPUs counted as devices -------------------------------------------------
 
+#: Whole GPUs, as the NVIDIA DRA driver's DeviceClass selects them.
+_GPU_CLASS = _device_class(
+    "gpu.nvidia.com",
+    f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == 'gpu'",
+)
+
 
 def _whole_slices(gpus: int) -> list[Manifest]:
     devices = [
@@ -141,15 +146,9 @@ WHOLE = AccountingModel(
     name="whole",
     title="whole GPUs counted as devices",
     resource="nvidia-gpu",
-    per_gpu="1",
     per_gpu_units=1,
     mappings=({"name": "nvidia-gpu", "deviceClassNames": ["gpu.nvidia.com"]},),
-    device_classes=(
-        _device_class(
-            "gpu.nvidia.com",
-            f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == 'gpu'",
-        ),
-    ),
+    device_classes=(_GPU_CLASS,),
     slices=_whole_slices,
     fractional=lambda _gib: Request("gpu-1", _exactly("gpu.nvidia.com", 1)),
     whole=lambda n: Request(f"gpu-{n}", _exactly("gpu.nvidia.com", n)),
@@ -221,7 +220,6 @@ MIG = AccountingModel(
     name="mig",
     title="MIG partitions under a memory-counter quota",
     resource="gpu-memory",
-    per_gpu=f"{GPU_MEMORY_GIB}Gi",
     per_gpu_units=GPU_MEMORY_GIB,
     mappings=(
         {
@@ -231,10 +229,7 @@ MIG = AccountingModel(
         },
     ),
     device_classes=(
-        _device_class(
-            "gpu.nvidia.com",
-            f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == 'gpu'",
-        ),
+        _GPU_CLASS,
         _device_class(
             "mig.nvidia.com",
             f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == 'mig'",
@@ -281,7 +276,6 @@ MPS = AccountingModel(
     name="mps",
     title="MPS shares under a capacity quota",
     resource="gpu-memory",
-    per_gpu=f"{GPU_MEMORY_GIB}Gi",
     per_gpu_units=GPU_MEMORY_GIB,
     mappings=(
         {

@@ -84,6 +84,7 @@ def test_simulate_report(tmp_path: Path) -> None:
     assert code == 0, err
     assert out.count("\n") >= 18  # the decisions are still printed
     assert f"report: {tmp_path}/report.html" in err
+    assert "simulating" not in err  # no progress bar when stderr is not a terminal
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["scenario"].endswith("mig-memory-quota.yaml")
     assert summary["waitSeconds"]["max"] == 270
