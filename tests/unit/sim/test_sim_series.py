@@ -104,7 +104,20 @@ def test_priority_preemption_waits_per_class_and_preemptions() -> None:
 def test_generated_trace_usage_integrals_match_the_decisions(model: object) -> None:
     trace = generate(jobs=150, seed=7, load_gpus=30)
     builder = ScenarioBuilder(trace, model=model, gpus_per_node=8)  # type: ignore[arg-type]
-    series, decisions = record(builder.manifests(3))
+    manifests = builder.manifests(2)
+    for manifest in manifests:  # a stopped Job's pods take 30 s to go: its quota is kept
+        if manifest["kind"] == "Job":
+            manifest["metadata"]["annotations"]["kuota.dev/stop-after"] = "30s"
+    series, decisions = record(manifests)
+    released = [d for d in decisions if d.type == "QuotaReleased"]
+    assert released and all(
+        any(
+            p.at == r.at - 30 and p.workload == r.workload
+            for p in decisions
+            if p.type == "Preempted"
+        )
+        for r in released
+    )
     expected = usage_integrals_from_decisions(decisions)
     assert expected and set(expected) == set(series.usage)
     for key, area in expected.items():
