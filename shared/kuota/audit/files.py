@@ -134,7 +134,7 @@ class ExportWriter:
     under the real names)."""
 
     def __init__(self, path: Path, *, topic: str, preemption: str) -> None:
-        self._path = path
+        self.path = path
         self._dpath = decisions_path(path)
         self._topic = topic
         self._preemption = preemption
@@ -165,7 +165,7 @@ class ExportWriter:
             ExportHeader(DECISIONS_KIND, self._topic, 0, 0, None, "", preemption=self._preemption),
         )
         for header, body, path in zip(
-            headers, (self._body, self._dbody), (self._path, self._dpath), strict=True
+            headers, (self._body, self._dbody), (self.path, self._dpath), strict=True
         ):
             final = path.with_name(path.name + ".part")
             with final.open("wb") as out, body.open("rb") as lines:
