@@ -63,9 +63,7 @@ def documents() -> list[Path]:
 
 
 def offline_blocks() -> list[Block]:
-    return [
-        b for path in documents() for b in fenced_blocks(path) if MARKER in b.info.split()[1:]
-    ]
+    return [b for path in documents() for b in fenced_blocks(path) if MARKER in b.info.split()[1:]]
 
 
 BLOCKS = offline_blocks()
