@@ -65,3 +65,17 @@ def test_a_rejected_update_keeps_the_version_in_force() -> None:
     out = d.apply(job("j", namespace="ns", gpus=1))
     assert [x.type for x in out] == ["Admitted"]  # the previous version admits it
     assert [r[0] for r in d.fold.rejections()] == ["ClusterQueue cq"]
+
+
+def test_a_cluster_queue_of_a_rejected_flavor_says_it_was_rejected() -> None:
+    d = Driver()
+    d.apply(cluster_queue("cq", gpus=4), local_queue("lq", namespace="ns", cluster_queue="cq"))
+    d.apply(job("j", namespace="ns", gpus=1))
+    assert last_message(d, "ns/j") == "ClusterQueue cq is inactive: ResourceFlavor h100 not found"
+    d.apply(flavor("h100", spec={"nodeLabels": [1, 2]}))
+    assert last_message(d, "ns/j") == (
+        "ClusterQueue cq is inactive: ResourceFlavor h100 was rejected: "
+        "spec.nodeLabels: must be a mapping, not a list"
+    )
+    out = d.apply(flavor("h100"))
+    assert [x.type for x in out] == ["Admitted"] and d.fold.rejections() == []

@@ -243,12 +243,15 @@ class Fold(Preempting):
                 self._set_config(Configuration(), None)
 
     def _queue_rejected(self, ref: ObjectRef) -> None:
-        """A ClusterQueue or LocalQueue with no version in force was rejected: the
-        workloads that wait for it say so (Placement._missing)."""
+        """A ClusterQueue, LocalQueue or ResourceFlavor with no version in force was
+        rejected: the workloads that wait for it say so (Placement._missing, and
+        the inactive ClusterQueue's verdict for a flavor)."""
         if ref.kind == "ClusterQueue" and ref.name not in self._cqs:
             self._reevaluate(dict(self._holds.pop(("cq", ref.name), {})))
         elif ref.kind == "LocalQueue" and (ref.namespace, ref.name) not in self._lqs:
             self._reevaluate(dict(self._lq_members.get((ref.namespace, ref.name), {})))
+        elif ref.kind == "ResourceFlavor" and ref.name not in self._flavors:
+            self._flavor_changed(ref.name)
 
     def _unlabelled_job(self, manifest: dict[str, Any], at: float) -> None:
         """A Job without a queue label: ours if kuota already queued it (same uid)
@@ -437,10 +440,15 @@ class Fold(Preempting):
             else:
                 missing = [f for f in _flavor_names(cq) if f not in self._flavors]
                 if missing:
+                    flavor = f"ResourceFlavor {missing[0]}"
+                    rejection = self._rejections.get(flavor)
+                    why = (
+                        "not found"
+                        if rejection is None
+                        else f"was rejected: {rejection[1].removeprefix(flavor + ': ')}"
+                    )
                     verdict = text_verdict(
-                        "FlavorNotFound",
-                        f"ClusterQueue {cq_name} is inactive: "
-                        f"ResourceFlavor {missing[0]} not found",
+                        "FlavorNotFound", f"ClusterQueue {cq_name} is inactive: {flavor} {why}"
                     )
                 elif self._cohort_pending:
                     verdict = self._cycle_verdict(cq)
@@ -463,6 +471,10 @@ class Fold(Preempting):
             return
         else:
             self._flavors[name] = flavor
+        self._flavor_changed(name)
+
+    def _flavor_changed(self, name: str) -> None:
+        """The ClusterQueues that name this flavor: active or not, and why."""
         users = [q for q in sorted(self._cqs) if name in _flavor_names(self._cqs[q])]
         for q in users:
             self._update_activity(q)
