@@ -59,9 +59,11 @@ test-unit: native
 	.venv/bin/pytest -q tests/unit
 	KUOTA_NATIVE=0 .venv/bin/pytest -q tests/pure
 
+# Fails on a lint finding or on a file `ruff format` would change (run
+# `.venv/bin/ruff format shared services tests scripts examples` to fix the latter).
 lint: venv
 	.venv/bin/ruff check shared services tests scripts examples
-	.venv/bin/ruff format --check shared services tests scripts examples || true
+	.venv/bin/ruff format --check shared services tests scripts examples
 
 typecheck: venv
 	.venv/bin/mypy

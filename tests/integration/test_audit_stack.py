@@ -218,7 +218,8 @@ async def test_audit_explain_export_and_tail_on_decisions_made_by_admission(
     assert waiting["queued_in_cluster_queue"] == len(queue)
     assert waiting["reason"] == "InsufficientQuota"
     r = await kuota(rig, "explain", "team-a/big2")
-    assert f"waiting: position {position} in ClusterQueue cq-gpu" in r.stdout
+    # people count from 1, --json keeps Kueue's 0-based position
+    assert f"waiting: position {position + 1} of {len(queue)} in ClusterQueue cq-gpu" in r.stdout
     print(f"kuota explain team-a/big2:\n{r.stdout}")
     r = subprocess.run(
         [str(KUOTA), "explain", "team-a/big2", "--json", "--file", str(export)],

@@ -12,6 +12,12 @@ the admission group's committed offset, so every decision caused before it is
 in the decisions file. Readers skip blank lines; a line that is not JSON is an
 :class:`ExportError` with its line number. Examples: docs/design/audit.md
 ("The export format").
+
+``kuota simulate --export FILE`` writes the same pair from the events the
+simulator applied and the decisions the fold made (:class:`ExportWriter`), so
+that the offline commands can be tried without Kafka. Its header adds
+``preemption``, the mode the simulator folded in, which ``audit replay`` and
+``explain`` take as their default.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import base64
 import itertools
 import json
 import math
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +47,7 @@ from kuota.events.schema import SCHEMA_VERSION, Decision, JournalEvent
 __all__ = [
     "ExportError",
     "ExportHeader",
+    "ExportWriter",
     "decision_line",
     "decisions_path",
     "header_line",
@@ -66,9 +74,10 @@ class ExportHeader:
     start: int = 0
     end: int | None = None  # first journal offset not covered
     end_reason: str = ""
+    preemption: str | None = None  # the mode the decisions were folded in, when known
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "kuota": self.kind,
             "version": FORMAT_VERSION,
             "topic": self.topic,
@@ -77,6 +86,9 @@ class ExportHeader:
             "end": self.end,
             "end_reason": self.end_reason,
         }
+        if self.preemption is not None:
+            data["preemption"] = self.preemption
+        return data
 
 
 def decisions_path(path: Path) -> Path:
@@ -113,6 +125,63 @@ def decision_line(offset: int, partition: int, value: bytes | None) -> bytes:
     return b'{"offset":%d,"partition":%d,"raw_b64":"%s"}\n' % (offset, partition, raw)
 
 
+class ExportWriter:
+    """An export pair written from events and decisions in hand (``kuota simulate
+    --export``): journal offsets are the order of :meth:`event` calls, the
+    decisions' offsets the order of :meth:`decision` calls. The header's ``end``
+    is known only at :meth:`close`, so the lines go to ``FILE.tmp`` first; the
+    pair appears under its names, headers first, once closed (never half-written
+    under the real names)."""
+
+    def __init__(self, path: Path, *, topic: str, preemption: str) -> None:
+        self.path = path
+        self._dpath = decisions_path(path)
+        self._topic = topic
+        self._preemption = preemption
+        self._body = path.with_name(path.name + ".tmp")
+        self._dbody = self._dpath.with_name(self._dpath.name + ".tmp")
+        self._journal: IO[bytes] = self._body.open("wb")
+        self._decisions: IO[bytes] = self._dbody.open("wb")
+        self.events = 0
+        self.decisions = 0
+
+    def event(self, event: JournalEvent, *, offset: int) -> None:
+        self._journal.write(journal_line(offset, event.model_dump_json().encode()))
+        self.events += 1
+
+    def decision(self, decision: Decision) -> None:
+        line = decision_line(self.decisions, 0, decision.model_dump_json().encode())
+        self._decisions.write(line)
+        self.decisions += 1
+
+    def close(self, *, end: int, end_reason: str) -> None:
+        """Write both files under their names: the header, then the lines."""
+        self._journal.close()
+        self._decisions.close()
+        headers = (
+            ExportHeader(
+                JOURNAL_KIND, self._topic, 0, 0, end, end_reason, preemption=self._preemption
+            ),
+            ExportHeader(DECISIONS_KIND, self._topic, 0, 0, None, "", preemption=self._preemption),
+        )
+        for header, body, path in zip(
+            headers, (self._body, self._dbody), (self.path, self._dpath), strict=True
+        ):
+            final = path.with_name(path.name + ".part")
+            with final.open("wb") as out, body.open("rb") as lines:
+                out.write(header_line(header))
+                shutil.copyfileobj(lines, out)
+            final.replace(path)
+            body.unlink()
+
+    def discard(self) -> None:
+        """Remove what was written (the run failed before anything was worth keeping)."""
+        self._journal.close()
+        self._decisions.close()
+        self._body.unlink(missing_ok=True)
+        self._dbody.unlink(missing_ok=True)
+
+
 # ---------------------------------------------------------------------- reading
 
 
@@ -146,6 +215,7 @@ def _parse_header(line: bytes, path: Path, kind: str) -> ExportHeader | None:
     if data.get("version") != FORMAT_VERSION:
         raise ExportError(f"{path}: format version {data.get('version')} is not supported")
     end = data.get("end")
+    preemption = data.get("preemption")
     return ExportHeader(
         kind=kind,
         topic=str(data.get("topic", "")),
@@ -153,6 +223,7 @@ def _parse_header(line: bytes, path: Path, kind: str) -> ExportHeader | None:
         start=int(data.get("start") or 0),
         end=int(end) if end is not None else None,
         end_reason=str(data.get("end_reason", "")),
+        preemption=str(preemption) if preemption is not None else None,
     )
 
 

@@ -188,9 +188,16 @@ def explanation(ex: Explanation) -> Group:
     w = ex.waiting
     if w is not None:
         if w.position is not None:
+            # People count from 1 (1 = the head); --json keeps Kueue's 0-based
+            # positionInClusterQueue / positionInLocalQueue.
+            local = (
+                f"position {w.local_position + 1} in LocalQueue {w.local_queue}"
+                if w.local_position is not None
+                else f"LocalQueue {w.local_queue}"
+            )
             text = (
-                f"  waiting: position {w.position} in ClusterQueue {w.cluster_queue} "
-                f"(of {w.queued} queued), {w.local_position} in LocalQueue {w.local_queue}"
+                f"  waiting: position {w.position + 1} of {w.queued} in ClusterQueue "
+                f"{w.cluster_queue} (1 is the next to be tried), {local}"
             )
             if w.ahead:
                 text += "; just ahead: " + ", ".join(w.ahead)

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from aiokafka import TopicPartition
 
     from kuota.audit.explain import Explanation
+    from kuota.audit.files import ExportHeader
     from kuota.audit.kafka import AuditRange
     from kuota.audit.replay import AuditResult
     from kuota.bus.settings import KafkaSettings
@@ -49,13 +50,18 @@ journal_app = typer.Typer(help="The journal topic.", no_args_is_help=True)
 PREEMPTION_HELP = (
     "The mode the admission service folded in: plans (the services since plans mode; "
     "the journal's PreemptionPlan events are folded like any other) or inline "
-    "(journals written before)."
+    "(journals written before). Default: plans, or with --file the mode the export's "
+    "header names (`kuota simulate --export` writes it)."
 )
 
 
-def check_mode(preemption: str) -> str:
+def check_mode(preemption: str | None, header: ExportHeader | None = None) -> str:
+    """The fold's mode: the option, else the export header's, else plans."""
     from kuota.core.fold.preempting import INLINE, PLANS
 
+    if preemption is None:
+        recorded = header.preemption if header is not None else None
+        preemption = recorded if recorded in (INLINE, PLANS) else PLANS
     if preemption not in (INLINE, PLANS):
         raise fail(f"--preemption: {preemption!r} is neither {PLANS!r} nor {INLINE!r}")
     return preemption
@@ -86,14 +92,14 @@ def replay(
         typer.Option("--file", help="Replay an export (FILE + FILE.decisions) with no Kafka."),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
-    preemption: Annotated[str, typer.Option("--preemption", help=PREEMPTION_HELP)] = "plans",
+    preemption: Annotated[str | None, typer.Option("--preemption", help=PREEMPTION_HELP)] = None,
 ) -> None:
     """Re-fold the journal, recompute every decision, and diff with the decision topic."""
     from kuota.audit.files import ExportError, decisions_path, read_decisions, read_header
     from kuota.audit.files import read_journal as file_journal
     from kuota.audit.replay import Auditor, run, service_fold
 
-    mode = check_mode(preemption)
+    check_mode(preemption)  # a bad value fails before anything is read
     if snapshot and from_offset is not None:
         raise fail("--snapshot and --from-offset exclude each other")
     if snapshot and file is not None:
@@ -113,6 +119,7 @@ def replay(
         source = str(file)
         if end is not None:
             source += f" (to offset {end}: {header.end_reason})" if header else ""
+        mode = check_mode(preemption, header)
         auditor = Auditor(fold=service_fold(mode), compare_from=compare_from, compare_to=end)
         total = end if end is not None else None
         with progress_bar("replaying", total) as bar:
@@ -138,7 +145,7 @@ def replay(
                 compare_from=compare_from,
                 snapshot=snapshot,
                 redis_url=redis_url,
-                preemption=mode,
+                preemption=check_mode(preemption),
             )
         )
     _report(result, source=source, elapsed=elapsed, json_out=json_out)
@@ -293,7 +300,7 @@ def explain(
         Path | None, typer.Option("--file", help="Read an export (FILE + FILE.decisions).")
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
-    preemption: Annotated[str, typer.Option("--preemption", help=PREEMPTION_HELP)] = "plans",
+    preemption: Annotated[str | None, typer.Option("--preemption", help=PREEMPTION_HELP)] = None,
 ) -> None:
     """A workload's history: every decision, the quota state at each, and why it waits."""
     from kuota.audit.explain import Explainer, relevant
@@ -303,7 +310,7 @@ def explain(
     from kuota.audit.replay import service_fold
 
     key = check_workload(workload)
-    mode = check_mode(preemption)
+    mode = check_mode(preemption)  # a bad value fails before anything is read
     ex: Explanation
     if file is not None:
         dfile = decisions_path(file)
@@ -318,6 +325,7 @@ def explain(
                 for r in read_decisions(dfile)
                 if r.decision is not None and _before(r.decision.cause_offset, end)
             )
+            mode = check_mode(preemption, header)
             explainer = Explainer(key, relevant(key, recorded), service_fold(mode))
             until = explainer.needed_until
             for record in file_journal(file):

@@ -308,7 +308,8 @@ class Simulator:
         if self._max_steps is not None and self._applied >= self._max_steps:
             raise SimulationError(
                 f"the scenario did not settle within {self._max_steps} events "
-                f"(simulated time {format_seconds(micros_to_seconds(at))}s); pass an `until`"
+                f"(simulated time {format_seconds(micros_to_seconds(at))}s); give the run an "
+                f"end with --until (e.g. --until 1h), or more events with --max-events"
             )
         offset = self._applied
         try:

@@ -9,8 +9,11 @@ that settles ends with every job finished and every usage at 0, so the table
 also shows the *peak* usage, tracked from the decisions (``PeakUsage``: an
 admission adds its usage, its end takes it away). With ``--preemption plans``
 a last line counts the plans the simulated preemption service wrote and the
-preemptions they decided (``plans_line``). It is for people only: the
-machine-readable output is stdout's JSON.
+preemptions they decided (``plans_line``). Objects rejected at the end
+(``Fold.rejections``: invalid ClusterQueues, LocalQueues, flavors, Jobs, ...)
+follow in a table of their own with the reason, since nothing else in the
+table would show them. It is for people only: the machine-readable output is
+stdout's JSON.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping, Sequence
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -65,11 +69,34 @@ class PeakUsage:
                 self.peak[usage_key] = now
 
 
+#: Under the ClusterQueues table: what its columns count (Usage, Admitted and
+#: Pending are the end state, as in Kueue's ClusterQueue status, not run totals).
+TABLE_CAPTION = (
+    "Usage, Borrowed, Admitted and Pending: at the end of the run (Admitted: workloads "
+    "still holding quota then, Kueue's status.admittedWorkloads); Peak: the most in use "
+    "at once. Run totals: the decisions line."
+)
+
+
 def summary_table(
     summaries: Sequence[ClusterQueueSummary], *, peaks: Mapping[UsageKey, int] | None = None
 ) -> Table:
     """The ClusterQueues table, with the peak usage of the run."""
-    return quota_table(summaries, peaks=peaks or {})
+    table = quota_table(summaries, peaks=peaks or {})
+    table.caption = TABLE_CAPTION
+    table.caption_justify = "left"
+    return table
+
+
+def rejections_table(rejections: Sequence[tuple[str, str, str]]) -> Table:
+    """Objects rejected at the end of the run: object, reason, message."""
+    table = Table(title="Rejected", title_justify="left", box=box.SIMPLE_HEAD)
+    table.add_column("Object", no_wrap=True)
+    table.add_column("Reason", no_wrap=True)
+    table.add_column("Message")
+    for obj, reason, message in rejections:
+        table.add_row(obj, reason, message)
+    return table
 
 
 def render_summary(
@@ -82,8 +109,11 @@ def render_summary(
     peaks: Mapping[UsageKey, int] | None = None,
     notes: Sequence[str] = (),
     console: Console | None = None,
+    until: float | None = None,
+    rejections: Sequence[tuple[str, str, str]] = (),
 ) -> None:
-    """Print the table and totals (to stderr unless a console is given)."""
+    """Print the table and totals (to stderr unless a console is given). ``until``:
+    the cut-off of a run stopped by ``--until``; ``rejections``: ``Fold.rejections()``."""
     if console is None:
         # Not a terminal (a pipe, a CI log): wide enough not to truncate names.
         console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
@@ -91,12 +121,21 @@ def render_summary(
         console.print(summary_table(summaries, peaks=peaks))
     else:
         console.print("no ClusterQueues")
+    if rejections:
+        console.print(rejections_table(rejections))
     known = [t for t in DECISION_TYPES if counts.get(t)]
     others = sorted(t for t in counts if t not in DECISION_TYPES)
     totals = ", ".join(f"{t} {counts[t]}" for t in [*known, *others]) or "none"
     console.print(f"decisions: {totals}")
-    ending = "settled" if settled else "stopped"
-    console.print(f"{ending} at {format_seconds(end)}s after {events} events")
+    if settled:
+        console.print(f"settled at {format_seconds(end)}s after {events} events")
+    elif until is not None:
+        console.print(
+            f"stopped at --until {format_seconds(until)}s after {events} events "
+            f"(the last at {format_seconds(end)}s)"
+        )
+    else:
+        console.print(f"stopped at {format_seconds(end)}s after {events} events")
     for note in notes:
         console.print(note)
 

@@ -149,8 +149,9 @@ def load_scenario(text: str, *, source: str = "<scenario>") -> list[dict[str, An
     """Parse a scenario file into manifests, in file order.
 
     Empty documents are skipped; ``kind: List`` documents contribute their
-    items. Raises ``ScenarioError`` for malformed YAML or a document that is not
-    a mapping.
+    items (none without ``items``). Raises ``ScenarioError`` for malformed YAML, a
+    document that is not a mapping, or a List whose items are not a list of
+    mappings.
     """
     try:
         documents = list(yaml.load_all(text, Loader=_Loader))  # a safe loader
@@ -164,8 +165,16 @@ def load_scenario(text: str, *, source: str = "<scenario>") -> list[dict[str, An
             raise ScenarioError(
                 f"{source}: document {number} is a {type(document).__name__}, not a mapping"
             )
-        if document.get("kind") == "List" and isinstance(document.get("items"), list):
-            for position, item in enumerate(document["items"]):
+        if document.get("kind") == "List":
+            items = document.get("items")
+            if items is None:  # an empty List, as kubectl reads it
+                continue
+            if not isinstance(items, list):
+                raise ScenarioError(
+                    f"{source}: document {number}: kind List: items must be a list of "
+                    f"manifests, not a {type(items).__name__}"
+                )
+            for position, item in enumerate(items):
                 if not isinstance(item, dict):
                     raise ScenarioError(
                         f"{source}: document {number}: items[{position}] is not a mapping"

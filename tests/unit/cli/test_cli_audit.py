@@ -81,9 +81,16 @@ def test_explain_from_an_export(tmp_path: Path) -> None:
     assert "team-a/j7  state: Inadmissible" in out
     assert "Inadmissible" in out and "InsufficientQuota" in out
     assert "quota after: cq-gpu: gpu-a/nvidia.com/gpu 4/4 · admitted 4 · pending" in out
-    assert "waiting: position 1 in ClusterQueue cq-gpu (of 3 queued), 1 in LocalQueue lq" in out
+    # 1-based for people (j6 is ahead, so j7 is second); --json keeps the 0-based 1
+    assert (
+        "waiting: position 2 of 3 in ClusterQueue cq-gpu (1 is the next to be tried), "
+        "position 2 in LocalQueue lq"
+    ) in out
     assert "just ahead: team-a/j6" in out
     assert "why (since 2026-01-01T00:00:" in out
+    code, out, _ = invoke("explain", "team-a/j7", "--file", str(path), "--json")
+    waiting = json.loads(out)["waiting"]
+    assert waiting["position_in_cluster_queue"] == 1 and waiting["position_in_local_queue"] == 1
     code, out, _ = invoke("explain", "team-a/j0", "--file", str(path), "--json")
     doc = json.loads(out)
     assert [s["decision"]["type"] for s in doc["history"]] == ["Admitted", "Finished"]

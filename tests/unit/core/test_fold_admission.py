@@ -362,7 +362,7 @@ CASES = [
         [cpu_job("j", queue="nope")],
         [],
         {"ns/j": "LocalQueueDoesNotExist"},
-        messages={"ns/j": "LocalQueue nope doesn't exist"},
+        messages={"ns/j": "LocalQueue nope doesn't exist in namespace ns"},
     ),
     Case(
         "the ClusterQueue does not exist",

@@ -192,7 +192,7 @@ REASON_CASES = [
         reason=Reason.INVALID_CEL,
         retryable=False,
         message="selector #0 \"device.attributes['gpu.nvidia.com'].productName == \": "
-        "compilation failed: line 1, column 52: Syntax error",
+        "compilation failed: line 1, column 52: syntax error",
     ),
     Case(
         "invalid CEL in the DeviceClass",

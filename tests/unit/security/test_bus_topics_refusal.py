@@ -34,5 +34,5 @@ def test_a_refused_creation_names_the_topics_the_user_and_the_fix() -> None:
 
 
 def test_another_error_is_raised_as_itself() -> None:
-    with pytest.raises(InvalidReplicationFactorError, match="kuota.journal: rf 3 > 1 broker"):
+    with pytest.raises(InvalidReplicationFactorError, match=r"kuota\.journal: rf 3 > 1 broker"):
         _raise_refusals(response(("kuota.journal", 38, "rf 3 > 1 broker")), S)

@@ -205,7 +205,7 @@ def test_a_fold_whose_timer_never_fires_is_a_runaway() -> None:
 
 
 def test_a_scenario_that_never_settles_hits_max_steps() -> None:
-    with pytest.raises(SimulationError, match="did not settle within 50 events"):
+    with pytest.raises(SimulationError, match=r"did not settle within 50 events.* --until"):
         run([job("j").ready_after("never")], FakeFold(capacity=1, ready_timeout=30), max_steps=50)
 
 

@@ -80,3 +80,23 @@ def test_render_summary() -> None:
     ]
     assert "decisions: Admitted 3, Finished 1" in text  # schema order, not insertion order
     assert "stopped at 90.5s after 7 events" in text
+    # what the Admitted column counts (the end state, not the run's admissions)
+    assert "Admitted: workloads still holding quota then" in " ".join(text.split())
+
+
+def test_render_summary_names_the_until_cut_off_and_the_rejected_objects() -> None:
+    buffer = io.StringIO()
+    render_summary(
+        [],
+        counts={"Rejected": 1},
+        end=60,
+        events=7,
+        settled=False,
+        until=90,
+        rejections=[("ClusterQueue team-a-cq", "InvalidObject", "ClusterQueue team-a-cq: bad")],
+        console=Console(file=buffer, width=200),
+    )
+    text = buffer.getvalue()
+    assert "stopped at --until 90s after 7 events (the last at 60s)" in text
+    row = next(line for line in text.splitlines() if "team-a-cq" in line).split()
+    assert row[:3] == ["ClusterQueue", "team-a-cq", "InvalidObject"]

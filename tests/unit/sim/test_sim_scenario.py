@@ -85,7 +85,18 @@ LOAD_ERRORS = {
     "bad indentation": ("a: 1\n b: 2\n", "malformed YAML"),
     "scalar document": ("kind: Job\n---\njust text\n", "document 2 is a str, not a mapping"),
     "list item not a mapping": ("kind: List\nitems: [1]\n", r"items\[0\] is not a mapping"),
+    # not "unsupported kind 'List'" from the fold
+    "list items not a list": (
+        "apiVersion: v1\nkind: List\nitems: foo\n",
+        "x.yaml: document 1: kind List: items must be a list of manifests, not a str",
+    ),
 }
+
+
+def test_a_list_without_items_is_empty() -> None:
+    assert load_scenario("apiVersion: v1\nkind: List\n---\nkind: Namespace\n") == [
+        {"kind": "Namespace"}
+    ]
 
 
 @pytest.mark.parametrize(("text", "fragment"), LOAD_ERRORS.values(), ids=LOAD_ERRORS.keys())

@@ -164,6 +164,25 @@ ADMISSIONS = {
         300,
         {"nvidia-gpu": Q(1), "cpu": Q(1)},
     ),
+    # docs/scenarios.md walks through this one
+    "first steps: train-1 at once": (
+        "first-steps.yaml",
+        "team-a/train-1",
+        0,
+        {"nvidia.com/gpu": Q(3), "cpu": Q(4)},
+    ),
+    "first steps: the notebook behind the waiting train-2": (
+        "first-steps.yaml",
+        "team-a/notebook",
+        120,
+        {"nvidia.com/gpu": Q(1), "cpu": Q(1)},
+    ),
+    "first steps: train-2 when train-1 finishes": (
+        "first-steps.yaml",
+        "team-a/train-2",
+        600,
+        {"nvidia.com/gpu": Q(2), "cpu": Q(4)},
+    ),
 }
 
 
@@ -193,6 +212,7 @@ LIMITS = {
     ),
     "whole-gpu: 4 A100s": ("whole-gpu.yaml", "nvidia-gpu", "", Q(4)),
     "extended: one quota of 4 for both paths": ("extended-resources.yaml", "nvidia-gpu", "", Q(4)),
+    "first steps: 4 GPUs": ("first-steps.yaml", "nvidia.com/gpu", "", Q(4)),
 }
 
 
@@ -207,7 +227,13 @@ def test_peak_usage_reaches_the_limit_and_never_passes_it(
 
 @pytest.mark.parametrize(
     "scenario",
-    ["mig-memory-quota.yaml", "cohort-borrowing.yaml", "whole-gpu.yaml", "extended-resources.yaml"],
+    [
+        "mig-memory-quota.yaml",
+        "cohort-borrowing.yaml",
+        "whole-gpu.yaml",
+        "extended-resources.yaml",
+        "first-steps.yaml",
+    ],
 )
 def test_every_job_finishes_and_nothing_is_rejected_or_preempted(scenario: str) -> None:
     decisions = run(scenario)

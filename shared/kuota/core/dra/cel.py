@@ -324,9 +324,16 @@ def compile_selector(expression: str) -> CompiledSelector | SelectorError:
 
 def _clean(message: str) -> str:
     """Shorten the library's messages to the part that names the problem."""
-    m = re.search(r"ERROR: <input>:(\d+):(\d+): (.*)", message)
-    if m:  # a syntax error: name the position, drop the caret drawing
-        return f"line {m.group(1)}, column {m.group(2)}: {m.group(3).strip()}"
+    errors = [
+        m
+        for m in re.finditer(r"ERROR: <input>:(\d+):(\d+): (.*)", message)
+        # the parser's own bookkeeping (``Incomplete `IndexContext`!`` at column 1),
+        # reported beside the real syntax error
+        if not re.match(r"Incomplete `\w+`!", m.group(3).strip())
+    ]
+    if errors:  # a syntax error: name the position, drop the caret drawing
+        m = errors[0]
+        return f"line {m.group(1)}, column {m.group(2)}: {_syntax(m.group(3).strip())}"
     marker = "Python function call failed: "
     if marker in message:
         message = message[message.index(marker) + len(marker) :]
@@ -336,6 +343,23 @@ def _clean(message: str) -> str:
     elif message.startswith("Undefined variable or function"):
         message = message.split(". Check", 1)[0]
     return message.strip()
+
+
+def _syntax(text: str) -> str:
+    """The parser's words for a syntax error, in plain ones: ``mismatched input
+    '<EOF>' expecting {'[', '{', ...}`` is an expression that ends too early."""
+    m = re.match(r"Syntax error: mismatched input '(.*)' expecting", text)
+    if m:
+        found = m.group(1)
+        if found == "<EOF>":
+            return "syntax error: the expression ends too early"
+        return f"syntax error: unexpected {found!r}"
+    m = re.match(r"Syntax error: extraneous input '(.*)' expecting <EOF>", text)
+    if m:
+        return f"syntax error: unexpected {m.group(1)!r} after a complete expression"
+    if text.startswith("Syntax error: "):
+        text = "syntax error: " + text.removeprefix("Syntax error: ")
+    return text.replace("'<EOF>'", "the end of the expression")
 
 
 def rewrite_bind(expression: str) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 
 from kuota import kinds
 from kuota.api.managed import namespace_managed
-from kuota.api.parse import parse_job, parse_object
+from kuota.api.parse import object_ref, parse_job, parse_object
 from kuota.api.types import (
     ClusterQueue,
     Cohort,
@@ -162,6 +162,11 @@ class Fold(Preempting):
             return rec.state
         return FINISHED if key in self._finished_uids else None
 
+    def rejections(self) -> list[tuple[str, str, str]]:
+        """(object, reason, message) of every object whose latest version was
+        Rejected and is not in force, in the order they were rejected."""
+        return [(obj, reason, message) for obj, (reason, message) in self._rejections.items()]
+
     def summary(self) -> list[ClusterQueueSummary]:
         """Every ClusterQueue's quota rows and workload counts (kuota.core.quota.rows)."""
         return summarise(self._cqs, self._tree, self._pending_count, self._admitted)
@@ -170,6 +175,8 @@ class Fold(Preempting):
 
     def _upsert(self, manifest: dict[str, Any], at: float) -> None:
         kind = manifest.get("kind")
+        if self._rejections:  # a new version: rejected again below, or no longer
+            self._rejections.pop(str(object_ref(manifest)), None)
         if isinstance(kind, str) and DraInventory.handles(kind):
             before = self._inventory.generation
             error = self._inventory.upsert(manifest)
@@ -187,6 +194,7 @@ class Fold(Preempting):
             self._upsert_workload(obj)
         elif isinstance(obj, ValidationError):
             self._rejected(obj.ref, str(obj))
+            self._queue_rejected(obj.ref)
         elif isinstance(obj, WorkloadSpec):
             self._upsert_workload(obj)
         elif isinstance(obj, ResourceFlavor):
@@ -207,6 +215,9 @@ class Fold(Preempting):
             self._set_config(obj, ref)
 
     def _delete(self, kind: str, name: str, namespace: str) -> None:
+        if self._rejections:
+            ref = object_ref({"kind": kind, "metadata": {"name": name, "namespace": namespace}})
+            self._rejections.pop(str(ref), None)
         if DraInventory.handles(kind):
             before = self._inventory.generation
             self._inventory.delete(kind=kind, name=name, namespace=namespace)
@@ -230,6 +241,17 @@ class Fold(Preempting):
             source = self._config_source
             if source is not None and (source.kind, source.name) == (kind, name):
                 self._set_config(Configuration(), None)
+
+    def _queue_rejected(self, ref: ObjectRef) -> None:
+        """A ClusterQueue, LocalQueue or ResourceFlavor with no version in force was
+        rejected: the workloads that wait for it say so (Placement._missing, and
+        the inactive ClusterQueue's verdict for a flavor)."""
+        if ref.kind == "ClusterQueue" and ref.name not in self._cqs:
+            self._reevaluate(dict(self._holds.pop(("cq", ref.name), {})))
+        elif ref.kind == "LocalQueue" and (ref.namespace, ref.name) not in self._lqs:
+            self._reevaluate(dict(self._lq_members.get((ref.namespace, ref.name), {})))
+        elif ref.kind == "ResourceFlavor" and ref.name not in self._flavors:
+            self._flavor_changed(ref.name)
 
     def _unlabelled_job(self, manifest: dict[str, Any], at: float) -> None:
         """A Job without a queue label: ours if kuota already queued it (same uid)
@@ -418,10 +440,15 @@ class Fold(Preempting):
             else:
                 missing = [f for f in _flavor_names(cq) if f not in self._flavors]
                 if missing:
+                    flavor = f"ResourceFlavor {missing[0]}"
+                    rejection = self._rejections.get(flavor)
+                    why = (
+                        "not found"
+                        if rejection is None
+                        else f"was rejected: {rejection[1].removeprefix(flavor + ': ')}"
+                    )
                     verdict = text_verdict(
-                        "FlavorNotFound",
-                        f"ClusterQueue {cq_name} is inactive: "
-                        f"ResourceFlavor {missing[0]} not found",
+                        "FlavorNotFound", f"ClusterQueue {cq_name} is inactive: {flavor} {why}"
                     )
                 elif self._cohort_pending:
                     verdict = self._cycle_verdict(cq)
@@ -444,6 +471,10 @@ class Fold(Preempting):
             return
         else:
             self._flavors[name] = flavor
+        self._flavor_changed(name)
+
+    def _flavor_changed(self, name: str) -> None:
+        """The ClusterQueues that name this flavor: active or not, and why."""
         users = [q for q in sorted(self._cqs) if name in _flavor_names(self._cqs[q])]
         for q in users:
             self._update_activity(q)
@@ -568,6 +599,7 @@ class Fold(Preempting):
                 roots += self._cohort_roots(name)
                 if self._tree.set_cohort(name, parent=c.parent, groups=c.resource_groups):
                     del self._cohort_pending[name]
+                    self._rejections.pop(f"Cohort {name}", None)
                     self._cohorts[name] = c
                     roots += self._cohort_roots(name)
                     progress = True

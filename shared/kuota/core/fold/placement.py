@@ -140,7 +140,7 @@ class Placement(FoldState):
         if lq is None or lq.stop_policy != "None":
             self._set_cq(rec, None)
             why = (
-                ("LocalQueueDoesNotExist", f"LocalQueue {spec.queue_name} doesn't exist")
+                ("LocalQueueDoesNotExist", self._missing("LocalQueue", *lq_key))
                 if lq is None
                 else ("LocalQueueStopped", f"LocalQueue {spec.queue_name} is stopped")
             )
@@ -153,7 +153,7 @@ class Placement(FoldState):
             self._hold(
                 rec,
                 (("cq", cq_name),),
-                ("ClusterQueueDoesNotExist", f"ClusterQueue {cq_name} doesn't exist"),
+                ("ClusterQueueDoesNotExist", self._missing("ClusterQueue", "", cq_name)),
             )
             return
         if not self._namespace_selected(cq, spec.namespace):
@@ -203,6 +203,16 @@ class Placement(FoldState):
             self._inadmissible(rec, group_q.verdict)
         else:
             self._ready[cq_name] = None
+
+    def _missing(self, kind: str, namespace: str, name: str) -> str:
+        """Why a LocalQueue or ClusterQueue a workload names is not there: never
+        applied, or its latest version was Rejected (and none is in force)."""
+        where = f" in namespace {namespace}" if namespace else ""
+        obj = f"{kind} {namespace + '/' if namespace else ''}{name}"
+        rejection = self._rejections.get(obj)
+        if rejection is None:
+            return f"{kind} {name} doesn't exist{where}"
+        return f"{kind} {name}{where} was rejected: {rejection[1].removeprefix(obj + ': ')}"
 
     def _detach(self, rec: WorkloadRecord) -> None:
         """Take a pending workload out of its queue or holds (before re-placing it)."""

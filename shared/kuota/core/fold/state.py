@@ -170,6 +170,11 @@ class FoldState:
         # the quota its victims free
         self._reserved: dict[str, tuple[str, tuple[tuple[FlavorResource, int], ...]]] = {}
         self._cause = ""  # the id of the event being applied (its decisions' ids derive from it)
+        # Objects whose latest version was Rejected ("ClusterQueue a" -> (reason,
+        # message)), until a version is accepted or the object is deleted: the
+        # message of a workload whose ClusterQueue or LocalQueue was rejected, and
+        # the simulator's summary (Fold.rejections)
+        self._rejections: dict[str, tuple[str, str]] = {}
 
     # ------------------------------------------------------------------ decisions
 
@@ -191,7 +196,10 @@ class FoldState:
 
     def _rejected(self, ref: ObjectRef, message: str, reason: str = "InvalidObject") -> None:
         message = _capped(message, MAX_REJECTED_MESSAGE)  # it may quote a huge bad value
-        self._out.append(rejected(object=str(ref), reason=reason, message=message))
+        obj = str(ref)
+        self._rejections.pop(obj, None)  # the latest last (Fold.rejections is in order)
+        self._rejections[obj] = (reason, message)
+        self._out.append(rejected(object=obj, reason=reason, message=message))
 
     # ------------------------------------------------------------------ lookups
 
