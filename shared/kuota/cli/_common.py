@@ -110,6 +110,13 @@ def progress_bar(label: str, total: int | None) -> Progress:
     )
 
     console = stderr_console()
+    if not console.is_terminal:
+        # Disabled, rich still ends a Live display with a newline: give it nowhere to write.
+        import io
+
+        from rich.console import Console
+
+        console = Console(file=io.StringIO())
     return Progress(
         TextColumn(label),
         BarColumn(),
