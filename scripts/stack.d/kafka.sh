@@ -241,6 +241,13 @@ kafka_up() {
     [ "$(date +%s)" -lt "$deadline" ] || die "kafka: not answering after ${KUOTA_KAFKA_START_TIMEOUT:-180}s (log: $logf)"
     sleep 0.5
   done
+  # Up means a group and a transaction coordinator too (kafka_probe.py --coordinators):
+  # the first client to find one on a new broker otherwise meets error 15.
+  until kafka__python "$KUOTA_ROOT/scripts/kafka/kafka_probe.py" --coordinators "127.0.0.1:$KUOTA_KAFKA_PORT"; do
+    pid_alive kafka || die "kafka: the broker exited during startup (log: $logf)"
+    [ "$(date +%s)" -lt "$deadline" ] || die "kafka: no group/transaction coordinator after ${KUOTA_KAFKA_START_TIMEOUT:-180}s (log: $logf)"
+    sleep 0.5
+  done
   kafka__scram_user
   echo "$KUOTA_KAFKA_VERSION" >"$d/version"
   log "kafka: up after $(( $(date +%s) - t0 ))s"
