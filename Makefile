@@ -70,6 +70,11 @@ kueue-stack-down:
 diff-kueue: native kueue-stack-up
 	$(PY) scripts/diff_kueue.py $(DIFF_ARGS)
 
+# The same burst through kuota's stack (bench_e2e --held) and Kueue's, one after the
+# other; the last line has the ratios (BENCH_ARGS="--jobs 2000 --cqs 1").
+bench-vs-kueue: native stack-up kueue-stack-up
+	$(WITH_STACK) $(PY) scripts/bench_vs_kueue.py $(BENCH_ARGS)
+
 # Two passes: everything on the compiled core, then tests/pure on the pure-Python one.
 test: native stack-up kueue-install
 	$(WITH_STACK) .venv/bin/pytest -q -p no:cacheprovider
