@@ -10,7 +10,7 @@
 #
 # What `up` does, each step idempotent:
 #   - builds the binary once per user with `go install sigs.k8s.io/kueue/cmd/kueue@VERSION`
-#     into $KUOTA_CACHE/kueue-VERSION/bin (~9 min on 2 cores, ~160 MB), with the
+#     into $KUOTA_CACHE/kueue-VERSION/bin (~9-11 min on 2 cores, ~110 MB stripped), with the
 #     module and build caches kube.sh uses;
 #   - applies Kueue's CRDs server-side from the module cache
 #     (config/components/crd/bases/), creates the namespace kueue-system;
