@@ -9,7 +9,7 @@ WITH_STACK := set -a; . $${KUOTA_STACK_DIR:-.stack}/stack.env; set +a;
 
 .PHONY: help venv native stack-up stack-down demo test test-unit check lint typecheck schemas \
 	bench-core bench-kueue-baseline bench-kueue-large bench-replay bench-e2e chaos \
-	bench-template-churn plan
+	bench-template-churn plan kueue-install kueue-stack-up kueue-stack-down diff-kueue bench-vs-kueue
 
 help:
 	@echo "make demo        set everything up, start the stack, run the main job"
@@ -20,7 +20,9 @@ help:
 	@echo "make bench-template-churn  one tenant churns 1,000 templates, another's latency"
 	@echo "make chaos       seeded fault runs on a stack of its own (CHAOS_ARGS=\"--seed 2 --jobs 1000\")"
 	@echo "make plan        fewest GPUs per accounting model for a trace (PLAN_ARGS=\"--jobs 2000 --report out/plan\")"
-	@echo "make stack-up / stack-down"
+	@echo "make diff-kueue  every e2e scenario on Kueue v0.19.2 itself and on kuota's fold (DIFF_ARGS=\"cohort-reclaim\")"
+	@echo "make bench-vs-kueue  the same burst through kuota's stack and Kueue's, ratios (BENCH_ARGS=\"--cqs 1\")"
+	@echo "make stack-up / stack-down / kueue-stack-up / kueue-stack-down"
 
 # constraints.txt pins every transitive dependency (how to update it: its header).
 $(VENV_STAMP): pyproject.toml constraints.txt
@@ -50,8 +52,31 @@ demo: native stack-up
 	@$(STACK) versions
 	$(WITH_STACK) $(PY) scripts/demo $(DEMO_ARGS)
 
+# Kueue v0.19.2 built from the Go module proxy into ~/.cache/kuota/kueue-v0.19.2 (once
+# per machine, ~9 min on 2 cores), for the differential subset in tests/kueue/
+# (which starts and stops the Kueue stack, .stack-kueue, itself).
+kueue-install:
+	scripts/kueue-stack install
+
+# Kueue's own stack (scripts/kueue-stack: .stack-kueue, its own ports) beside the main one.
+kueue-stack-up: venv
+	scripts/kueue-stack up
+
+kueue-stack-down:
+	scripts/kueue-stack down
+
+# Every scenario of tests/e2e/scenarios/ on Kueue itself and on kuota's fold (issue #16);
+# the last line is scenarios=M agree=K departures=D differ=N.
+diff-kueue: native kueue-stack-up
+	$(PY) scripts/diff_kueue.py $(DIFF_ARGS)
+
+# The same burst through kuota's stack (bench_e2e --held) and Kueue's, one after the
+# other; the last line has the ratios (BENCH_ARGS="--jobs 2000 --cqs 1").
+bench-vs-kueue: native stack-up kueue-stack-up
+	$(WITH_STACK) $(PY) scripts/bench_vs_kueue.py $(BENCH_ARGS)
+
 # Two passes: everything on the compiled core, then tests/pure on the pure-Python one.
-test: native stack-up
+test: native stack-up kueue-install
 	$(WITH_STACK) .venv/bin/pytest -q -p no:cacheprovider
 	KUOTA_NATIVE=0 .venv/bin/pytest -q -p no:cacheprovider tests/pure
 
