@@ -8,9 +8,11 @@ a request cannot be charged.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from builders.manifests import device_class
 from dra_builders import (
     GPU_CLASS,
@@ -35,6 +37,9 @@ from kuota.api.dra import CapacityRequestPolicy, parse_dra_object
 from kuota.api.types import ValidationError
 from kuota.core.dra.capacity import CapacityProblem, consumed
 from kuota.core.dra.charging import Charge, NotChargeable, Reason
+from kuota.core.fold.fold import Fold
+from kuota.sim.engine import Simulator
+from kuota.sim.scenario import load_scenario
 
 MPS = h100_mps_node().build()
 PLAIN = slice_("node-plain").shared_device("gpu-0", capacity={"memory": "80Gi"}).build()
@@ -492,3 +497,96 @@ def test_a_charge_covers_what_the_scheduler_would_allocate(
     assert charged == per_device * count
     assert milli(request or step) <= per_device <= milli(value)
     assert (per_device - milli(step)) % milli(step) == 0
+
+
+# --------------------------------------------------------------------------- through the fold
+
+SCENARIO = Path(__file__).resolve().parents[3] / "examples" / "scenarios" / "gpu-shares.yaml"
+
+
+def _share_job(i: int, template: str, at: int, run_for: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": f"share-{i}",
+            "namespace": "inference",
+            "labels": {"kueue.x-k8s.io/queue-name": "inference-queue"},
+            "annotations": {"kuota.dev/submit-at": f"{at}s", "kuota.dev/run-for": f"{run_for}s"},
+        },
+        "spec": {
+            "suspend": True,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {"name": "s", "image": "x", "resources": {"claims": [{"name": "gpu"}]}}
+                    ],
+                    "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}],
+                }
+            },
+        },
+    }
+
+
+def _simulate(asks: list[tuple[int, int, int]]) -> list[Any]:
+    """gpu-shares.yaml's cluster (one 80Gi MPS H100, quota 80Gi) with Jobs asking
+    ``(Gi, submit second, run seconds)`` instead of its own."""
+    docs = [
+        d
+        for d in yaml.safe_load_all(SCENARIO.read_text(encoding="utf-8"))
+        if isinstance(d, dict) and d.get("kind") not in ("Job", "ResourceClaimTemplate")
+    ]
+    for i, (gi, at, run_for) in enumerate(asks):
+        docs.append(share(f"ask-{i}", f"{gi}Gi"))
+        docs[-1]["metadata"]["namespace"] = "inference"
+        docs.append(_share_job(i, f"ask-{i}", at, run_for))
+    simulator = Simulator(load_scenario(yaml.safe_dump_all(docs), source="p"), fold=Fold())
+    out = simulator.run(max_steps=20_000)
+    assert simulator.settled
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    asks=st.lists(
+        st.tuples(
+            st.integers(min_value=1, max_value=90),
+            st.integers(min_value=0, max_value=30),
+            st.integers(min_value=1, max_value=40),
+        ),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_the_shared_device_is_never_over_allocated_and_replay_is_identical(
+    asks: list[tuple[int, int, int]],
+) -> None:
+    """What the admitted shares would consume of the one device (each request
+    rounded by its policy, as the scheduler does) never passes its 80Gi, every
+    admitted share is charged exactly that, a share the device cannot give is
+    Inadmissible with the reason, and the same events decide the same again."""
+    decisions = _simulate(asks)
+    assert [d.model_dump_json() for d in decisions] == [
+        d.model_dump_json() for d in _simulate(asks)
+    ]
+    policy = CapacityRequestPolicy(milli("10Gi"), (), milli("10Gi"), milli("80Gi"), milli("10Gi"))
+    holding: dict[str, int] = {}
+    for d in decisions:
+        if d.workload is None:
+            continue
+        gi = asks[int(d.workload.rsplit("-", 1)[1])][0]
+        takes = consumed(value=milli("80Gi"), policy=policy, request=milli(f"{gi}Gi"))
+        if d.type == "Admitted":
+            assert not isinstance(takes, CapacityProblem), d
+            charged = sum(milli(q) for per in (d.usage or {}).values() for q in per.values())
+            assert charged == takes, (gi, d.usage)
+            holding[d.workload] = takes
+            assert sum(holding.values()) <= milli("80Gi"), holding
+        elif d.type == "Finished":
+            holding.pop(d.workload, None)
+        elif d.type == "Inadmissible" and isinstance(takes, CapacityProblem):
+            assert d.reason == Reason.CAPACITY_OUT_OF_RANGE, d
+    admitted = {d.workload for d in decisions if d.type == "Admitted"}
+    for i, (gi, _, _) in enumerate(asks):
+        assert (f"inference/share-{i}" in admitted) == (gi <= 80), (i, gi)
