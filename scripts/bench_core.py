@@ -18,6 +18,13 @@ core:
   the offered load at ``--load`` times the cluster's quota, each with a
   ``kuota.dev/run-for`` duration, so the system stays loaded.
 
+``--capacity`` puts consumable capacity in the mix: each node also has one
+H100 shared MPS-style (``allowMultipleAllocations``, 80Gi of memory in 10Gi
+steps), each queue a ``gpu-share-memory`` quota (``--share-quota-gi``, flavor
+``h100-mps``) and a quarter of the Jobs claim a 20Gi share or two 15Gi shares
+(charged 20Gi each). Without it the cluster and the Jobs are exactly those
+above, so the digest is unchanged.
+
 Generation uses a seeded ``random.Random`` (a script, not the core) and is not
 timed. The timed part is the engine+fold loop. Progress goes to stderr; the
 LAST stdout line is::
@@ -64,6 +71,10 @@ GPUS_PER_NODE = 8
 MIGS_PER_GPU = 7
 GPU_MEMORY_GI = 80
 MIG_MEMORY_GI = 10
+SHARE_STEP_GI = 10  # the shared H100's requestPolicy: memory in 10Gi steps
+# --capacity: claims of a share of the shared H100 (15Gi is charged 20Gi)
+SHARE_TEMPLATES = (("gpu-share-20gi", "20Gi"), ("gpu-share-15gi", "15Gi"))
+SHARE_CHARGE_GI = 20
 
 
 def _meta(name: str, namespace: str | None = None, **extra: Any) -> dict[str, Any]:
@@ -75,9 +86,17 @@ def _meta(name: str, namespace: str | None = None, **extra: Any) -> dict[str, An
 
 
 def cluster(
-    *, queues: int, cohorts: int, nodes: int, gpu_quota: int, mig_quota_gi: int
+    *,
+    queues: int,
+    cohorts: int,
+    nodes: int,
+    gpu_quota: int,
+    mig_quota_gi: int,
+    share_quota_gi: int = 0,
 ) -> list[dict[str, Any]]:
-    """Everything but the Jobs, in apply order."""
+    """Everything but the Jobs, in apply order. ``share_quota_gi`` > 0 adds
+    consumable capacity: one shared H100 per node, a capacity mapping and a
+    ``gpu-share-memory`` quota per queue (``--capacity``)."""
     objects: list[dict[str, Any]] = [
         {
             "apiVersion": "config.kueue.x-k8s.io/v1beta2",
@@ -99,7 +118,17 @@ def cluster(
             },
         }
     ]
-    for cls, kind in (("gpu.nvidia.com", "gpu"), ("mig.nvidia.com", "mig")):
+    classes = [("gpu.nvidia.com", "gpu"), ("mig.nvidia.com", "mig")]
+    if share_quota_gi:
+        objects[0]["resources"]["deviceClassMappings"].append(
+            {
+                "name": "gpu-share-memory",
+                "deviceClassNames": ["mps.nvidia.com"],
+                "sources": [{"capacity": {"name": "memory", "driver": "gpu.nvidia.com"}}],
+            }
+        )
+        classes.append(("mps.nvidia.com", "mps"))
+    for cls, kind in classes:
         objects.append(
             {
                 "apiVersion": DRA,
@@ -155,6 +184,27 @@ def cluster(
                         ],
                     }
                 )
+        if share_quota_gi:
+            devices.append(
+                {
+                    "name": "gpu-mps",
+                    "allowMultipleAllocations": True,
+                    "attributes": {"type": {"string": "mps"}},
+                    "capacity": {
+                        "memory": {
+                            "value": f"{GPU_MEMORY_GI}Gi",
+                            "requestPolicy": {
+                                "default": f"{SHARE_STEP_GI}Gi",
+                                "validRange": {
+                                    "min": f"{SHARE_STEP_GI}Gi",
+                                    "max": f"{GPU_MEMORY_GI}Gi",
+                                    "step": f"{SHARE_STEP_GI}Gi",
+                                },
+                            },
+                        }
+                    },
+                }
+            )
         common = {"driver": "gpu.nvidia.com", "nodeName": node, "pool": pool}
         objects.append(
             {
@@ -172,7 +222,8 @@ def cluster(
                 "spec": {**common, "devices": devices},
             }
         )
-    for flavor in ("h100", "h100-mig"):
+    flavors = ("h100", "h100-mig", "h100-mps") if share_quota_gi else ("h100", "h100-mig")
+    for flavor in flavors:
         objects.append({"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": _meta(flavor)})
     for q in range(queues):
         cohort = f"pool-{q % cohorts}"
@@ -221,6 +272,24 @@ def cluster(
                 },
             }
         )
+        if share_quota_gi:
+            objects[-1]["spec"]["resourceGroups"].append(
+                {
+                    "coveredResources": ["gpu-share-memory"],
+                    "flavors": [
+                        {
+                            "name": "h100-mps",
+                            "resources": [
+                                {
+                                    "name": "gpu-share-memory",
+                                    "nominalQuota": f"{share_quota_gi}Gi",
+                                    "borrowingLimit": f"{share_quota_gi // 2}Gi",
+                                }
+                            ],
+                        }
+                    ],
+                }
+            )
         objects.append({"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(ns)})
         objects.append(
             {
@@ -230,17 +299,23 @@ def cluster(
                 "spec": {"clusterQueue": cq},
             }
         )
-        for template, cls, selector in (
-            ("single-gpu", "gpu.nvidia.com", None),
+        templates: list[tuple[str, str, str | None, str | None]] = [
+            ("single-gpu", "gpu.nvidia.com", None, None),
             (
                 "gpu-partition",
                 "mig.nvidia.com",
                 "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'",
+                None,
             ),
-        ):
+        ]
+        if share_quota_gi:
+            templates += [(t, "mps.nvidia.com", None, amount) for t, amount in SHARE_TEMPLATES]
+        for template, cls, selector, share in templates:
             exactly: dict[str, Any] = {"deviceClassName": cls, "count": 1}
             if selector:
                 exactly["selectors"] = [{"cel": {"expression": selector}}]
+            if share:
+                exactly["capacity"] = {"requests": {"memory": share}}
             objects.append(
                 {
                     "apiVersion": DRA,
@@ -283,6 +358,7 @@ def jobs(
     mig_quota_gi: int,
     load: float,
     seed: int,
+    share_quota_gi: int = 0,
 ) -> list[dict[str, Any]]:
     """``count`` Jobs with submit-at / run-for annotations keeping ``load``."""
     rng = random.Random(seed)
@@ -294,6 +370,11 @@ def jobs(
         ("single-gpu", 4, 4, 0.10),
         ("gpu-partition", 1, 1, 0.40),
     ]
+    if share_quota_gi:  # a quarter of the Jobs take shares of a GPU instead
+        shapes = [(t, p, c, w * 0.75) for t, p, c, w in shapes] + [
+            ("gpu-share-20gi", 1, 1, 0.15),
+            ("gpu-share-15gi", 2, 1, 0.10),
+        ]
     specs = [_job_spec(t, p, c) for t, p, c, _ in shapes]
     weights = [w for *_, w in shapes]
     run_min, run_max = 300, 1800
@@ -305,6 +386,10 @@ def jobs(
     rate_gpu = load * gpu_quota * queues / (gpu_share * mean_run)
     rate_mig = load * (mig_quota_gi // MIG_MEMORY_GI) * queues / (mig_share * mean_run)
     rate = min(rate_gpu, rate_mig)  # jobs per second over the whole cluster
+    if share_quota_gi:
+        share = sum(w * p for (t, p, _, w) in shapes if t.startswith("gpu-share"))
+        rate_share = load * (share_quota_gi // SHARE_CHARGE_GI) * queues / (share * mean_run)
+        rate = min(rate, rate_share)
     labels = {f"team-{q:03d}": {"kueue.x-k8s.io/queue-name": "queue"} for q in range(queues)}
     out: list[dict[str, Any]] = []
     now = 0.0
@@ -368,6 +453,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gpu-quota", type=int, default=8, help="nvidia-gpu nominal per queue")
     parser.add_argument("--mig-quota-gi", type=int, default=40, help="gpu-memory Gi per queue")
     parser.add_argument("--load", type=float, default=1.0, help="offered load / quota")
+    parser.add_argument(
+        "--capacity",
+        action="store_true",
+        help="consumable capacity in the mix: a shared H100 per node, a quarter of the Jobs "
+        "claiming 20Gi or 15Gi shares of it against a gpu-share-memory quota",
+    )
+    parser.add_argument(
+        "--share-quota-gi", type=int, default=80, help="gpu-share-memory Gi per queue (--capacity)"
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--profile", action="store_true", help="cProfile the loop")
     parser.add_argument("--progress-every", type=int, default=50_000, help="events")
@@ -379,6 +473,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     log = sys.stderr
+    share_quota_gi = args.share_quota_gi if args.capacity else 0
     t0 = time.perf_counter()
     manifests = cluster(
         queues=args.queues,
@@ -386,6 +481,7 @@ def main(argv: list[str] | None = None) -> int:
         nodes=args.nodes,
         gpu_quota=args.gpu_quota,
         mig_quota_gi=args.mig_quota_gi,
+        share_quota_gi=share_quota_gi,
     )
     setup = len(manifests)
     manifests += jobs(
@@ -395,6 +491,7 @@ def main(argv: list[str] | None = None) -> int:
         mig_quota_gi=args.mig_quota_gi,
         load=args.load,
         seed=args.seed,
+        share_quota_gi=share_quota_gi,
     )
     fold = Fold()
     timed = _TimedFold(fold)

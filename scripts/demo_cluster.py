@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from demo_stream import (
-    GPU_MEMORY,
+    MEMORY_RESOURCES,
     NAMESPACES,
     REPO,
     STYLES,
@@ -144,14 +144,14 @@ async def read_quotas(api: Any) -> tuple[dict[str, QueueQuota], dict[str, int]]:
 
     objects = client.CustomObjectsApi(api)
     quotas: dict[str, QueueQuota] = {}
-    for cq_name in ("training", "inference"):
+    for cq_name in ("training", "inference", "inference-shared"):
         cq = await objects.get_cluster_custom_object(*KUEUE, "clusterqueues", cq_name)
         spec = cq.get("spec") or {}
         nominal, limit = 0, None
         for group in spec.get("resourceGroups") or []:
             for flavor in group.get("flavors") or []:
                 for r in flavor.get("resources") or []:
-                    if r.get("name") == GPU_MEMORY:
+                    if r.get("name") in MEMORY_RESOURCES:
                         nominal += parse_quantity(str(r.get("nominalQuota", "0")))
                         if r.get("borrowingLimit") is not None:
                             limit = (limit or 0) + parse_quantity(str(r["borrowingLimit"]))

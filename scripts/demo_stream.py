@@ -26,6 +26,8 @@ SETUP_FILES = ("10-gpu-nodes.yaml", "20-device-classes-and-config.yaml", "30-tea
 JOBS_FILE = "40-jobs.yaml"
 NAMESPACES = ("training", "inference")
 GPU_MEMORY = "gpu-memory"
+SHARE_MEMORY = "gpu-share-memory"  # the MPS H100's memory, charged per share
+MEMORY_RESOURCES = (GPU_MEMORY, SHARE_MEMORY)
 KWOK_READY = "pod-ready.stage.kwok.x-k8s.io/delay"
 KWOK_COMPLETE = "pod-complete.stage.kwok.x-k8s.io/delay"
 
@@ -148,7 +150,12 @@ def read_jobs(path: Path) -> list[DemoJob]:
 
 
 def describe(job: DemoJob) -> str:
-    unit = "whole H100" if job.key.startswith("training/") else "1g.10gb MIG slice"
+    if job.queue == "shared-gpu-queue":
+        unit = "20Gi share of the MPS H100"
+    elif job.key.startswith("training/"):
+        unit = "whole H100"
+    else:
+        unit = "1g.10gb MIG slice"
     pods = f"{job.pods} pod{'s' if job.pods > 1 else ''} x {unit}"
     prio = f", priority {job.priority}" if job.priority else ""
     return f"{pods}, runs {job.run_for:g}s{prio}"
@@ -200,8 +207,9 @@ class Stream:
             amount = 0
             for fl, resources in (d.usage or {}).items():
                 flavor = fl
-                with contextlib.suppress(QuantityError):
-                    amount += parse_quantity(resources.get(GPU_MEMORY, "0"))
+                for name in MEMORY_RESOURCES:
+                    with contextlib.suppress(QuantityError):
+                        amount += parse_quantity(resources.get(name, "0"))
             memory = gib(amount)
             parts = []
             if job is not None:

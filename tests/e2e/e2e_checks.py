@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 
+from e2e_hardware import SHARED_GPU
 from e2e_outcome import Outcome, unsuspended_after
 
 from kuota.quantity import parse_quantity
@@ -96,6 +97,8 @@ def assert_pipeline(o: Outcome) -> None:
                 assert r["pool"] == node, f"{pod}: device {r} not from its node {node}"
                 is_mig = "-mig-" in r["device"]
                 assert is_mig == (job.device == "mig"), f"{pod}: wanted {job.device}, got {r}"
+                is_shared = r["device"] == SHARED_GPU
+                assert is_shared == (job.device == "shared"), f"{pod}: wanted {job.device}, {r}"
     # Parity: the in-process simulator, fed the same manifests, admits in the
     # same order, preempts the same victims for the same preemptors.
     simulated = o.admissions(o.sim_decisions)

@@ -3,7 +3,9 @@
 Every object is labelled ``kuota.dev/pipeline=<run>`` and its GPUs belong to a
 driver named after the run, so nothing else on the shared apiserver sees them.
 Each node has ``GPUS_PER_NODE`` GPUs of 80Gi, each also offered as
-``MIG_PER_GPU`` 1g.10gb slices drawing on the GPU's ``memory`` counter.
+``MIG_PER_GPU`` 1g.10gb slices drawing on the GPU's ``memory`` counter. The
+first node also has one GPU shared MPS-style (consumable capacity, KEP-5075):
+``allowMultipleAllocations``, 80Gi of ``memory`` taken in 10Gi steps.
 Part of the harness ``e2e_harness.py`` (which re-exports every name).
 """
 
@@ -19,6 +21,8 @@ KWOK_COMPLETE = "pod-complete.stage.kwok.x-k8s.io/delay"
 NODES = 2
 GPUS_PER_NODE = 4
 MIG_PER_GPU = 7
+SHARED_GPU = "gpu-mps"  # the shared device, on the run's first node only
+SHARED_POLICY = {"default": "10Gi", "validRange": {"min": "10Gi", "max": "80Gi", "step": "10Gi"}}
 
 
 def hardware(run: str, driver: str) -> list[dict[str, Any]]:
@@ -77,6 +81,15 @@ def hardware(run: str, driver: str) -> list[dict[str, Any]]:
                         ],
                     }
                 )
+        if n == 0:
+            devices.append(
+                {
+                    "name": SHARED_GPU,
+                    "allowMultipleAllocations": True,
+                    "attributes": {"type": {"string": "mps"}},
+                    "capacity": {"memory": {"value": "80Gi", "requestPolicy": SHARED_POLICY}},
+                }
+            )
         objs.append(
             {
                 "apiVersion": "resource.k8s.io/v1",
@@ -126,12 +139,14 @@ def hardware(run: str, driver: str) -> list[dict[str, Any]]:
         device_class(f"gpu-{run}", "gpu"),
         device_class(f"mig-{run}", "mig"),
         device_class(f"wgpu-{run}", "gpu", extended="nvidia.com/gpu"),
+        device_class(f"mps-{run}", "mps"),
     ]
     return objs
 
 
 def configuration(run: str, driver: str) -> dict[str, Any]:
-    """Kueue's Configuration for the run: memory counters and whole-GPU counts."""
+    """Kueue's Configuration for the run: memory counters, whole-GPU counts and
+    the shared GPU's memory capacity."""
     return {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
@@ -143,6 +158,11 @@ def configuration(run: str, driver: str) -> dict[str, Any]:
                     "sources": [{"counter": {"name": "memory", "driver": driver}}],
                 },
                 {"name": "whole-gpus", "deviceClassNames": [f"wgpu-{run}"]},
+                {
+                    "name": "gpu-share-memory",
+                    "deviceClassNames": [f"mps-{run}"],
+                    "sources": [{"capacity": {"name": "memory", "driver": driver}}],
+                },
             ]
         },
     }

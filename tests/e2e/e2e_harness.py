@@ -62,6 +62,7 @@ from e2e_hardware import (
     NODE_POOL_LABEL,
     NODES,
     PIPELINE_LABEL,
+    SHARED_GPU,
     configuration,
     hardware,
 )
@@ -132,6 +133,7 @@ __all__ = [
     "SAMPLE_PERIOD",
     "SCENARIOS",
     "SETTLE_TIMEOUT",
+    "SHARED_GPU",
     "WAIT",
     "JobChange",
     "Outcome",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Literal
 
 from kuota.api.not_journaled import not_journaled
@@ -46,12 +47,29 @@ class CounterConsumption:
 
 
 @dataclass(frozen=True, slots=True)
+class CapacityRequestPolicy:
+    """How a request consumes one capacity of a shared device (KEP-5075).
+
+    At most one of ``valid_values`` (ascending) and a range (``range_min`` set,
+    ``range_max`` and ``step`` optional) is given; with either, ``default`` is
+    required and valid, as the apiserver validates."""
+
+    default: int | None = None  # milli-units consumed when a request names no amount
+    valid_values: tuple[int, ...] = ()
+    range_min: int | None = None
+    range_max: int | None = None
+    step: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Device:
     name: str
     attributes: tuple[DeviceAttribute, ...] = ()  # sorted by name
     capacity: tuple[tuple[str, int], ...] = ()  # qualified name -> milli-units, sorted
     consumes_counters: tuple[CounterConsumption, ...] = ()
     allow_multiple_allocations: bool = False
+    # qualified name -> requestPolicy, sorted; only capacities that publish one
+    request_policies: tuple[tuple[str, CapacityRequestPolicy], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +110,8 @@ class ExactDeviceRequest:
     allocation_mode: str = "ExactCount"  # ExactCount | All
     selectors: tuple[str, ...] = ()  # CEL expressions
     admin_access: bool = False
+    # capacity.requests (consumable capacity): qualified name -> milli-units, sorted
+    capacity_requests: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,6 +306,8 @@ def _device(raw: object, field: str) -> Device:
     for key, value in sorted(_map(body.get("attributes"), f"{bfield}.attributes").items()):
         attrs.append(_attribute(key, value, f"{bfield}.attributes[{key}]"))
     capacity = _amounts(body.get("capacity"), f"{bfield}.capacity")
+    multi = _bool(body.get("allowMultipleAllocations"), f"{bfield}.allowMultipleAllocations")
+    policies = _request_policies(body.get("capacity"), f"{bfield}.capacity", multi=multi)
     consumes = []
     for j, raw_c in enumerate(_list(body.get("consumesCounters"), f"{bfield}.consumesCounters")):
         f = f"{bfield}.consumesCounters[{j}]"
@@ -296,8 +318,61 @@ def _device(raw: object, field: str) -> Device:
                 _amounts(c.get("counters"), f"{f}.counters"),
             )
         )
-    multi = _bool(body.get("allowMultipleAllocations"), f"{bfield}.allowMultipleAllocations")
-    return Device(name, tuple(attrs), capacity, tuple(consumes), multi)
+    return Device(name, tuple(attrs), capacity, tuple(consumes), multi, policies)
+
+
+_MAX_VALID_VALUES = 10  # the apiserver's limit on requestPolicy.validValues
+
+
+def _request_policies(
+    raw: object, field: str, *, multi: bool
+) -> tuple[tuple[str, CapacityRequestPolicy], ...]:
+    """The ``requestPolicy`` of each capacity that has one, checked as the
+    apiserver checks it (KEP-5075): only on a device that allows multiple
+    allocations, one of validValues and validRange, a default that is valid."""
+    out: list[tuple[str, CapacityRequestPolicy]] = []
+    for key, value in sorted(_map(raw, field).items()):
+        if not isinstance(value, Mapping) or value.get("requestPolicy") is None:
+            continue
+        f = f"{field}[{key}].requestPolicy"
+        if not multi:
+            raise _Invalid(f, "requires allowMultipleAllocations: true on the device")
+        p = _map(value.get("requestPolicy"), f)
+        default = None if p.get("default") is None else _quantity(p["default"], f"{f}.default")
+        values_raw = _list(p.get("validValues"), f"{f}.validValues")
+        range_raw = p.get("validRange")
+        if values_raw and range_raw is not None:
+            raise _Invalid(f, "validValues and validRange are mutually exclusive")
+        if len(values_raw) > _MAX_VALID_VALUES:
+            raise _Invalid(f"{f}.validValues", f"at most {_MAX_VALID_VALUES} values")
+        values = tuple(_quantity(v, f"{f}.validValues[{i}]") for i, v in enumerate(values_raw))
+        if any(b <= a for a, b in pairwise(values)):
+            raise _Invalid(f"{f}.validValues", "must be unique and in ascending order")
+        lo = hi = step = None
+        if range_raw is not None:
+            r = _map(range_raw, f"{f}.validRange")
+            lo = _quantity(r.get("min"), f"{f}.validRange.min")
+            if r.get("max") is not None:
+                hi = _quantity(r["max"], f"{f}.validRange.max")
+                if hi < lo:
+                    raise _Invalid(f"{f}.validRange.max", "must not be less than min")
+            if r.get("step") is not None:
+                step = _quantity(r["step"], f"{f}.validRange.step")
+                if step <= 0:
+                    raise _Invalid(f"{f}.validRange.step", "must be positive")
+        if values or range_raw is not None:
+            if default is None:
+                raise _Invalid(f"{f}.default", "required with validValues or validRange")
+            in_range = (
+                lo is not None
+                and default >= lo
+                and (hi is None or default <= hi)
+                and (step is None or (default - lo) % step == 0)
+            )
+            if default not in values and not in_range:
+                raise _Invalid(f"{f}.default", "must be one of validValues or within validRange")
+        out.append((key, CapacityRequestPolicy(default, values, lo, hi, step)))
+    return tuple(out)
 
 
 def _attribute(key: str, raw: object, field: str) -> DeviceAttribute:
@@ -381,4 +456,22 @@ def _exact(r: Mapping[str, object], field: str) -> ExactDeviceRequest:
         mode,
         _selectors(r.get("selectors"), f"{field}.selectors"),
         _bool(r.get("adminAccess"), f"{field}.adminAccess"),
+        _capacity_requests(r.get("capacity"), f"{field}.capacity"),
     )
+
+
+def _capacity_requests(raw: object, field: str) -> tuple[tuple[str, int], ...]:
+    """``capacity.requests``: each a positive quantity under a qualified name."""
+    requests = _map(_map(raw, field).get("requests"), f"{field}.requests")
+    out = []
+    for key, value in sorted(requests.items()):
+        f = f"{field}.requests[{key}]"
+        if not key or key.count("/") > 1 or key.startswith("/") or key.endswith("/"):
+            raise _Invalid(f, f"{key!r} is not a qualified name (domain/name or name)")
+        if isinstance(value, Mapping):
+            raise _Invalid(f, "must be a quantity")
+        amount = _quantity(value, f)
+        if amount <= 0:
+            raise _Invalid(f, "must be positive")
+        out.append((key, amount))
+    return tuple(out)

@@ -40,6 +40,7 @@ from kuota.api.fields import (
 )
 from kuota.api.types import (
     AdmissionFairSharingConfig,
+    CapacitySource,
     Configuration,
     CounterSource,
     DeviceClassMapping,
@@ -79,51 +80,92 @@ def _weight(value: object, field: str, *, numbers_only: bool) -> int:
 # --------------------------------------------------------------------------- mappings
 
 
-def _counter_source(raw: Raw, field: str) -> CounterSource:
-    name = dns1123_label(raw.get("name"), child(field, "name"))
+def _source_driver(raw: Raw, field: str) -> str | None:
     driver = raw.get("driver")
     if driver is not None:
         dns1123_subdomain(driver, child(field, "driver"))
-    # deviceSelector narrows the devices whose counters are charged; CounterSource
-    # has no field for it yet, so it is checked for shape and otherwise ignored.
+    return driver if isinstance(driver, str) else None
+
+
+def _device_selector(raw: Raw, field: str) -> str:
     cel_path = child(child(field, "deviceSelector"), "cel")
     cel = mapping(
         mapping(raw.get("deviceSelector"), child(field, "deviceSelector")).get("cel"), cel_path
     )
-    string(cel.get("expression"), child(cel_path, "expression"))
-    return CounterSource(name=name, driver=driver if isinstance(driver, str) else None)
+    return string(cel.get("expression"), child(cel_path, "expression"))
 
 
-def _mapping_counter(value: object, field: str) -> CounterSource | None:
+def _counter_source(raw: Raw, field: str) -> CounterSource:
+    name = dns1123_label(raw.get("name"), child(field, "name"))
+    driver = _source_driver(raw, field)
+    # deviceSelector narrows the devices whose counters are charged; CounterSource
+    # has no field for it yet, so it is checked for shape and otherwise ignored.
+    _device_selector(raw, field)
+    return CounterSource(name=name, driver=driver)
+
+
+def _capacity_source(raw: Raw, field: str) -> CapacitySource:
+    # A device's capacity is named like an attribute: a C identifier, optionally
+    # with a domain ("memory", "gpu.nvidia.com/memory").
+    name = qualified_name(raw.get("name"), child(field, "name"))
+    driver = _source_driver(raw, field)
+    return CapacitySource(name=name, driver=driver, device_selector=_device_selector(raw, field))
+
+
+_SOURCE_TYPES = {"Counter": "counter", "Capacity": "capacity"}
+
+
+def _mapping_sources(
+    value: object, field: str
+) -> tuple[CounterSource | None, CapacitySource | None]:
+    """A mapping's sources: Kueue v0.19's ``[{counter: {...}}]`` / ``[{capacity: {...}}]``,
+    or the same with article 000's ``type: Counter`` / ``type: Capacity`` beside it.
+    One kind per mapping (Kueue's rule) and, in kuota, one source of it."""
     counter: CounterSource | None = None
+    capacity: CapacitySource | None = None
     for j, item in enumerate(seq(value, field)):
         path = index(field, j)
         raw = mapping(item, path, required=True)
         source_type = string(raw.get("type"), child(path, "type"))
-        if source_type and source_type != "Counter":
+        if source_type and source_type not in _SOURCE_TYPES:
             raise FieldError(
-                child(path, "type"), f"unsupported source type {source_type!r}: want Counter"
+                child(path, "type"),
+                f"unsupported source type {source_type!r}: want Counter or Capacity",
             )
-        if raw.get("capacity") is not None:
+        present = [k for k in ("counter", "capacity") if raw.get(k) is not None]
+        if not present:
+            wanted = _SOURCE_TYPES.get(source_type, "counter")
+            raise FieldError(child(path, wanted), "required: exactly one source type must be set")
+        if len(present) > 1:
+            raise FieldError(path, "exactly one of counter and capacity must be set in a source")
+        kind = present[0]
+        if source_type and _SOURCE_TYPES[source_type] != kind:
             raise FieldError(
-                child(path, "capacity"), "capacity sources (consumable capacity) are not supported"
+                child(path, "type"), f"type {source_type} does not match the {kind} field set"
             )
-        if raw.get("counter") is None:
+        if (kind == "counter" and capacity is not None) or (
+            kind == "capacity" and counter is not None
+        ):
             raise FieldError(
-                child(path, "counter"), "required: exactly one source type must be set"
+                path, "counter and capacity sources cannot be mixed in one mapping (as in Kueue)"
             )
-        if counter is not None:
-            raise FieldError(path, "at most one counter source per mapping is supported")
-        counter = _counter_source(
-            mapping(raw.get("counter"), child(path, "counter")), child(path, "counter")
-        )
-    return counter
+        body = mapping(raw.get(kind), child(path, kind))
+        if kind == "counter":
+            if counter is not None:
+                raise FieldError(path, "at most one counter source per mapping is supported")
+            counter = _counter_source(body, child(path, kind))
+        else:
+            if capacity is not None:
+                raise FieldError(path, "at most one capacity source per mapping is supported")
+            capacity = _capacity_source(body, child(path, kind))
+    return counter, capacity
 
 
 def device_class_mappings(value: object, field: str) -> tuple[DeviceClassMapping, ...]:
     out: list[DeviceClassMapping] = []
     resource_of: dict[str, str] = {}  # device class -> quota resource of its first mapping
-    counters_of: dict[str, list[str]] = {}  # device class -> counter names charged so far
+    # device class -> ("counter" | "capacity", name) sources charged so far
+    counters_of: dict[str, list[tuple[str, str]]] = {}
     for i, item in enumerate(seq(value, field, max_items=16)):
         path = index(field, i)
         raw = mapping(item, path, required=True)
@@ -134,28 +176,42 @@ def device_class_mappings(value: object, field: str) -> tuple[DeviceClassMapping
         classes = unique_strings(raw.get("deviceClassNames"), classes_path, max_items=8)
         if not classes:
             raise FieldError(classes_path, "at least one device class name is required")
-        counter = _mapping_counter(raw.get("sources"), child(path, "sources"))
+        counter, capacity = _mapping_sources(raw.get("sources"), child(path, "sources"))
+        source = ("counter", counter.name) if counter else None
+        if capacity is not None:
+            source = ("capacity", capacity.name)
         for j, device_class in enumerate(classes):
             qualified_name(device_class, index(classes_path, j))
             previous = resource_of.get(device_class)
             if previous is None:
                 resource_of[device_class] = name
-                counters_of[device_class] = [counter.name] if counter else []
+                counters_of[device_class] = [source] if source else []
                 continue
             # Kueue allows one DeviceClass in several mappings only when each
-            # charges a different counter (e.g. memory and compute slices).
+            # charges a different counter (e.g. memory and compute slices); kuota
+            # allows the same of capacities, and never counters beside capacities.
             seen = counters_of[device_class]
-            if counter is None or not seen:
+            if source is None or not seen:
                 raise FieldError(
                     index(classes_path, j), f"device class already mapped to resource {previous}"
                 )
-            if counter.name in seen:
+            if source[0] != seen[0][0]:
                 raise FieldError(
                     index(classes_path, j),
-                    f"device class already has a counter source for counter {counter.name!r}",
+                    f"device class already has {seen[0][0]} sources (mapping {previous}); "
+                    f"counter and capacity sources cannot be mixed for one device class",
                 )
-            seen.append(counter.name)
-        out.append(DeviceClassMapping(name=name, device_class_names=classes, counter=counter))
+            if source in seen:
+                raise FieldError(
+                    index(classes_path, j),
+                    f"device class already has a {source[0]} source for {source[0]} {source[1]!r}",
+                )
+            seen.append(source)
+        out.append(
+            DeviceClassMapping(
+                name=name, device_class_names=classes, counter=counter, capacity=capacity
+            )
+        )
     return tuple(out)
 
 

@@ -181,10 +181,21 @@ class CounterSource:
 
 
 @dataclass(frozen=True, slots=True)
+class CapacitySource:
+    """Charge the named consumable capacity (KEP-5075) a request takes of a shared
+    device: its ``capacity.requests`` amount rounded per the device's requestPolicy."""
+
+    name: str  # capacity name as devices publish it, e.g. "memory"
+    driver: str | None = None  # restrict to ResourceSlices of this driver
+    device_selector: str = ""  # a CEL expression devices must also match; "" = all
+
+
+@dataclass(frozen=True, slots=True)
 class DeviceClassMapping:
     name: str  # the quota resource name (what ClusterQueues list in coveredResources)
     device_class_names: tuple[str, ...]
     counter: CounterSource | None = None  # None = charge device counts
+    capacity: CapacitySource | None = None  # never together with counter
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from api_builders import configuration, kueue_operator
 from kuota.api.parse import parse_object
 from kuota.api.types import (
     AdmissionFairSharingConfig,
+    CapacitySource,
     Configuration,
     CounterSource,
     DeviceClassMapping,
@@ -181,6 +182,47 @@ def counter(
     return {"counter": body}
 
 
+def capacity(
+    name: str = "memory", driver: str | None = "gpu.nvidia.com", **extra: object
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"name": name, **extra}
+    if driver is not None:
+        body["driver"] = driver
+    return {"capacity": body}
+
+
+def test_mappings_capacity_sources_in_both_shapes() -> None:
+    """Kueue v0.19's ``{capacity: ...}`` and the article's ``type: Capacity`` read alike;
+    a class may feed two mappings that charge different capacities."""
+    selector = {"cel": {"expression": "device.allowMultipleAllocations"}}
+    got = config(
+        mappings(
+            {
+                "name": "gpu-memory",
+                "deviceClassNames": ["mps.nvidia.com"],
+                "sources": [capacity(deviceSelector=selector)],
+            },
+            {
+                "name": "gpu-cores",
+                "deviceClassNames": ["mps.nvidia.com"],
+                "sources": [{"type": "Capacity", **capacity("gpu.nvidia.com/cores", driver=None)}],
+            },
+        )
+    )
+    assert got.device_class_mappings == (
+        DeviceClassMapping(
+            "gpu-memory",
+            ("mps.nvidia.com",),
+            capacity=CapacitySource(
+                "memory", "gpu.nvidia.com", device_selector="device.allowMultipleAllocations"
+            ),
+        ),
+        DeviceClassMapping(
+            "gpu-cores", ("mps.nvidia.com",), capacity=CapacitySource("gpu.nvidia.com/cores")
+        ),
+    )
+
+
 def test_mappings_devices_and_counters() -> None:
     got = config(
         mappings(
@@ -247,16 +289,76 @@ CONFIG_ERRORS: list[tuple[str, dict[str, Any], str, str]] = [
         "counter 'memory'",
     ),
     (
-        "capacity-source",
-        mappings({**GPU, "sources": [{"capacity": {"name": "memory", "driver": "d"}}]}),
+        "counter-and-capacity-mixed",
+        mappings({**GPU, "sources": [counter(), capacity()]}),
+        f"{DCM}[0].sources[1]",
+        "cannot be mixed",
+    ),
+    (
+        "capacity-then-counter-mixed",
+        mappings({**GPU, "sources": [capacity(), {"type": "Counter", **counter()}]}),
+        f"{DCM}[0].sources[1]",
+        "cannot be mixed",
+    ),
+    (
+        "counter-and-capacity-in-one-source",
+        mappings({**GPU, "sources": [{**counter(), **capacity()}]}),
+        f"{DCM}[0].sources[0]",
+        "exactly one of counter and capacity",
+    ),
+    (
+        "class-with-counter-and-capacity-mappings",
+        mappings(
+            {**GPU, "sources": [counter()]},
+            {"name": "m2", "deviceClassNames": ["gpu.nvidia.com"], "sources": [capacity()]},
+        ),
+        f"{DCM}[1].deviceClassNames[0]",
+        "cannot be mixed for one device class",
+    ),
+    (
+        "same-capacity-twice",
+        mappings(
+            {**GPU, "sources": [capacity()]},
+            {"name": "m2", "deviceClassNames": ["gpu.nvidia.com"], "sources": [capacity()]},
+        ),
+        f"{DCM}[1].deviceClassNames[0]",
+        "capacity 'memory'",
+    ),
+    (
+        "two-capacities",
+        mappings({**GPU, "sources": [capacity(), capacity("cores")]}),
+        f"{DCM}[0].sources[1]",
+        "at most one capacity source",
+    ),
+    (
+        "capacity-name",
+        mappings({**GPU, "sources": [capacity("GPU memory")]}),
+        f"{DCM}[0].sources[0].capacity.name",
+        "qualified name",
+    ),
+    (
+        "capacity-selector",
+        mappings({**GPU, "sources": [capacity(deviceSelector={"cel": {"expression": 5}})]}),
+        f"{DCM}[0].sources[0].capacity.deviceSelector.cel.expression",
+        "string",
+    ),
+    (
+        "type-capacity-with-counter-body",
+        mappings({**GPU, "sources": [{"type": "Capacity", **counter()}]}),
+        f"{DCM}[0].sources[0].type",
+        "does not match the counter field",
+    ),
+    (
+        "type-capacity-without-body",
+        mappings({**GPU, "sources": [{"type": "Capacity"}]}),
         f"{DCM}[0].sources[0].capacity",
-        "not supported",
+        "required",
     ),
     (
         "operator-type-unknown",
-        mappings({**GPU, "sources": [{"type": "Capacity", **counter()}]}),
+        mappings({**GPU, "sources": [{"type": "TimeSlice", **counter()}]}),
         f"{DCM}[0].sources[0].type",
-        "want Counter",
+        "want Counter or Capacity",
     ),
     (
         "source-empty",

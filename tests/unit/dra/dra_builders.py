@@ -17,6 +17,7 @@ from builders import manifests
 from builders.manifests import GPU_DRIVER, device_class
 
 from kuota.api.types import (
+    CapacitySource,
     ClaimRef,
     Configuration,
     CounterSource,
@@ -74,6 +75,25 @@ class SliceBuilder:
         )
         return self
 
+    def shared_device(
+        self,
+        name: str,
+        *,
+        capacity: dict[str, str],
+        policies: dict[str, dict[str, Any]] | None = None,
+        multi: bool = True,
+        **short_attrs: object,
+    ) -> SliceBuilder:
+        """A device with ``allowMultipleAllocations`` (MPS, time-slicing) whose
+        capacities carry the given ``requestPolicy`` bodies."""
+        device = manifests.device(name, attributes=short_attrs, capacity=capacity)
+        for key, policy in (policies or {}).items():
+            device["capacity"][key]["requestPolicy"] = policy
+        if multi:
+            device["allowMultipleAllocations"] = True
+        self._devices.append(device)
+        return self
+
     def build(self) -> dict[str, Any]:
         return manifests.resource_slice(
             self.name,
@@ -105,17 +125,19 @@ class TemplateBuilder:
         count: int | None = 1,
         mode: str | None = None,
         admin: bool = False,
+        capacity: dict[str, str] | None = None,
     ) -> TemplateBuilder:
-        self._requests.append(
-            manifests.device_request(
-                name,
-                device_class=device_class_name,
-                cel=selectors,
-                count=count,
-                mode=mode,
-                admin=admin,
-            )
+        request = manifests.device_request(
+            name,
+            device_class=device_class_name,
+            cel=selectors,
+            count=count,
+            mode=mode,
+            admin=admin,
         )
+        if capacity is not None:
+            request["exactly"]["capacity"] = {"requests": capacity}
+        self._requests.append(request)
         return self
 
     def first_available(self, name: str, *device_class_names: str) -> TemplateBuilder:
@@ -136,10 +158,16 @@ def template(name: str, namespace: str = "team-a") -> TemplateBuilder:
 
 
 def mapping(
-    name: str, *classes: str, counter: str | None = None, driver: str | None = GPU_DRIVER
+    name: str,
+    *classes: str,
+    counter: str | None = None,
+    capacity: str | None = None,
+    driver: str | None = GPU_DRIVER,
+    device_selector: str = "",
 ) -> DeviceClassMapping:
     source = CounterSource(counter, driver) if counter else None
-    return DeviceClassMapping(name, tuple(classes), source)
+    shared = CapacitySource(capacity, driver, device_selector) if capacity else None
+    return DeviceClassMapping(name, tuple(classes), source, shared)
 
 
 def config(*mappings: DeviceClassMapping, exclude: tuple[str, ...] = ()) -> Configuration:
@@ -232,3 +260,30 @@ def h100_mig_node(name: str = "node-h100", partitions: int = 7) -> SliceBuilder:
 
 A100_SELECTOR = "device.attributes['gpu.nvidia.com'].productName == 'A100'"
 ARTICLE_MANIFESTS = (GPU_CLASS, MIG_CLASS, SINGLE_GPU, GPU_PARTITION)
+
+
+# --------------------------------------------------------------------------- consumable capacity
+
+MPS_CLASS = device_class(
+    "mps.nvidia.com",
+    cel=["device.driver == 'gpu.nvidia.com' && device.allowMultipleAllocations"],
+)
+GI10_STEPS = {"default": "10Gi", "validRange": {"min": "10Gi", "max": "80Gi", "step": "10Gi"}}
+GPU_SHARES = config(mapping("gpu-memory", "mps.nvidia.com", capacity="memory"))
+
+
+def h100_mps_node(name: str = "node-h100-mps", **policy: dict[str, Any]) -> SliceBuilder:
+    """One H100 shared MPS-style: 80Gi of memory, taken in 10Gi steps (default 10Gi)."""
+    return slice_(name).shared_device(
+        "gpu-0",
+        capacity={"memory": "80Gi"},
+        policies={"memory": policy or GI10_STEPS},
+        type="gpu",
+        productName="H100",
+    )
+
+
+def share(name: str, memory: str | None, count: int = 1, **more: str) -> dict[str, Any]:
+    """A template asking ``count`` shared devices for ``memory`` (None: no amount)."""
+    amounts = {"memory": memory, **more} if memory else dict(more)
+    return template(name).request("gpu", "mps.nvidia.com", count=count, capacity=amounts).build()

@@ -18,6 +18,8 @@ from dra_builders import (
     template,
 )
 from dra_cases import NODES, Case, check
+from test_dra_capacity import CAPACITY_CASES
+from test_dra_capacity import REASON_CASES as CAPACITY_REASON_CASES
 from test_dra_charging import ARTICLE_CASES, COUNT_CASES, COUNTER_CASES
 
 from kuota.core.dra.charging import Reason
@@ -296,6 +298,12 @@ def test_every_reason_is_exercised() -> None:
     reasons = {v for k, v in vars(Reason).items() if not k.startswith("_")}
     seen = {
         c.reason
-        for c in ARTICLE_CASES + COUNTER_CASES + COUNT_CASES + EXTENDED_CASES + REASON_CASES
+        for c in ARTICLE_CASES
+        + COUNTER_CASES
+        + COUNT_CASES
+        + EXTENDED_CASES
+        + REASON_CASES
+        + CAPACITY_CASES
+        + CAPACITY_REASON_CASES
     }
     assert reasons <= seen, reasons - seen

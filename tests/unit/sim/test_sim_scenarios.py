@@ -89,6 +89,19 @@ ADMISSIONS = {
         330,
         {"gpu-memory": Q("80Gi"), "cpu": Q("4")},
     ),
+    # consumable capacity: a 20Gi share of an MPS H100 is charged 20Gi
+    "shares: a 20Gi share charged 20Gi": (
+        "gpu-shares.yaml",
+        "inference/infer-4",
+        0,
+        {"gpu-memory": Q("20Gi"), "cpu": Q("1")},
+    ),
+    "shares: 15Gi charged the next 10Gi step, once the first four finish": (
+        "gpu-shares.yaml",
+        "inference/infer-5",
+        300,
+        {"gpu-memory": Q("20Gi"), "cpu": Q("1")},
+    ),
     # article 004: team-alpha borrows up to its limit, the rest waits
     "cohort: alpha-1 within nominal": (
         "cohort-borrowing.yaml",
@@ -211,6 +224,7 @@ LIMITS = {
         Q(16),
     ),
     "whole-gpu: 4 A100s": ("whole-gpu.yaml", "nvidia-gpu", "", Q(4)),
+    "shares: four 20Gi shares fill the 80Gi GPU": ("gpu-shares.yaml", "gpu-memory", "", Q("80Gi")),
     "extended: one quota of 4 for both paths": ("extended-resources.yaml", "nvidia-gpu", "", Q(4)),
     "first steps: 4 GPUs": ("first-steps.yaml", "nvidia.com/gpu", "", Q(4)),
 }
@@ -251,6 +265,13 @@ def test_borrowing_job_is_told_why_it_waits() -> None:
     assert waiting, "alpha-4 should be reported inadmissible while it waits"
     assert waiting[0].at == 0
     assert waiting[0].message
+
+
+def test_a_share_larger_than_the_gpu_is_inadmissible_with_the_reason() -> None:
+    decisions = run("gpu-shares.yaml")
+    told = [d for d in decisions if d.workload == "inference/too-big"]
+    assert [(d.type, d.reason, d.at) for d in told] == [("Inadmissible", "CapacityOutOfRange", 20)]
+    assert "90Gi is above the valid range's max 80Gi" in (told[0].message or "")
 
 
 def test_no_extended_resource_is_charged_under_its_own_name() -> None:

@@ -28,6 +28,7 @@ from kuota.api.dra import (
     parse_dra_object,
 )
 from kuota.api.types import ClaimRef, Configuration, DeviceClassMapping, PodSet
+from kuota.core.dra.capacity import NO_VALID_VALUE, CapacityProblem, capacity_of, consumed
 from kuota.core.dra.cel import CompiledSelector, SelectorError, compile_selector
 from kuota.core.dra.inventory import (
     IMPLICIT_EXTENDED_RESOURCE_PREFIX,
@@ -68,6 +69,11 @@ class Reason:
     INSUFFICIENT_DEVICES = "InsufficientDevices"  # retryable
     MISSING_COUNTER = "MissingCounter"  # retryable: matched devices consume no such counter
     INVALID_REQUEST = "InvalidRequest"  # absurd counts, fractional devices, overflow
+    # consumable capacity (docs/design/consumable-capacity.md)
+    CAPACITY_NOT_MAPPED = "CapacityNotMapped"  # capacity.requests, but no capacity source
+    UNKNOWN_CAPACITY = "UnknownCapacity"  # retryable: no matching device publishes it
+    CAPACITY_OUT_OF_RANGE = "CapacityOutOfRange"  # above validRange.max or the capacity
+    NO_VALID_CAPACITY_VALUE = "NoValidCapacityValue"  # above every validValues entry
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +97,12 @@ def charge_podset(
         return charger.run()
     except _Stop as stop:
         return stop.verdict
+
+
+def _bare(name: str, driver: str) -> str:
+    """A capacity name without its domain when that domain is ``driver``'s."""
+    prefix = driver + "/"
+    return name[len(prefix) :] if name.startswith(prefix) else name
 
 
 def _q(text: str) -> str:
@@ -186,6 +198,23 @@ class _Charger:
                 retryable=True,
             )
         selectors = self._class_selectors(where, device_class) + request_selectors
+        capacities = [m for m in mappings if m.capacity is not None]
+        if exact.capacity_requests and not capacities:
+            names = ", ".join(_q(n) for n, _ in exact.capacity_requests)
+            raise _Stop(
+                Reason.CAPACITY_NOT_MAPPED,
+                f"{where}: requests capacity {names}, but no deviceClassMappings entry for "
+                f"DeviceClass {_q(class_name)} has a capacity source; a shared device would be "
+                f"charged as a whole one (add sources: [{{capacity: {{name: ...}}}}] to "
+                f"mapping {_q(mappings[0].name)})",
+                retryable=False,
+            )
+        if capacities:
+            for mapping in capacities:
+                self._charge_capacity(
+                    where, device_class, selectors, mapping, count, exact.capacity_requests
+                )
+            return
         counters = [m for m in mappings if m.counter is not None]
         if counters:
             for mapping in counters:
@@ -212,7 +241,12 @@ class _Charger:
         count = self._device_count(where, amount // MILLI)
         mappings = self._mappings(device_class.name)
         counters = [m for m in mappings if m.counter is not None]
-        if counters:
+        capacities = [m for m in mappings if m.capacity is not None]
+        if capacities:
+            selectors = self._class_selectors(where, device_class)
+            for mapping in capacities:
+                self._charge_capacity(where, device_class, selectors, mapping, count, ())
+        elif counters:
             selectors = self._class_selectors(where, device_class)
             for mapping in counters:
                 self._charge_counter(where, device_class, selectors, mapping, count)
@@ -253,6 +287,96 @@ class _Charger:
                 retryable=True,
             )
         self._add(mapping.name, largest * count, where)
+
+    def _charge_capacity(
+        self,
+        where: str,
+        device_class: DeviceClass,
+        selectors: tuple[tuple[str, CompiledSelector], ...],
+        mapping: DeviceClassMapping,
+        count: int,
+        requests: tuple[tuple[str, int], ...],
+    ) -> None:
+        """The capacity a request takes, rounded per each matching device's
+        requestPolicy, the largest over the devices that can give it, × count."""
+        source = mapping.capacity
+        assert source is not None
+        if source.device_selector:
+            label = f"deviceClassMappings {_q(mapping.name)} deviceSelector"
+            selectors = selectors + self._compile(where, label, (source.device_selector,))
+        matched = self.inventory.matching_devices(
+            selectors=tuple(s for _, s in selectors), driver=source.driver
+        )
+        if isinstance(matched, MatchError):
+            raise self._cel_failure(where, selectors, matched)
+        of_driver = f" of driver {_q(source.driver)}" if source.driver else ""
+        if len(matched) < count:
+            raise _Stop(
+                Reason.INSUFFICIENT_DEVICES,
+                f"{where}: {len(matched)} device(s){of_driver} match DeviceClass "
+                f"{_q(device_class.name)} and the request's selectors, {count} requested",
+                retryable=True,
+            )
+        largest: int | None = None
+        fitting = 0
+        unknown: tuple[PoolDevice, str] | None = None  # the first device lacking a name
+        problem: tuple[PoolDevice, str, CapacityProblem] | None = None  # the first refusal
+        for d in matched:
+            # ``memory`` and ``<driver>/memory`` name one capacity of this driver's devices.
+            mapped = _bare(source.name, d.driver)
+            wanted = {_bare(n, d.driver): amount for n, amount in requests}
+            charge: int | None = None
+            for name in sorted({mapped, *wanted}):
+                published = capacity_of(d.device, d.driver, name)
+                if published is None:
+                    unknown = unknown or (d, name)
+                    break
+                verdict = consumed(
+                    value=published[0], policy=published[1], request=wanted.get(name)
+                )
+                if isinstance(verdict, CapacityProblem):
+                    problem = problem or (d, name, verdict)
+                    break
+                if name == mapped:
+                    # A device that cannot be shared is allocated whole, whatever the
+                    # claim asked of it: charge all of it (Kueue charges the request).
+                    charge = verdict if d.device.allow_multiple_allocations else published[0]
+            else:
+                fitting += 1
+                assert charge is not None
+                largest = charge if largest is None else max(largest, charge)
+        if largest is not None and fitting >= count:
+            self._add(mapping.name, largest * count, where)
+            return
+        if largest is not None:
+            raise _Stop(
+                Reason.INSUFFICIENT_DEVICES,
+                f"{where}: {fitting} device(s){of_driver} matching DeviceClass "
+                f"{_q(device_class.name)} can give the capacity requested, {count} requested",
+                retryable=True,
+            )
+        if problem is not None:
+            d, name, refused = problem
+            reason = (
+                Reason.NO_VALID_CAPACITY_VALUE
+                if refused.kind == NO_VALID_VALUE
+                else Reason.CAPACITY_OUT_OF_RANGE
+            )
+            raise _Stop(
+                reason,
+                f"{where}: no device{of_driver} matching DeviceClass {_q(device_class.name)} "
+                f"can give capacity {_q(name)}: on device {d}, {refused.text}",
+                retryable=False,
+            )
+        assert unknown is not None
+        d, name = unknown
+        raise _Stop(
+            Reason.UNKNOWN_CAPACITY,
+            f"{where}: no device{of_driver} matching DeviceClass {_q(device_class.name)} "
+            f"publishes capacity {_q(name)} (device {d} does not; quota resource "
+            f"{_q(mapping.name)})",
+            retryable=True,
+        )
 
     def _take_devices(
         self,
