@@ -7,7 +7,7 @@ STACK := scripts/stack
 # Load the stack's addresses (Kafka, Redis, kubeconfig) for commands that need them.
 WITH_STACK := set -a; . $${KUOTA_STACK_DIR:-.stack}/stack.env; set +a;
 
-.PHONY: help venv native stack-up stack-down demo test test-unit check lint typecheck schemas \
+.PHONY: help venv native stack-up stack-down browser demo test test-unit check lint typecheck schemas \
 	bench-core bench-kueue-baseline bench-kueue-large bench-replay bench-e2e chaos \
 	bench-template-churn plan
 
@@ -43,6 +43,11 @@ stack-up: venv
 stack-down:
 	$(STACK) down
 
+# Debian's chromium and chromium-driver for the dashboard's browser test
+# (tests/e2e/test_e2e_dashboard.py); apt-get only if they are missing.
+browser:
+	$(STACK) browser
+
 # The main job: stack + the four services + a sample GPU cluster, the admission
 # stream printed live, a usage table at the end. `make demo DEMO_ARGS=--down` stops
 # everything afterwards.
@@ -51,7 +56,7 @@ demo: native stack-up
 	$(WITH_STACK) $(PY) scripts/demo $(DEMO_ARGS)
 
 # Two passes: everything on the compiled core, then tests/pure on the pure-Python one.
-test: native stack-up
+test: native stack-up browser
 	$(WITH_STACK) .venv/bin/pytest -q -p no:cacheprovider
 	KUOTA_NATIVE=0 .venv/bin/pytest -q -p no:cacheprovider tests/pure
 

@@ -36,28 +36,37 @@ function barText(b) {
   return t;
 }
 
-function chart(div, bars) {
-  const labels = bars.map((b) => `${b.flavor} / ${b.resource} (${b.unit})`);
-  const limit = bars.map((b) => (b.limit !== null ? b.limit : b.nominal));
+// One small chart per flavor and resource, each on its own scale: GiB and
+// device counts never share an axis.
+function chart(div, b) {
+  const label = `${b.flavor} / ${b.resource} (${b.unit})`;
+  const limit = b.limit !== null ? b.limit : b.nominal;
   const traces = [
-    { name: "nominal + borrowing limit", x: limit, y: labels, marker: { color: COLORS.limit } },
-    { name: "nominal quota", x: bars.map((b) => b.nominal), y: labels, marker: { color: COLORS.nominal }, width: 0.6 },
-    { name: "usage", x: bars.map((b) => b.usage), y: labels, marker: { color: COLORS.usage }, width: 0.35 },
-  ].map((t) => ({ type: "bar", orientation: "h", hoverinfo: "x+name", ...t }));
+    { name: "nominal + borrowing limit", x: [limit], marker: { color: COLORS.limit } },
+    { name: "nominal quota", x: [b.nominal], marker: { color: COLORS.nominal }, width: 0.6 },
+    { name: "usage", x: [b.usage], marker: { color: COLORS.usage }, width: 0.35 },
+  ].map((t) => ({ type: "bar", orientation: "h", y: [label], hoverinfo: "x+name", ...t }));
+  const top = Math.max(b.usage || 0, b.nominal || 0, limit || 0, 1);
   const layout = {
-    barmode: "overlay", showlegend: false, height: 50 + 34 * Math.max(1, bars.length),
-    margin: { l: 200, r: 10, t: 5, b: 25 }, xaxis: { rangemode: "tozero", fixedrange: true },
-    yaxis: { fixedrange: true, automargin: true }, paper_bgcolor: "#fff", plot_bgcolor: "#fff",
+    barmode: "overlay", showlegend: false, height: 62,
+    margin: { l: 190, r: 12, t: 4, b: 22 },
+    xaxis: { range: [0, top * 1.05], fixedrange: true }, yaxis: { fixedrange: true },
+    paper_bgcolor: "#fff", plot_bgcolor: "#fff", font: { size: 11 },
   };
-  div.style.height = `${layout.height}px`;
-  Plotly.react(div, traces, layout, { displayModeBar: false, staticPlot: false, responsive: true });
+  Plotly.react(div, traces, layout, { displayModeBar: false, responsive: true });
+}
+
+function charts(holder, bars) {
+  while (holder.children.length > bars.length) holder.lastChild.remove();
+  while (holder.children.length < bars.length) holder.append(el("div", { class: "chart" }));
+  bars.forEach((b, i) => chart(holder.children[i], b));
 }
 
 function card(container, id, title, meta, bars, problem) {
   let c = container.querySelector(`[data-name="${CSS.escape(id)}"]`);
   if (!c) {
     c = el("div", { class: "card", dataset: { name: id } },
-      el("h3", {}), el("div", { class: "meta" }), el("div", { class: "chart" }), el("ul", { class: "rows" }));
+      el("h3", {}), el("div", { class: "meta" }), el("div", { class: "charts" }), el("ul", { class: "rows" }));
     container.append(c);
   }
   c.querySelector("h3").textContent = title;
@@ -65,7 +74,7 @@ function card(container, id, title, meta, bars, problem) {
   const rows = c.querySelector(".rows");
   rows.replaceChildren(...bars.map((b) => el("li", {}, barText(b))));
   if (problem) rows.append(el("li", { class: "problem" }, `unreadable: ${problem}`));
-  if (bars.length) chart(c.querySelector(".chart"), bars);
+  charts(c.querySelector(".charts"), bars);
   return c;
 }
 
