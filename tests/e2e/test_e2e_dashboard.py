@@ -191,10 +191,12 @@ async def test_the_dashboard_in_a_browser(e2e_run: Run, dashboard: str) -> None:
             lambda br: br.find_element(By.CSS_SELECTOR, f'#cohorts .card[data-name="{pool}"]'),
             "the page shows the cohort",
         )
-        text = await asyncio.to_thread(lambda: _card(browser, a).text)
-        assert "whole-gpus: 0 of 2 nominal, 3 with borrowing" in text, text
-        assert (
-            await asyncio.to_thread(lambda: _card(browser, a).get_attribute("data-admitted")) == "0"
+        # (every read polls: a re-render may replace what was just found)
+        await _until(
+            browser,
+            lambda br: "whole-gpus: 0 of 2 nominal, 3 with borrowing" in _card(br, a).text
+            and _card(br, a).get_attribute("data-admitted") == "0",
+            "team-a's bars before any Job: 0 of 2, 3 with borrowing",
         )
 
         # 2. An admission shows within 2 s of its decision.
@@ -229,19 +231,19 @@ async def test_the_dashboard_in_a_browser(e2e_run: Run, dashboard: str) -> None:
         b2 = await submit("b-2")  # the cohort's 4 GPUs are in use
         for key in (a3, b2):
             await decided("Inadmissible", key)
-        reasons = {}
         for key, cq in ((a3, a), (b2, b)):
+            (why, *_) = [
+                d.reason for _, d in run.decisions if d.type == "Inadmissible" and d.workload == key
+            ]
+            assert why, f"{key}'s Inadmissible decision has no reason"
             row = await _until(
                 browser,
-                lambda br, key=key: (r := _pending_row(br, key)) and r["reason"].strip() and r,
-                f"{key} pending with a reason",
+                lambda br, key=key, why=why: (r := _pending_row(br, key))
+                and why in r["reason"]
+                and r,
+                f"{key} pending with its reason {why}",
             )
-            (why,) = {
-                d.reason for _, d in run.decisions if d.type == "Inadmissible" and d.workload == key
-            } or {None}
             assert row["cq"] == cq and row["position"] == "1 of 1", row
-            assert why and why in row["reason"], (why, row)
-            reasons[key] = row["reason"]
         await asyncio.to_thread(
             lambda: Select(browser.find_element(By.ID, "filter-namespace")).select_by_value(b)
         )

@@ -128,7 +128,7 @@ async def _serve(
         return await explain_workload(settings, workload, preemption)
 
     app = make_app(live, explain, token=token)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
     await runner.setup()
     site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
     await site.start()

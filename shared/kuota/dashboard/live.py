@@ -49,8 +49,9 @@ from kuota.dashboard.view import (
 )
 from kuota.events.schema import parse_decision
 
-__all__ = ["Live", "LiveConfig"]
+__all__ = ["CLOSE", "Live", "LiveConfig"]
 
+CLOSE = "close"  # the event that ends a subscriber's stream (the server is stopping)
 QUEUE_BOUND = 256  # events waiting for one browser before it is dropped
 
 
@@ -123,6 +124,7 @@ class Live:
         try:
             await stop.wait()
         finally:
+            self._send(CLOSE, "")  # every open event stream ends: shutdown waits for none
             for t in tasks:
                 t.cancel()
             for t in tasks:

@@ -40,7 +40,7 @@ from typing import Any
 from aiohttp import web
 
 from kuota.audit.explain import Explanation
-from kuota.dashboard.live import Live
+from kuota.dashboard.live import CLOSE, Live
 
 __all__ = ["COOKIE", "ExplainFn", "make_app", "plotly_js"]
 
@@ -147,6 +147,8 @@ def make_app(live: Live, explain: ExplainFn, *, token: str | None = None) -> web
                 except TimeoutError:
                     await response.write(b": keep-alive\n\n")
                     continue
+                if event == CLOSE:
+                    break
                 await response.write(_sse(event, data))
         except (ConnectionResetError, asyncio.CancelledError):
             pass

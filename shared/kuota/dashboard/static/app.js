@@ -39,7 +39,7 @@ function barText(b) {
 // One small chart per flavor and resource, each on its own scale: GiB and
 // device counts never share an axis.
 function chart(div, b) {
-  const label = `${b.flavor} / ${b.resource} (${b.unit})`;
+  const label = `${b.resource} (${b.unit})<br>${b.flavor}`;
   const limit = b.limit !== null ? b.limit : b.nominal;
   const traces = [
     { name: "nominal + borrowing limit", x: [limit], marker: { color: COLORS.limit } },
