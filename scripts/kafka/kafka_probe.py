@@ -38,7 +38,9 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
-def _request(host: str, port: int, api_key: int, version: int, body: bytes, timeout: float) -> bytes:
+def _request(
+    host: str, port: int, api_key: int, version: int, body: bytes, timeout: float
+) -> bytes:
     """One request (header v1) and its response payload, correlation id checked and cut."""
     client_id = b"kuota-stack-probe"
     correlation_id = 7
