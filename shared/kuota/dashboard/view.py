@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kuota.audit.status import QueueStatus
+from kuota.audit.status import QueueStatus, queue_fields
 from kuota.events.schema import Decision
 
 __all__ = [
@@ -75,13 +75,7 @@ def queue_views(queues: Iterable[QueueStatus]) -> list[dict[str, Any]]:
     """Each ClusterQueue with its bars, sorted by name (as ``parse_status`` gives them)."""
     return [
         {
-            "name": q.name,
-            "cohort": q.cohort,
-            "admitted": q.admitted,
-            "pending": q.pending,
-            "pending_by_status": dict(q.pending_by_status),
-            "updated_at": q.updated_at,
-            "problem": q.problem,
+            **queue_fields(q),
             "bars": [
                 _bar(r.flavor, r.resource, r.usage, r.nominal, r.borrowing_limit)
                 for r in q.resources
