@@ -141,6 +141,13 @@ def _pending_row(browser: WebDriver, workload: str) -> dict[str, str] | None:
     return None
 
 
+def _choose(browser: WebDriver, select: str, value: str) -> bool:
+    """Pick ``value`` in a filter (a re-render may replace the options meanwhile:
+    ``_until`` tries again)."""
+    Select(browser.find_element(By.ID, select)).select_by_value(value)
+    return True
+
+
 def _artifacts() -> Path:
     root = os.environ.get("KUOTA_TEST_ARTIFACTS") or str(
         Path(load_launcher().stack_dir()) / "artifacts"
@@ -244,9 +251,7 @@ async def test_the_dashboard_in_a_browser(e2e_run: Run, dashboard: str) -> None:
                 f"{key} pending with its reason {why}",
             )
             assert row["cq"] == cq and row["position"] == "1 of 1", row
-        await asyncio.to_thread(
-            lambda: Select(browser.find_element(By.ID, "filter-namespace")).select_by_value(b)
-        )
+        await _until(browser, lambda br: _choose(br, "filter-namespace", b), "choose a namespace")
         await _until(
             browser,
             lambda br: [
@@ -256,9 +261,7 @@ async def test_the_dashboard_in_a_browser(e2e_run: Run, dashboard: str) -> None:
             == [b2],
             "the namespace filter shows team-b's workload only",
         )
-        await asyncio.to_thread(
-            lambda: Select(browser.find_element(By.ID, "filter-namespace")).select_by_value("")
-        )
+        await _until(browser, lambda br: _choose(br, "filter-namespace", ""), "choose a namespace")
 
         # 4. The screenshot, with everything on the page.
         await _until(browser, lambda br: _pending_row(br, a3), "the table again in full")
