@@ -20,7 +20,7 @@ help:
 	@echo "make bench-template-churn  one tenant churns 1,000 templates, another's latency"
 	@echo "make chaos       seeded fault runs on a stack of its own (CHAOS_ARGS=\"--seed 2 --jobs 1000\")"
 	@echo "make plan        fewest GPUs per accounting model for a trace (PLAN_ARGS=\"--jobs 2000 --report out/plan\")"
-	@echo "make stack-up / stack-down"
+	@echo "make stack-up / stack-down / browser (Debian chromium for the dashboard's browser test)"
 
 # constraints.txt pins every transitive dependency (how to update it: its header).
 $(VENV_STAMP): pyproject.toml constraints.txt
