@@ -186,17 +186,21 @@ def acls_of(user: str, instance: str, principal: str) -> list[Acl]:
 
 def test_the_table_is_one_user_per_service_with_its_own_ids() -> None:
     """Offline: each service's group and transactional ids are its own, and no
-    user but the CLI sees another's group; nobody may create topics."""
+    user but the CLI and the dashboard sees another's group (Describe only, for
+    admission's committed offset); nobody may create topics."""
     users = kafka_users()
     roles = ("ingest", "admission", "preemption", "actuator")
-    assert set(users) == {f"kuota-{r}" for r in roles} | {"kuota-cli", "kuota-ledger"}
+    readers = {"kuota-cli", "kuota-dashboard"}
+    assert set(users) == {f"kuota-{r}" for r in roles} | readers | {"kuota-ledger"}
     for user, acls in users.items():
         for acl in acls:
             r, ops = acl["resource"], set(acl["operations"])
             assert "Create" not in ops and "All" not in ops, (user, acl)
             if r["type"] == "transactionalId":
                 assert r == {"type": r["type"], "name": f"{user}-", "patternType": "prefix"}
-            if r["type"] == "group" and user != "kuota-cli":
+            if r["type"] == "group" and user in readers:
+                assert ops == {"Describe"}, (user, acl)
+            elif r["type"] == "group":
                 assert r["name"] in (user, "gpu-ledger"), (user, r)
             if r["type"] == "topic" and r["patternType"] == "prefix":
                 assert ops == {"Describe"}, (user, acl)
@@ -388,6 +392,15 @@ async def test_each_user_does_its_job_under_its_own_acls(
     ledger = users.settings("ledger")
     assert await consume(ledger, topics.decisions, f"{inst}-gpu-ledger-1") == recorded
 
+    # the dashboard: journal and decisions in no group, admission's committed offset
+    from kuota.audit.kafka import committed_offset
+
+    dashboard = users.settings("dashboard")
+    assert await consume(dashboard, topics.decisions, None) == recorded
+    assert await consume(dashboard, topics.journal, None) > 0
+    journal_tp = TopicPartition(topics.journal, 0)
+    assert await committed_offset(dashboard, f"{inst}-admission", journal_tp) is not None
+
 
 # --------------------------------------------------------------------------- the rest
 
@@ -450,6 +463,13 @@ async def test_each_user_is_refused_what_is_not_its_job(users: Users) -> None:
         (
             "cli commits in admission's group",
             lambda: consume(s["cli"], t.journal, f"{inst}-admission"),
+        ),
+        # the dashboard reads, like the CLI
+        ("dashboard writes the journal", lambda: produce(s["dashboard"], t.journal, [b"x"])),
+        ("dashboard writes decisions", lambda: produce(s["dashboard"], t.decisions, [b"x"])),
+        (
+            "dashboard commits in admission's group",
+            lambda: consume(s["dashboard"], t.journal, f"{inst}-admission"),
         ),
     ]
     allowed = []

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +25,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError, OffsetOutOfRangeError
 
+from kuota.audit.explain import Explainer, Explanation, relevant
 from kuota.audit.replay import (
     Auditor,
     AuditResult,
@@ -33,10 +34,13 @@ from kuota.audit.replay import (
     RecordedDecision,
     decode_decision,
     decode_event,
+    service_fold,
 )
 from kuota.bus import connect
 from kuota.bus.settings import KafkaSettings
+from kuota.bus.topics import Topics
 from kuota.core.fold.fold import Fold
+from kuota.events.schema import Decision
 
 __all__ = [
     "AuditRange",
@@ -45,7 +49,9 @@ __all__ = [
     "admission_group",
     "audit_range",
     "committed_offset",
+    "explain_workload",
     "instance",
+    "journal_and_decisions",
     "journal_records",
     "load_snapshot",
     "read_batches",
@@ -338,3 +344,46 @@ async def recorded_decisions(
     async with contextlib.aclosing(read_batches(settings, tp, start=0, end=end)) as batches:
         async for batch in batches:
             yield [decode_decision(where(r), r.value) for r in batch]
+
+
+async def journal_and_decisions(
+    settings: KafkaSettings,
+) -> tuple[TopicPartition, TopicPartition, AuditRange]:
+    """The journal and decision topics' one partition each, and how far to read them."""
+    topics = Topics.from_settings(settings)
+    journal = await single_partition(settings, topics.journal)
+    decisions = await single_partition(settings, topics.decisions)
+    return journal, decisions, await audit_range(settings, journal, decisions)
+
+
+async def explain_workload(
+    settings: KafkaSettings,
+    key: str,
+    preemption: str,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+) -> Explanation:
+    """``kuota explain`` from Kafka: the workload's recorded decisions up to the
+    audit range, then the journal re-folded (in ``preemption`` mode) as far as
+    they need; ``progress(done, total)`` after each journal batch. The CLI and
+    the dashboard's workload page both call this."""
+    journal, decisions, rng = await journal_and_decisions(settings)
+    mine: list[Decision] = []
+    async for batch in recorded_decisions(settings, decisions, end=rng.decisions_end):
+        for r in batch:
+            d = r.decision
+            if d is None or (d.cause_offset is not None and d.cause_offset >= rng.end):
+                continue
+            if d.workload == key or d.preemptor == key:
+                mine.append(d)
+    explainer = Explainer(key, relevant(key, mine), service_fold(preemption))
+    until = explainer.needed_until
+    end = rng.end if until is None else min(rng.end, until + 1)
+    if progress is not None:
+        progress(0, end)
+    async for records in journal_records(settings, journal, start=0, end=end):
+        for record in records:
+            explainer.event(record)
+        if progress is not None:
+            progress(records[-1].offset + 1, end)
+    return explainer.explain()

@@ -28,6 +28,7 @@ __all__ = [
     "QueueStatus",
     "cohort_totals",
     "parse_status",
+    "queue_fields",
     "redis_key",
     "status_dict",
 ]
@@ -115,6 +116,19 @@ def cohort_totals(queues: list[QueueStatus]) -> dict[str, dict[tuple[str, str], 
     return out
 
 
+def queue_fields(q: QueueStatus) -> dict[str, Any]:
+    """A ClusterQueue's figures as JSON, without its rows (``--json``, the dashboard)."""
+    return {
+        "name": q.name,
+        "cohort": q.cohort,
+        "admitted": q.admitted,
+        "pending": q.pending,
+        "pending_by_status": dict(q.pending_by_status),
+        "updated_at": q.updated_at,
+        "problem": q.problem,
+    }
+
+
 def status_dict(
     queues: list[QueueStatus], *, key: str, now: float, actuator_lag: int | None
 ) -> dict[str, Any]:
@@ -125,17 +139,7 @@ def status_dict(
         "last_change_age_s": round(now - max(changes), 3) if changes else None,
         "actuator_lag": actuator_lag,
         "cluster_queues": [
-            {
-                "name": q.name,
-                "cohort": q.cohort,
-                "admitted": q.admitted,
-                "pending": q.pending,
-                "pending_by_status": dict(q.pending_by_status),
-                "updated_at": q.updated_at,
-                "problem": q.problem,
-                "resources": [row_json(r) for r in q.resources],
-            }
-            for q in queues
+            {**queue_fields(q), "resources": [row_json(r) for r in q.resources]} for q in queues
         ],
         "cohorts": {
             cohort: [

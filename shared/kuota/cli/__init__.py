@@ -8,7 +8,8 @@ command does can be tested without a process:
 - :mod:`.simulate` (``kuota simulate``), :mod:`.plan` (``kuota plan``, capacity
   planning over :mod:`kuota.sim.plan`), :mod:`.healthcheck` (the image's probe);
 - :mod:`.audit`: ``kuota audit replay``, ``kuota journal export``, ``kuota explain``;
-- :mod:`.status` (the actuator's read model), :mod:`.events` (``events tail``).
+- :mod:`.status` (the actuator's read model), :mod:`.events` (``events tail``);
+- :mod:`.dashboard` (``kuota dashboard``, the live web app of :mod:`kuota.dashboard`).
 
 They import :mod:`._common` (exit codes, errors, consoles, Kafka settings),
 never each other; import-linter holds them to it. This module only builds the
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import typer
 
-from kuota.cli import audit, events, healthcheck, plan, simulate, status
+from kuota.cli import audit, dashboard, events, healthcheck, plan, simulate, status
 
 app = typer.Typer(
     name="kuota",
@@ -41,6 +42,7 @@ app.command("plan")(plan.plan)
 app.command("healthcheck")(healthcheck.healthcheck)
 app.command("explain")(audit.explain)
 app.command("status")(status.status)
+app.command("dashboard")(dashboard.dashboard)
 app.add_typer(audit.audit_app, name="audit")
 app.add_typer(audit.journal_app, name="journal")
 app.add_typer(events.events_app, name="events")

@@ -156,14 +156,9 @@ def replay(
 async def _journal_and_decisions(
     settings: KafkaSettings,
 ) -> tuple[TopicPartition, TopicPartition, AuditRange]:
-    """The journal and decision topics' one partition each, and how far to read them."""
-    from kuota.audit.kafka import audit_range, single_partition
-    from kuota.bus.topics import Topics
+    from kuota.audit.kafka import journal_and_decisions
 
-    topics = Topics.from_settings(settings)
-    journal = await single_partition(settings, topics.journal)
-    decisions = await single_partition(settings, topics.decisions)
-    return journal, decisions, await audit_range(settings, journal, decisions)
+    return await journal_and_decisions(settings)
 
 
 async def _replay_kafka(
@@ -351,27 +346,13 @@ def _before(offset: int | None, end: int | None) -> bool:
 
 
 async def _explain_kafka(settings: KafkaSettings, key: str, preemption: str) -> Explanation:
-    from kuota.audit.explain import Explainer, relevant
-    from kuota.audit.kafka import journal_records, recorded_decisions
-    from kuota.audit.replay import service_fold
-    from kuota.events.schema import Decision
+    from kuota.audit.kafka import explain_workload
 
-    journal, decisions, rng = await _journal_and_decisions(settings)
-    mine: list[Decision] = []
-    async for batch in recorded_decisions(settings, decisions, end=rng.decisions_end):
-        for r in batch:
-            d = r.decision
-            if d is None or (d.cause_offset is not None and d.cause_offset >= rng.end):
-                continue
-            if d.workload == key or d.preemptor == key:
-                mine.append(d)
-    explainer = Explainer(key, relevant(key, mine), service_fold(preemption))
-    until = explainer.needed_until
-    end = rng.end if until is None else min(rng.end, until + 1)
-    with progress_bar("re-folding", end) as bar:
-        task = bar.add_task("refold", total=end)
-        async for records in journal_records(settings, journal, start=0, end=end):
-            for record in records:
-                explainer.event(record)
-            bar.update(task, completed=records[-1].offset + 1)
-    return explainer.explain()
+    with progress_bar("re-folding", None) as bar:
+        task = bar.add_task("refold", total=None)
+        return await explain_workload(
+            settings,
+            key,
+            preemption,
+            progress=lambda done, total: bar.update(task, completed=done, total=total),
+        )

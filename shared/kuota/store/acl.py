@@ -4,7 +4,8 @@ Theory of operation: one table of who may touch which key with which command.
 Each service logs in as ``kuota-<role>`` (``deploy/components/redis-users``)
 and may reach only its own keys: ingest its seen hash,
 admission its snapshots, the actuator the ClusterQueue status hash; the CLI
-reads (``%R~``) the status hash and the snapshots. ``rules`` gives the
+reads (``%R~``) the status hash and the snapshots, the dashboard
+(``kuota dashboard``) the status hash only. ``rules`` gives the
 ``ACL SETUSER`` arguments for a topic prefix (the default ``kuota.`` gives
 docs/security.md's lines); tests/integration/test_security_redis.py creates
 exactly these users on the local Redis and shows each can do its job and is
@@ -21,7 +22,7 @@ import secrets
 import shlex
 import sys
 
-ROLES = ("ingest", "admission", "actuator", "cli")
+ROLES = ("ingest", "admission", "actuator", "cli", "dashboard")
 COMMON = ("resetkeys", "resetchannels", "-@all", "+ping", "+select")
 SEEN_HASH = "kuota:ingest:seen"
 
@@ -47,6 +48,7 @@ def keys(role: str, topic_prefix: str = "kuota.") -> tuple[str, ...]:
         "admission": (f"~{snapshots}",),
         "actuator": (f"~{status}",),
         "cli": (f"%R~{status}", f"%R~{snapshots}"),
+        "dashboard": (f"%R~{status}",),
     }
     return table[role]
 
@@ -58,6 +60,7 @@ def commands(role: str) -> tuple[str, ...]:
         "admission": ("+hset", "+hgetall", "+del"),
         "actuator": ("+hset", "+hdel"),
         "cli": ("+hgetall",),
+        "dashboard": ("+hgetall",),
     }
     return table[role]
 
@@ -74,7 +77,7 @@ def setuser_line(role: str, topic_prefix: str = "kuota.") -> str:
     return f"ACL SETUSER kuota-{role} on >PASSWORD {' '.join(rules(role, topic_prefix))}"
 
 
-SERVICES = ("ingest", "admission", "actuator")  # the roles with a Deployment
+SERVICES = ("ingest", "admission", "actuator", "dashboard")  # the roles with a Deployment
 
 
 def aclfile(passwords: dict[str, str], topic_prefix: str = "kuota.") -> str:
