@@ -53,6 +53,10 @@ ANN_ACTIVE = "kuota.dev/active"
 COMPLETIONS = 4
 RUN_FOR = 2.0  # seconds each pod runs
 MAX_JOBS = 24
+# Jobs the rogue may make past MAX_JOBS for each kind it has not yet tried, to give
+# it a target (a full namespace of finished or queued Jobs left swap-template-running
+# untried in one CI run)
+OWED_JOBS = 2
 # kind -> the Job states it applies to ("suspended", "running", "" for a create)
 ATTEMPTS: Mapping[str, str] = {
     "unsuspend": "suspended",
@@ -248,6 +252,7 @@ class Rogue:
     _ids: dict[str, str] = field(default_factory=dict)  # Job -> decision id seen running
     _holds: list[tuple[float, str]] = field(default_factory=list)  # (release at, pod)
     _swap_devices: int = 1  # the devices SWAP_TEMPLATE asks for now
+    _owed_made: Counter[str] = field(default_factory=Counter)  # past MAX_JOBS, by kind
 
     # ------------------------------------------------------------ calls
 
@@ -326,13 +331,23 @@ class Rogue:
             await asyncio.sleep(self.rng.uniform(*self.period))
             await self.release_holds()
             state = await self._state()
-            kind = first[0] if first else self.rng.choice(list(ATTEMPTS))
+            owed = self.owed()
+            if first:
+                kind = first[0]
+            elif owed and self.rng.random() < 0.5:  # a kind skipped in the first round
+                kind = self.rng.choice(owed)
+            else:
+                kind = self.rng.choice(list(ATTEMPTS))
             wanted = ATTEMPTS[kind]
             targets = state.get(wanted, []) if wanted else []
             if wanted and not targets:
                 # nothing in that state: make a Job now and then (it will be queued)
-                if len(self.registry) < MAX_JOBS and self.rng.random() < 0.3:
-                    swap = wanted == "swappable" and self.custom is not None
+                if self._room(kind) and self.rng.random() < 0.3:
+                    # a swappable Job runs too: made for any running kind while the swap is owed
+                    swap = self.custom is not None and (
+                        wanted == "swappable"
+                        or (wanted == "running" and "swap-template-running" in owed)
+                    )
                     await self._create("create", self._swappable() if swap else self._long())
                 skipped += 1
                 if first and skipped > 40:  # e.g. never admitted: go on
@@ -398,10 +413,10 @@ class Rogue:
             body["spec"] = {"suspend": False}
             await self._patch(kind, name, body)
         elif kind == "create-unlabelled":
-            if len(self.registry) < MAX_JOBS:
+            if self._room(kind):
                 await self._create(kind, rogue_job(self._name(), queue=None))
         elif kind == "create-unsuspended":
-            if len(self.registry) < MAX_JOBS:
+            if self._room(kind):
                 manifest = rogue_job(self._name())
                 manifest["spec"]["suspend"] = False
                 await self._create(kind, manifest)
@@ -428,7 +443,7 @@ class Rogue:
                 if t.outcome == "accepted":
                     self._swap_devices = devices
         elif kind == "create-oversized":
-            if len(self.registry) < MAX_JOBS:
+            if self._room(kind):
                 manifest = rogue_job(self._name())
                 container = manifest["spec"]["template"]["spec"]["containers"][0]
                 container["env"] = [{"name": "BLOB", "value": "x" * OVERSIZED_BYTES}]
@@ -513,6 +528,20 @@ class Rogue:
                         made = self.registry.get(t.job, "?")
                         lines.append(f"    accepted at t+{t.at - self.t0:.1f}s: {t.job} ({made})")
         return lines
+
+    def _room(self, kind: str) -> bool:
+        """Whether a try of ``kind`` may make a Job now (and counts it if past MAX_JOBS)."""
+        if len(self.registry) < MAX_JOBS:
+            return True
+        if kind in self.owed() and self._owed_made[kind] < OWED_JOBS:
+            self._owed_made[kind] += 1
+            return True
+        return False
+
+    def owed(self) -> list[str]:
+        """The kinds every run must try that this one has not yet tried."""
+        tried = {t.kind for t in self.tries}
+        return [k for k in ATTEMPTS if k not in OPPORTUNISTIC and k not in tried]
 
     def accepted(self) -> list[str]:
         """The kinds of try that got through (a create and a suspended relabel may)."""

@@ -15,6 +15,7 @@ from chaos_rogue import (
     ANN_DECISION_ID,
     ATTEMPTS,
     HOLD_FINALIZER,
+    MAX_JOBS,
     OPPORTUNISTIC,
     OVERSIZED_BYTES,
     QUEUE_LABEL,
@@ -135,6 +136,30 @@ def test_every_kind_is_tried_and_the_outcomes_are_sorted() -> None:
     big = [t for t in rogue.tries if t.kind == "create-oversized"]
     assert big and all(t.outcome == "accepted" for t in big)
     assert OVERSIZED_BYTES > 1 << 20
+
+
+class FullBatch(FakeBatch):
+    """A namespace already at MAX_JOBS whose Jobs all wait: only a Job made past it runs."""
+
+    async def create_namespaced_job(self, ns: str, body: dict[str, Any]) -> None:
+        body = json.loads(json.dumps(body))
+        body["spec"]["suspend"] = len(self.jobs) < 3  # the first ones: queued for good
+        body["metadata"].setdefault("annotations", {})[ANN_DECISION_ID] = "d-1"
+        self.jobs[body["metadata"]["name"]] = body
+
+
+def test_a_kind_skipped_in_a_full_namespace_is_still_tried() -> None:
+    # CI once ended a run with swap-template-running untried: the namespace was at
+    # MAX_JOBS and no Job on the rogue's template was running when its turn came
+    batch = FullBatch()
+    core, custom = FakeCore(batch), FakeCustom()
+    rogue = Rogue(
+        batch=batch, rng=random.Random(3), say=print, period=(0.0, 0.0), core=core, custom=custom
+    )  # type: ignore[arg-type]
+    rogue.registry.update({f"chaos-a/old-{i:03d}": "create" for i in range(MAX_JOBS)})
+    asyncio.run(rogue.run(lambda: not rogue.owed() or len(rogue.tries) > 2000))
+    assert rogue.owed() == [], rogue.owed()
+    assert any(t.kind == "swap-template-running" for t in rogue.tries)
 
 
 def test_outcomes_of_the_apiservers_answers() -> None:
