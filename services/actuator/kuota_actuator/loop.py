@@ -28,10 +28,12 @@ from aiokafka.errors import KafkaError
 
 from kuota.actuation.patch import EventSpec
 from kuota.bus.deadletter import dead_letter_record
+from kuota.bus.offsets import group_offsets
 from kuota.bus.topics import Topics, ensure_topics, shard_key
 from kuota.events.decode import DecodeError, decode_decision
 from kuota.events.schema import ActuationFailed, Decision, WorkloadStopped
 from kuota.kube.watch import Resource
+from kuota.service import Unavailable
 from kuota.status.model import ClusterQueueReadModel
 from kuota.store.settings import redis_client
 from kuota_actuator.apply import FLAVORS_PATH, Actuator, Outcome
@@ -293,16 +295,9 @@ class Service:
     async def _replay(self, topics: Topics, stop: asyncio.Event) -> int:
         """Fold decisions ``[0, committed)`` of every partition into the read model."""
         kw = self.cfg.kafka.client_kwargs()
-        probe = AIOKafkaConsumer(group_id=self.cfg.group_id, enable_auto_commit=False, **kw)
-        await probe.start()
-        try:
-            await probe.topics()  # loads every topic's metadata
-            parts = sorted(probe.partitions_for_topic(topics.decisions) or set())
-            committed = {
-                p: await probe.committed(TopicPartition(topics.decisions, p)) for p in parts
-            }
-        finally:
-            await probe.stop()
+        committed = await group_offsets(self.cfg.kafka, topics.decisions, self.cfg.group_id)
+        if not committed:  # the topic exists (ensure_topics): its metadata is late
+            raise Unavailable(f"{topics.decisions} has no partitions in the metadata yet")
         ranges = {p: end for p, end in committed.items() if end}
         if not ranges:
             return 0

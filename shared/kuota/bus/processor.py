@@ -22,9 +22,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import OffsetOutOfRangeError
 
+from kuota.bus.offsets import group_offsets
 from kuota.bus.settings import KafkaSettings
 
 
@@ -118,31 +118,7 @@ class TransactionalProcessor:
         """The group's committed offset per partition of the input topic (None:
         nothing committed yet), read without joining the group, so usable
         before ``start_consumer``."""
-        admin = AIOKafkaAdminClient(**self._settings.client_kwargs())
-        await admin.start()
-        try:
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + 10.0
-            while True:  # a topic created a moment ago may not be in the metadata yet
-                described = await admin.describe_topics([self._input_topic])
-                parts = sorted(
-                    p["partition"]
-                    for t in described
-                    if t["topic"] == self._input_topic and t["error_code"] == 0
-                    for p in t["partitions"]
-                )
-                if parts or loop.time() > deadline:
-                    break
-                await asyncio.sleep(0.2)
-            tps = [TopicPartition(self._input_topic, p) for p in parts]
-            offsets = await admin.list_consumer_group_offsets(self._group_id, partitions=tps)
-        finally:
-            await admin.close()
-        out: dict[int, int | None] = {}
-        for tp in tps:
-            meta = offsets.get(tp)
-            out[tp.partition] = meta.offset if meta is not None and meta.offset >= 0 else None
-        return out
+        return await group_offsets(self._settings, self._input_topic, self._group_id)
 
     async def replay(
         self,
