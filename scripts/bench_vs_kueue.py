@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
 """kuota's stack and Kueue v0.19.2's, one after the other, on the same burst: ratios.
 
-    .venv/bin/python scripts/bench_vs_kueue.py [--jobs 2000] [--cqs 10]
+    .venv/bin/python scripts/bench_vs_kueue.py [--jobs 2000] [--cqs 10] [--rate 100]
+        [--paced-jobs 1000] [--shape baseline --shape-cqs 6 --shape-scale 1.0] [--no-burst]
+
+``--rate`` adds a paced run and ``--shape`` Kueue's own scheduler shape on both
+systems (``bench_vs_kueue_live``); each prints its lines, and one line per
+system gives CPU-ms per Job per process, before the last line.
 
 **kuota**: ``scripts/bench_e2e.py --held --preempt 0 --jobs N`` on the local
 stack (``scripts/stack up``): a pipeline of the four services of its own, the
@@ -15,8 +20,8 @@ released and a watch times every Job's unsuspension. In both, latency and
 and CPU is every process of that stack (``<stack>/run/*.pid``: apiserver,
 etcd, controller-manager, scheduler, kwok, and Kafka, Redis and the services
 or Kueue) over the window, per admitted Job. RSS is the peak (VmHWM) of the
-queueing system's own processes: kuota's services (as bench_e2e reports
-them), Kafka and Redis, against Kueue's one process.
+queueing system's own processes: kuota's five services (bench_e2e's
+"services' peak RSS"), Kafka and Redis, against Kueue's one process.
 
 Differences of shape, said where they matter: bench_e2e holds one
 ClusterQueue, so kuota's side is always ``--cqs 1`` (the worst case for

@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
 
-from bench_vs_kueue_figures import (  # noqa: E402
+from bench_vs_kueue_figures import (
     JobTimeline,
     cpu_used,
     last_line,
