@@ -7,7 +7,7 @@ STACK := scripts/stack
 # Load the stack's addresses (Kafka, Redis, kubeconfig) for commands that need them.
 WITH_STACK := set -a; . $${KUOTA_STACK_DIR:-.stack}/stack.env; set +a;
 
-.PHONY: help venv native stack-up stack-down browser demo test test-unit check lint typecheck schemas \
+.PHONY: help venv native stack-up stack-down operators browser demo test test-unit check lint typecheck schemas \
 	bench-core bench-kueue-baseline bench-kueue-large bench-replay bench-e2e chaos \
 	bench-template-churn plan kueue-install kueue-stack-up kueue-stack-down diff-kueue bench-vs-kueue
 
@@ -23,6 +23,7 @@ help:
 	@echo "make diff-kueue  every e2e scenario on Kueue v0.19.2 itself and on kuota's fold (DIFF_ARGS=\"cohort-reclaim\")"
 	@echo "make bench-vs-kueue  the same burst through kuota's stack and Kueue's, ratios (BENCH_ARGS=\"--cqs 1\")"
 	@echo "make stack-up / stack-down / kueue-stack-up / kueue-stack-down"
+	@echo "make operators   the training-operator and KubeRay on the stack (built once, ~3-7 min each)"
 	@echo "make browser     Debian chromium for the dashboard's browser test"
 
 # constraints.txt pins every transitive dependency (how to update it: its header).
@@ -45,6 +46,13 @@ stack-up: venv
 
 stack-down:
 	$(STACK) down
+
+# The Kubeflow training-operator v1.8.1 and the KubeRay operator v1.5.0, built from
+# the Go module proxy into ~/.cache/kuota (once per machine), run out of cluster on
+# the stack; the stack remembers them, so a later `stack-up` starts them again
+# (docs/design/operators.md). The tests of PyTorchJobs and RayClusters need them.
+operators: stack-up
+	$(STACK) up training kuberay
 
 # Debian's chromium and chromium-driver for the dashboard's browser test
 # (tests/e2e/test_e2e_dashboard.py); apt-get only if they are missing.
@@ -82,7 +90,7 @@ bench-vs-kueue: native stack-up kueue-stack-up
 	$(WITH_STACK) $(PY) scripts/bench_vs_kueue.py $(BENCH_ARGS)
 
 # Two passes: everything on the compiled core, then tests/pure on the pure-Python one.
-test: native stack-up browser kueue-install
+test: native stack-up operators browser kueue-install
 	$(WITH_STACK) .venv/bin/pytest -q -p no:cacheprovider
 	KUOTA_NATIVE=0 .venv/bin/pytest -q -p no:cacheprovider tests/pure
 

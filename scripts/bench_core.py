@@ -25,6 +25,13 @@ steps), each queue a ``gpu-share-memory`` quota (``--share-quota-gi``, flavor
 (charged 20Gi each). Without it the cluster and the Jobs are exactly those
 above, so the digest is unchanged.
 
+``--afs`` turns admission fair sharing on: the Configuration gets
+``admissionFairSharing`` (half-life 1h, samples every 5m, cpu weighted 0),
+every ClusterQueue ``admissionScope.admissionMode:
+UsageBasedAdmissionFairSharing``, every namespace ``--afs-local-queues``
+LocalQueues (``queue``, ``queue-1``, ...) and each Job one of them, drawn by a
+second seeded generator (so the rest of the trace is unchanged).
+
 Generation uses a seeded ``random.Random`` (a script, not the core) and is not
 timed. The timed part is the engine+fold loop. Progress goes to stderr; the
 LAST stdout line is::
@@ -93,8 +100,11 @@ def cluster(
     gpu_quota: int,
     mig_quota_gi: int,
     share_quota_gi: int = 0,
+    afs_local_queues: int = 0,
 ) -> list[dict[str, Any]]:
-    """Everything but the Jobs, in apply order. ``share_quota_gi`` > 0 adds
+    """Everything but the Jobs, in apply order. ``afs_local_queues`` > 0 turns
+    admission fair sharing on with that many LocalQueues per namespace
+    (``--afs``). ``share_quota_gi`` > 0 adds
     consumable capacity: one shared H100 per node, a capacity mapping and a
     ``gpu-share-memory`` quota per queue (``--capacity``)."""
     objects: list[dict[str, Any]] = [
@@ -119,6 +129,12 @@ def cluster(
         }
     ]
     classes = [("gpu.nvidia.com", "gpu"), ("mig.nvidia.com", "mig")]
+    if afs_local_queues:
+        objects[0]["admissionFairSharing"] = {
+            "usageHalfLifeTime": "1h",
+            "usageSamplingInterval": "5m",
+            "resourceWeights": {"cpu": 0},
+        }
     if share_quota_gi:
         objects[0]["resources"]["deviceClassMappings"].append(
             {
@@ -272,6 +288,10 @@ def cluster(
                 },
             }
         )
+        if afs_local_queues:
+            objects[-1]["spec"]["admissionScope"] = {
+                "admissionMode": "UsageBasedAdmissionFairSharing"
+            }
         if share_quota_gi:
             objects[-1]["spec"]["resourceGroups"].append(
                 {
@@ -291,14 +311,15 @@ def cluster(
                 }
             )
         objects.append({"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(ns)})
-        objects.append(
-            {
-                "apiVersion": KUEUE,
-                "kind": "LocalQueue",
-                "metadata": _meta("queue", ns),
-                "spec": {"clusterQueue": cq},
-            }
-        )
+        for i in range(max(1, afs_local_queues)):
+            objects.append(
+                {
+                    "apiVersion": KUEUE,
+                    "kind": "LocalQueue",
+                    "metadata": _meta(f"queue-{i}" if i else "queue", ns),
+                    "spec": {"clusterQueue": cq},
+                }
+            )
         templates: list[tuple[str, str, str | None, str | None]] = [
             ("single-gpu", "gpu.nvidia.com", None, None),
             (
@@ -359,9 +380,11 @@ def jobs(
     load: float,
     seed: int,
     share_quota_gi: int = 0,
+    afs_local_queues: int = 0,
 ) -> list[dict[str, Any]]:
     """``count`` Jobs with submit-at / run-for annotations keeping ``load``."""
     rng = random.Random(seed)
+    lq_rng = random.Random(seed + 1_000_003)  # --afs: which LocalQueue (trace unchanged)
     # Job shapes: (template, parallelism, cpu per pod, weight). Specs are shared
     # between Jobs (the engine copies only metadata; the core does not mutate).
     shapes = [
@@ -398,6 +421,10 @@ def jobs(
         q = rng.randrange(queues)
         ns = f"team-{q:03d}"
         shape = rng.choices(range(len(shapes)), weights)[0]
+        job_labels = labels[ns]
+        if afs_local_queues > 1:
+            i = lq_rng.randrange(afs_local_queues)
+            job_labels = {"kueue.x-k8s.io/queue-name": f"queue-{i}" if i else "queue"}
         out.append(
             {
                 "apiVersion": "batch/v1",
@@ -405,7 +432,7 @@ def jobs(
                 "metadata": {
                     "name": f"job-{n:06d}",
                     "namespace": ns,
-                    "labels": labels[ns],
+                    "labels": job_labels,
                     "annotations": {
                         "kuota.dev/submit-at": round(now, 3),
                         "kuota.dev/run-for": rng.randint(run_min, run_max),
@@ -462,6 +489,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--share-quota-gi", type=int, default=80, help="gpu-share-memory Gi per queue (--capacity)"
     )
+    parser.add_argument(
+        "--afs",
+        action="store_true",
+        help="admission fair sharing on: every ClusterQueue UsageBasedAdmissionFairSharing, "
+        "--afs-local-queues LocalQueues per namespace",
+    )
+    parser.add_argument(
+        "--afs-local-queues", type=int, default=4, help="LocalQueues per namespace (--afs)"
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--profile", action="store_true", help="cProfile the loop")
     parser.add_argument("--progress-every", type=int, default=50_000, help="events")
@@ -474,6 +510,7 @@ def main(argv: list[str] | None = None) -> int:
 
     log = sys.stderr
     share_quota_gi = args.share_quota_gi if args.capacity else 0
+    afs_local_queues = args.afs_local_queues if args.afs else 0
     t0 = time.perf_counter()
     manifests = cluster(
         queues=args.queues,
@@ -482,6 +519,7 @@ def main(argv: list[str] | None = None) -> int:
         gpu_quota=args.gpu_quota,
         mig_quota_gi=args.mig_quota_gi,
         share_quota_gi=share_quota_gi,
+        afs_local_queues=afs_local_queues,
     )
     setup = len(manifests)
     manifests += jobs(
@@ -492,6 +530,7 @@ def main(argv: list[str] | None = None) -> int:
         load=args.load,
         seed=args.seed,
         share_quota_gi=share_quota_gi,
+        afs_local_queues=afs_local_queues,
     )
     fold = Fold()
     timed = _TimedFold(fold)

@@ -34,3 +34,23 @@ def test_gpu_hours_per_team_and_redeliveries_count_once() -> None:
     assert ledger(db) == {"team-a": 2.0, "team-b": 1.0}
     assert db.execute("SELECT count(*) FROM admissions").fetchone() == (2,)
     assert db.execute("SELECT count(*) FROM running").fetchone() == (0,)
+
+
+def test_a_workload_of_another_kind_is_charged_to_its_namespace() -> None:
+    # Keys of kinds other than a Job are "namespace/<kind>/name"; the decision also
+    # names the kind (docs/design/workload-identity.md). A Job of the same name is
+    # another workload.
+    db = sqlite3.connect(":memory:")
+    db.executescript(SCHEMA)
+    four = {"h100": {"nvidia.com/gpu": "4"}}
+    one = {"h100": {"nvidia.com/gpu": "1"}}
+    ddp = {"kind": "PyTorchJob", "api_version": "kubeflow.org/v1"}
+    stream = [
+        decision("p1", "Admitted", "team-c/pytorchjob/ddp", 0.0, usage=four, **ddp),
+        decision("j1", "Admitted", "team-c/ddp", 0.0, usage=one, kind="Job"),
+        decision("p2", "Finished", "team-c/pytorchjob/ddp", 1800.0, **ddp),
+        decision("j2", "Finished", "team-c/ddp", 3600.0, kind="Job"),
+    ]
+    assert [apply(db, d) for d in stream] == [True] * 4
+    assert ledger(db) == {"team-c": 3.0}  # 4 GPUs x 0.5 h + 1 GPU x 1 h
+    assert db.execute("SELECT count(*) FROM running").fetchone() == (0,)

@@ -7,6 +7,17 @@
 : "${KUOTA_COMPONENTS:=redis kafka kube}"
 export KUOTA_ROOT KUOTA_CACHE KUOTA_STACK_DIR
 mkdir -p "$KUOTA_CACHE" "$KUOTA_STACK_DIR/logs" "$KUOTA_STACK_DIR/run"
+# Components started on this stack beyond KUOTA_COMPONENTS (`scripts/stack up
+# training kuberay`) are remembered in $KUOTA_STACK_DIR/components, one a line,
+# so that a later `up`, `down`, `status` or `env` without arguments covers them
+# too; `down COMPONENT` forgets it again.
+_stack_extras=$KUOTA_STACK_DIR/components
+if [ -f "$_stack_extras" ]; then
+  for _c in $(cat "$_stack_extras"); do
+    case " $KUOTA_COMPONENTS " in *" $_c "*) ;; *) KUOTA_COMPONENTS="$KUOTA_COMPONENTS $_c" ;; esac
+  done
+  unset _c
+fi
 
 log() { printf '[stack %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }

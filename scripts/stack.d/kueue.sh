@@ -102,6 +102,9 @@ featureGates:
   VisibilityOnDemand: false
 integrations:
   frameworks: ["batch/job"]
+admissionFairSharing:
+  usageHalfLifeTime: 10m
+  usageSamplingInterval: 5s
 resources:
   deviceClassMappings:
   - name: gpu-memory

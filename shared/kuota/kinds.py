@@ -115,6 +115,24 @@ KINDS: tuple[Kind, ...] = (
     _queue("LocalQueue", "localqueues", namespaced=True),
     _queue("WorkloadPriorityClass", "workloadpriorityclasses"),
     Kind("batch", ("v1",), "Job", "jobs", True, "workload"),
+    # The distributed-training kinds (#18): read in files, the simulator and the
+    # fold; ingest watches those wired into the services (PyTorchJob, RayCluster,
+    # JobSet), not the others yet (watch="").
+    Kind("kubeflow.org", ("v1",), "PyTorchJob", "pytorchjobs", True, "workload", crd=True),
+    Kind("ray.io", ("v1",), "RayCluster", "rayclusters", True, "workload", crd=True),
+    Kind("ray.io", ("v1",), "RayJob", "rayjobs", True, "workload", "", crd=True),
+    Kind("jobset.x-k8s.io", ("v1alpha2",), "JobSet", "jobsets", True, "workload", crd=True),
+    Kind("", ("v1",), "Pod", "pods", True, "workload", ""),  # pod groups and single Pods
+    Kind(
+        "leaderworkerset.x-k8s.io",
+        ("v1",),
+        "LeaderWorkerSet",
+        "leaderworkersets",
+        True,
+        "workload",
+        "",
+        crd=True,
+    ),
     Kind("", ("v1",), "ConfigMap", "configmaps", True, "config", "namespace"),
     Kind(
         "config.kueue.x-k8s.io",
@@ -163,3 +181,100 @@ def by_api_version(api_version: str, kind: str) -> Kind | None:
 def names(role: Role) -> frozenset[str]:
     """The names of the kinds with ``role``."""
     return frozenset(k.kind for k in KINDS if k.role == role)
+
+
+# --------------------------------------------------------------------------- workload keys
+# docs/design/workload-identity.md: a batch/v1 Job keeps the key ``namespace/name``
+# that every decision carried before other kinds; any other workload kind is
+# ``namespace/<segment>/name``, its segment the kind in lower case (a group of Pods:
+# ``podgroup``). Names never contain "/", so no key of one kind equals another's.
+
+#: The segment of a group of Pods (``kueue.x-k8s.io/pod-group-name``); a single Pod
+#: with the queue label is ``pod``.
+POD_GROUP_SEGMENT = "podgroup"
+#: The one kind whose object is several workloads: each LeaderWorkerSet group
+#: (a leader and its workers) is ``ns/leaderworkerset/<name>/<group index>``.
+GROUPED_SEGMENT = "leaderworkerset"
+_JOB = "Job"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadRef:
+    """What a workload key names: the object's kind, namespace and name."""
+
+    kind: str
+    namespace: str
+    name: str
+    pod_group: bool = False  # a group of Pods, named by its pod-group-name
+    group: int | None = None  # a LeaderWorkerSet's group index (each group is a workload)
+
+    @property
+    def api_version(self) -> str:
+        return get(self.kind).api_version
+
+    @property
+    def key(self) -> str:
+        name = self.name if self.group is None else f"{self.name}/{self.group}"
+        return workload_key(self.kind, self.namespace, name, pod_group=self.pod_group)
+
+
+def _segment(kind: str, pod_group: bool) -> str:
+    return POD_GROUP_SEGMENT if pod_group else kind.lower()
+
+
+_BY_SEGMENT: dict[str, tuple[str, bool]] = {
+    _segment(k.kind, False): (k.kind, False) for k in KINDS if k.role == "workload"
+}
+if "Pod" in _BY_KIND:
+    _BY_SEGMENT[POD_GROUP_SEGMENT] = ("Pod", True)
+
+
+def workload_key(kind: str, namespace: str, name: str, *, pod_group: bool = False) -> str:
+    """The key decisions name a workload by: ``ns/name`` for a Job, else ``ns/<segment>/name``."""
+    if kind == _JOB and not pod_group:
+        return f"{namespace}/{name}"
+    return f"{namespace}/{_segment(kind, pod_group)}/{name}"
+
+
+def workload_ref(key: str) -> WorkloadRef | None:
+    """The workload a key names, or ``None`` if it is not a key of a registered
+    workload kind. The segment is read case-insensitively and ``ns/job/name`` is
+    the Job ``ns/name``, so ``ns/PyTorchJob/name`` and ``ns/job/name`` are accepted
+    as people type them; :attr:`WorkloadRef.key` is the canonical form."""
+    parts = key.split("/")
+    if len(parts) == 2:
+        namespace, name = parts
+        kind, pod_group = _JOB, False
+    elif len(parts) == 3:
+        namespace, segment, name = parts
+        found = _BY_SEGMENT.get(segment.lower())
+        if found is None:
+            return None
+        kind, pod_group = found
+    elif len(parts) == 4 and parts[1].lower() == GROUPED_SEGMENT and parts[3].isdigit():
+        namespace, _, name, index = parts  # ns/leaderworkerset/<name>/<group index>
+        if not namespace or not name:
+            return None
+        return WorkloadRef(_BY_SEGMENT[GROUPED_SEGMENT][0], namespace, name, group=int(index))
+    else:
+        return None
+    if not namespace or not name:
+        return None
+    return WorkloadRef(kind, namespace, name, pod_group)
+
+
+_JOB_IDENTITY = (_JOB, "batch/v1")
+
+
+def workload_identity(key: str) -> tuple[str, str] | None:
+    """``(kind, apiVersion)`` of the workload ``key`` names (what every workload
+    decision carries), or ``None`` for a key no registered kind has."""
+    if key.count("/") == 1:
+        return _JOB_IDENTITY
+    ref = workload_ref(key)
+    return None if ref is None else (ref.kind, ref.api_version)
+
+
+def segments() -> tuple[str, ...]:
+    """Every key segment, sorted (for messages that list them)."""
+    return tuple(sorted(_BY_SEGMENT))

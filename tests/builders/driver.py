@@ -30,6 +30,7 @@ from kuota.events.schema import (
     WorkloadFinished,
     WorkloadStopped,
 )
+from kuota.kinds import workload_ref
 
 STOPS = frozenset({"Preempted", "Evicted", "Deactivated"})
 
@@ -104,16 +105,20 @@ class Driver:
     def finish(
         self, key: str, *, succeeded: bool = True, at: float | None = None
     ) -> list[Decision]:
-        ns, _, name = key.partition("/")
+        ns, name, workload = _names(key)
         eid, t = self._next(at)
         return self.feed(
-            WorkloadFinished(id=eid, at=t, namespace=ns, name=name, succeeded=succeeded)
+            WorkloadFinished(
+                id=eid, at=t, namespace=ns, name=name, succeeded=succeeded, workload=workload
+            )
         )
 
     def ready(self, key: str, *, ready: bool = True, at: float | None = None) -> list[Decision]:
-        ns, _, name = key.partition("/")
+        ns, name, workload = _names(key)
         eid, t = self._next(at)
-        return self.feed(PodsReady(id=eid, at=t, namespace=ns, name=name, ready=ready))
+        return self.feed(
+            PodsReady(id=eid, at=t, namespace=ns, name=name, ready=ready, workload=workload)
+        )
 
     def tick(self, at: float | None = None) -> list[Decision]:
         eid, t = self._next(at)
@@ -133,6 +138,15 @@ class Driver:
             if s.name == cluster_queue:
                 return {(r.flavor, r.resource): r.usage for r in s.resources if r.usage}
         raise KeyError(cluster_queue)
+
+
+def _names(key: str) -> tuple[str, str, str | None]:
+    """Namespace, name and (for a kind other than a Job) the key of a workload key."""
+    ref = workload_ref(key)
+    if ref is None or (ref.kind == "Job" and not ref.pod_group):
+        ns, _, name = key.partition("/")
+        return ns, name, None
+    return ref.namespace, ref.name, ref.key
 
 
 def kinds(decisions: list[Decision]) -> list[tuple[str, str | None]]:

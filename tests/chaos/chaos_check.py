@@ -211,7 +211,7 @@ class Observer:
         return {k: v for k, v in self._usage.items() if v}
 
     def _charge_of(self, key: str, obj: dict[str, Any]) -> tuple[str, dict[str, int]] | None:
-        """The workload's table; a rogue Job's by its queue label and parallelism now."""
+        """The workload's table; a rogue Job's by its queue label and size now."""
         if key in self.charges:
             return self.charges[key]
         md = obj.get("metadata") or {}
@@ -255,7 +255,20 @@ class Observer:
             if pods_only:  # stopped runs' pods: confirmed once their ends are surely seen
                 self.suspects.append((time.monotonic(), f"{where}: {v}", pods_only))
             else:
+                if not self.violations:  # the first one says who held the quota
+                    log.warning("over quota %s: %s", where, self._holders())
                 self.violations.append(f"{where}: {v}")
+
+    def _holders(self) -> str:
+        """Who the usage is charged to now: ``job=cq:resource=amount`` (with the run's
+        unsuspension ids), for the report of the first over-admission."""
+        parts = []
+        for key, (cq, charge) in sorted(self._charged.items()):
+            amounts = ",".join(f"{r}={v / 1000:g}" for r, v in sorted(charge.items()))
+            ids = [d for _, d in self.unsuspended_at.get(key, [])][-2:]
+            state = "running" if job_running(self.jobs.get(key) or {}) else "pods only"
+            parts.append(f"{key}={cq}:{amounts} ({state}; ids {ids})")
+        return "; ".join(parts)
 
     def _confirm(self, now: float) -> None:
         """Turn the suspects older than POD_SLACK into violations when each Job charged

@@ -76,7 +76,8 @@ ATTEMPTS: Mapping[str, str] = {
     # issue #23: ways to keep GPUs without paying for them
     "orphan-delete-running": "running",  # item 2: the pods outlive their Job
     "hold-pod-then-delete": "running",  # items 2-3: pods held Terminating by a finalizer
-    "swap-template-running": "swappable",  # item 4: its template recreated with 2 devices
+    # item 4: its template recreated with 2 devices (the delete refused while it runs)
+    "swap-template-running": "swappable",
     "create-oversized": "",  # item 5: a Job of about 1.2 MB (over Kafka's 1 MiB)
 }
 # tried only when a Job of the rogue's was stopped after running (not in every run)
@@ -94,6 +95,8 @@ MAY_PASS = frozenset(
         # and bypass_gpu_s measure (the pods, not the objects)
         "orphan-delete-running",
         "hold-pod-then-delete",
+        # refused at its delete while the Job runs (docs/design/template-guard.md);
+        # accepted only when kuota stopped the Job meanwhile, then costs nothing
         "swap-template-running",
         "create-oversized",
         "create-template",  # its own ResourceClaimTemplate, for the swap
@@ -222,8 +225,14 @@ def rogue_job(
 
 
 def rogue_charge(obj: Mapping[str, Any]) -> dict[str, int]:
-    """What a rogue Job uses running: a 10Gi slice per pod of its ``parallelism``."""
-    pods = int((obj.get("spec") or {}).get("parallelism") or 1)
+    """What a rogue Job uses running: a 10Gi slice per pod it runs at once, its
+    ``parallelism`` capped by its ``completions`` (the Job controller makes no
+    more pods than completions are left; a swappable Job has 1 and may be grown
+    to a parallelism of 4 while suspended)."""
+    spec = obj.get("spec") or {}
+    pods = int(1 if spec.get("parallelism") is None else spec["parallelism"])
+    if spec.get("completions") is not None:
+        pods = min(pods, int(spec["completions"]))
     return {"gpu-memory": 10 * GI * pods}
 
 

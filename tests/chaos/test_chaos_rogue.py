@@ -22,6 +22,8 @@ from chaos_rogue import (
     SWAP_TEMPLATE,
     Rogue,
     _outcome,
+    rogue_charge,
+    rogue_job,
 )
 from e2e_harness import KWOK_COMPLETE
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -173,3 +175,18 @@ def test_outcomes_of_the_apiservers_answers() -> None:
     assert _outcome(err(422, "spec.template: field is immutable"))[0] == "invalid"
     away = 'Internal error occurred: failed calling webhook "mutate-batch-v1-job.kuota.dev"'
     assert _outcome(err(500, away))[0] == "away"
+
+
+def test_a_rogue_job_is_charged_the_pods_it_runs_at_once() -> None:
+    """CI's seed 7 (2026-12-06) counted a swappable Job (completions 1) grown to a
+    parallelism of 4 as four slices: over-admissions of 30Gi that kuota never made
+    (it charges, and the Job controller runs, one pod)."""
+    gi = 1 << 30
+    job = rogue_job("r")
+    assert rogue_charge(job) == {"gpu-memory": 10 * gi * 1000}
+    job["spec"]["parallelism"] = 4
+    assert rogue_charge(job) == {"gpu-memory": 40 * gi * 1000}, "4 of its 4 completions at once"
+    job["spec"]["completions"] = 1
+    assert rogue_charge(job) == {"gpu-memory": 10 * gi * 1000}, "one completion: one pod"
+    del job["spec"]["completions"]
+    assert rogue_charge(job) == {"gpu-memory": 40 * gi * 1000}

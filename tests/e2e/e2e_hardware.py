@@ -144,12 +144,19 @@ def hardware(run: str, driver: str) -> list[dict[str, Any]]:
     return objs
 
 
+# Kueue's admissionFairSharing section, as scripts/stack.d/kueue.sh gives Kueue
+ADMISSION_FAIR_SHARING = {"usageHalfLifeTime": "10m", "usageSamplingInterval": "5s"}
+
+
 def configuration(run: str, driver: str) -> dict[str, Any]:
     """Kueue's Configuration for the run: memory counters, whole-GPU counts and
-    the shared GPU's memory capacity."""
+    the shared GPU's memory capacity; admission fair sharing for the
+    ClusterQueues that opt in (scenarios/admission-fair-sharing.yaml), as the
+    Kueue stack has it (scripts/stack.d/kueue.sh)."""
     return {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
+        "admissionFairSharing": ADMISSION_FAIR_SHARING,
         "resources": {
             "deviceClassMappings": [
                 {

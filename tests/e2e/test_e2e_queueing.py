@@ -83,3 +83,44 @@ async def test_finished_jobs_free_quota(e2e_run: Run) -> None:
         (finished,) = o.of_type("Finished", before)
         assert admitted.cause == finished.cause, "admitted by the very event that freed the quota"
     assert o.peak[(ns, "whole-gpus")] == 1000, o.peak
+
+
+async def test_cohort_priority_tiers(e2e_run: Run) -> None:
+    """Kueue's baseline shape in small: a plan made without borrowing is acted on,
+    and a preemptor's victims stay preempted until it runs (their quota is held
+    for it)."""
+    o = await run_scenario(e2e_run, "cohort-priority-tiers")
+    assert_pipeline(o)
+    a, b, c = (f"{e2e_run.id}-tier-{q}" for q in "abc")
+    assert sorted(o.preemptions()) == sorted(
+        [
+            (f"{a}/small-2", f"{a}/large-1", "InClusterQueue"),
+            (f"{a}/small-1", f"{a}/large-1", "InClusterQueue"),
+            (f"{a}/small-2", f"{c}/large-2", "InCohortReclamation"),
+            (f"{a}/small-1", f"{c}/large-2", "InCohortReclamation"),
+            (f"{b}/medium-3", f"{c}/large-2", "InCohortReclamation"),
+        ]
+    )
+    order = o.admitted_order()
+    # large-2 ran before any of its victims ran again; b/small-4 (b at its limit) last.
+    after = order[order.index(f"{c}/large-2") :]
+    assert after[:4] == [f"{c}/large-2", f"{b}/medium-3", f"{a}/small-1", f"{a}/small-2"], order
+    assert order[-1] == f"{b}/small-4", order
+    assert o.peak[(b, "cpu")] == 6000, o.peak  # nominal 4 + borrowingLimit 2, never more
+
+
+async def test_parked_head_reclaims(e2e_run: Run) -> None:
+    """A Job parked without a victim (its ClusterQueue borrowing) reclaims from a
+    borrower once a preemption brings its queue back within its nominal quota
+    (issue #16: Kueue requeues it on the eviction; kuota used to leave it parked)."""
+    o = await run_scenario(e2e_run, "parked-head-reclaims")
+    assert_pipeline(o)
+    a, b, c = (f"{e2e_run.id}-parked-{q}" for q in "abc")
+    assert o.preemptions() == [
+        (f"{a}/big", f"{c}/large", "InCohortReclamation"),
+        (f"{b}/two", f"{a}/x", "InCohortReclamation"),
+    ]
+    order = o.admitted_order()
+    after = order[order.index(f"{c}/large") :]
+    assert after == [f"{c}/large", f"{a}/x", f"{b}/two", f"{a}/big"], order
+    assert o.peak[(a, "cpu")] <= 8000 and o.peak[(b, "cpu")] <= 8000, o.peak

@@ -343,7 +343,23 @@ def test_webhook_service_and_registration(overlay: list[dict[str, Any]]) -> None
     config = one(overlay, "MutatingWebhookConfiguration", "kuota-webhook")
     # Two entries on one path (docs/design/webhook-registration.md): queued Jobs,
     # failing closed; unlabelled Jobs (managed namespaces), Ignore in deploy/base.
-    queued, unlabelled = config["webhooks"]
+    queued, unlabelled, pytorch, ray, jobset, guard = config["webhooks"]
+    # a ResourceClaimTemplate's delete, refused while a running Job uses it
+    # (docs/design/template-guard.md): every template, failing closed
+    assert guard["clientConfig"]["service"] == {
+        "name": "kuota-webhook",
+        "namespace": NAMESPACE,
+        "path": "/validate-resource-k8s-io-resourceclaimtemplate",
+        "port": port["port"],
+    }
+    assert (guard["failurePolicy"], guard["rules"][0]["operations"]) == ("Fail", ["DELETE"])
+    assert "objectSelector" not in guard
+    assert ray["clientConfig"]["service"]["path"] == "/mutate-ray-io-v1-raycluster"  # (#18)
+    assert jobset["clientConfig"]["service"]["path"] == "/mutate-jobset-x-k8s-io-v1alpha2-jobset"
+    assert (jobset["failurePolicy"], jobset["rules"][0]["resources"]) == ("Fail", ["jobsets"])
+    assert pytorch["name"] == "mutate-kubeflow-org-v1-pytorchjob.kuota.dev"  # (#18)
+    assert pytorch["clientConfig"]["service"]["path"] == "/mutate-kubeflow-org-v1-pytorchjob"
+    assert pytorch["failurePolicy"] == "Fail"
     assert (queued["name"], unlabelled["name"]) == (
         "mutate-batch-v1-job.kuota.dev",
         "unlabelled-batch-v1-job.kuota.dev",

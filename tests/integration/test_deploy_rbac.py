@@ -59,6 +59,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 live = pytest.mark.asyncio(loop_scope="module")
 
 PODS = Res("", "pods")
+LOCALQUEUES_STATUS = Res("kueue.x-k8s.io", "localqueues", "status")
 
 EXPECTED: dict[str, set[Question]] = {
     # Every kind ingest lists and watches cluster-wide (kuota.kinds.WATCHED), and
@@ -74,11 +75,13 @@ EXPECTED: dict[str, set[Question]] = {
     "kuota-actuator": everywhere(("get",), *(of(k.kind) for k in kinds.WATCHED))
     | {("get", CONFIGMAPS, HERE, CONFIG)}
     | everywhere(("list", "watch", "patch"), JOBS)
+    | everywhere(("list", "watch", "patch"), of("PyTorchJob"), of("RayCluster"), of("JobSet"))
     | everywhere(("patch",), JOBS_STATUS)
     | everywhere(("create",), EVENTS)
     | everywhere(("list", "watch"), PODS)  # a stopped Job's pods, until gone (#23 items 2-3)
     | everywhere(("list", "watch"), RESOURCEFLAVORS, CLUSTERQUEUES)
-    | everywhere(("patch",), CLUSTERQUEUES_STATUS),
+    | everywhere(("patch",), CLUSTERQUEUES_STATUS)
+    | everywhere(("patch",), LOCALQUEUES_STATUS),  # admission fair sharing's status (#19)
     "kuota-admission": set(),
     "kuota-preemption": set(),
     # The webhook's view (kuota_webhook.feed): every Namespace and Job, and the

@@ -296,3 +296,70 @@ async def test_a_namespace_editor_cannot_get_past_the_queue(
     m = webhook.metrics()
     assert m['kuota_webhook_requests_total{outcome="refused"}'] >= 9
     assert m['kuota_webhook_requests_total{outcome="suspended"}'] >= 3
+
+
+TEMPLATE_ENTRY = "guard-resource-k8s-io-resourceclaimtemplate.kuota.dev"
+
+
+def _template(namespace: str, name: str) -> dict[str, Any]:
+    request = {"name": "g", "exactly": {"deviceClassName": "gpu.example.com", "count": 1}}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "labels": {RUN_LABEL: namespace}},
+        "spec": {"spec": {"devices": {"requests": [request]}}},
+    }
+
+
+async def test_a_namespace_editor_cannot_swap_a_running_jobs_claim_template(
+    webhook: WebhookProcess, accounts: dict[str, client.BatchV1Api], namespace: str
+) -> None:
+    """#23 item 4, closed at the door: the template of a Job kuota started is not
+    deleted (and so not recreated with more devices) while the Job runs."""
+    alice, kuota = accounts["alice"], accounts["kuota-actuator"]
+    templates = client.CustomObjectsApi(alice.api_client)
+    group = ("resource.k8s.io", "v1", namespace, "resourceclaimtemplates")
+    await wait_door(alice, namespace)
+    for name in ("gpu", "spare"):
+        await templates.create_namespaced_custom_object(*group, _template(namespace, name))
+    pod = {
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"claims": [{"name": "g"}]},
+                }
+            ],
+            "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "gpu"}],
+        }
+    }
+    manifest = _job("t", queue="lq", suspend=False, labels={RUN_LABEL: namespace}, pod=pod)
+    assert (await alice.create_namespaced_job(namespace, manifest)).spec.suspend is True
+    # kuota starts it, as the actuator does: unsuspended with its decision's id
+    started = {"metadata": {"annotations": {"kuota.dev/decision-id": "d-1"}}, **UNSUSPEND}
+    await kuota.patch_namespaced_job("t", namespace, started)
+    deadline = time.monotonic() + 30
+    while True:  # the apiserver picks the registration up asynchronously
+        try:
+            await templates.delete_namespaced_custom_object(*group, "gpu", dry_run="All")
+        except ApiException as e:
+            assert e.status == 403, e.body
+            break
+        assert time.monotonic() < deadline, "the template guard never answered"
+        await asyncio.sleep(0.3)
+    entry, message = await refused(templates.delete_namespaced_custom_object(*group, "gpu"))
+    assert entry == TEMPLATE_ENTRY
+    assert message.startswith(
+        f'user "system:serviceaccount:{namespace}:alice" may not delete ResourceClaimTemplate '
+        f'"{namespace}/gpu": it is in use by the running Job t, which kuota admitted charged '
+        "for the devices this template asks for"
+    )
+    # a template no running Job names goes; the Job's goes once kuota stopped the Job
+    # (suspended, kuota charges it again for whatever template it finds)
+    await templates.delete_namespaced_custom_object(*group, "spare")
+    await kuota.patch_namespaced_job("t", namespace, SUSPEND)
+    await templates.delete_namespaced_custom_object(*group, "gpu")
+    m = webhook.metrics()
+    assert m['kuota_webhook_requests_total{outcome="refused"}'] >= 2

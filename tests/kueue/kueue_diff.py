@@ -99,10 +99,12 @@ def driver_of(hw: str) -> str:
 
 
 def kueue_configuration(hw: str) -> dict[str, Any]:
-    """What scripts/stack.d/kueue.sh gives Kueue, for the fold: the same mappings."""
+    """What scripts/stack.d/kueue.sh gives Kueue, for the fold: the same mappings
+    and admission fair sharing."""
     return {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
+        "admissionFairSharing": {"usageHalfLifeTime": "10m", "usageSamplingInterval": "5s"},
         "resources": {
             "deviceClassMappings": [
                 {

@@ -46,3 +46,11 @@ def test_scenarios_name_the_stack_hardware() -> None:
     text = repr(docs)
     assert "mig-kq" in text and "mig-drun" not in text
     assert any(d["metadata"]["name"] == "drun-mig" for d in docs)
+
+
+def test_kuota_side_of_admission_fair_sharing() -> None:
+    # The harness's Configuration has admissionFairSharing, as Kueue's stack does:
+    # team-b's LocalQueue, unused, goes before team-a's older Jobs.
+    rec = kuota_record("admission-fair-sharing", "dtest", "kq")
+    assert rec.order == ["team-a/a-1", "team-b/b-1", "team-b/b-2", "team-a/a-2", "team-a/a-3"]
+    assert rec.preemptions == []

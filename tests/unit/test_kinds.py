@@ -21,7 +21,7 @@ from kuota import kinds
 from kuota.api import dra, parse
 from kuota.api.types import ValidationError
 from kuota.kinds import KINDS, Kind
-from kuota.kube import admission_review, translate
+from kuota.kube import admission_review, template_guard, translate
 from kuota.sim import engine
 from kuota_actuator import apply, jobcache, status
 from kuota_ingest import sources
@@ -81,9 +81,9 @@ def test_versions_and_api_versions() -> None:
 
 def test_lookups() -> None:
     assert kinds.find("Job") is kinds.get("Job")
-    assert kinds.find("Pod") is None
+    assert kinds.find("PodTemplate") is None
     with pytest.raises(KeyError):
-        kinds.get("Pod")
+        kinds.get("PodTemplate")
     assert kinds.by_plural("kueue.x-k8s.io", "localqueues") is kinds.get("LocalQueue")
     assert kinds.by_plural("", "namespaces") is kinds.get("Namespace")
     assert kinds.by_plural("batch", "localqueues") is None
@@ -97,7 +97,21 @@ def test_lookups() -> None:
 
 def test_each_kind_and_plural_once_and_the_roles() -> None:
     assert len({k.kind for k in KINDS}) == len({(k.group, k.plural) for k in KINDS}) == len(KINDS)
-    assert kinds.names("workload") == {"Job"}
+    assert kinds.names("workload") == {
+        "Job",
+        "PyTorchJob",
+        "RayCluster",
+        "RayJob",
+        "JobSet",
+        "LeaderWorkerSet",
+        "Pod",
+    }
+    # the training kinds are read from files and journals; ingest watches those wired
+    # into the services (#18: PyTorchJob, RayCluster, JobSet), not the others yet
+    wired = ("Job", "PyTorchJob", "RayCluster", "JobSet")
+    others = [k for k in KINDS if k.role == "workload" and k.kind not in wired]
+    assert all(not k.watch and (k.crd or k.kind == "Pod") for k in others)
+    assert all(kinds.get(k).watch == "cluster" and kinds.get(k).crd for k in wired[1:])
     assert kinds.names("config") == {"ConfigMap", "Configuration", "Kueue"}
     assert kinds.names("dra") == {
         "DeviceClass",
@@ -128,6 +142,9 @@ def test_what_ingest_watches_and_journals() -> None:
         "LocalQueue",
         "WorkloadPriorityClass",
         "Job",
+        "PyTorchJob",
+        "RayCluster",
+        "JobSet",
     ]
     assert [k.kind for k in kinds.JOURNALED] == [*(k.kind for k in kinds.WATCHED), "ConfigMap"]
     assert all(k.served for k in kinds.JOURNALED)
@@ -149,6 +166,9 @@ def test_translate_fills_in_the_watched_version() -> None:
         "ResourceFlavor": "kueue.x-k8s.io/v1beta2",
         "Cohort": "kueue.x-k8s.io/v1beta2",
         "WorkloadPriorityClass": "kueue.x-k8s.io/v1beta2",
+        "PyTorchJob": "kubeflow.org/v1",
+        "RayCluster": "ray.io/v1",
+        "JobSet": "jobset.x-k8s.io/v1alpha2",
     }
     assert {"Configuration", "Kueue", "ConfigMap"} == translate.CONFIG_KINDS
 
@@ -162,7 +182,7 @@ def test_ingest_watches_the_registrys_paths() -> None:
         k.kind: (
             k.path(),
             None,  # every object of the kind: a Job whose queue label goes is still seen
-            f"{k.plural}.kueue.x-k8s.io" if k.role == "queue" else None,
+            f"{k.plural}.{k.group}" if k.crd else None,
         )
         for k in kinds.WATCHED
     }
@@ -186,7 +206,16 @@ def test_the_webhook_mutates_the_registrys_job() -> None:
     assert admission_review.QUEUE_NAME_LABEL is kinds.QUEUE_NAME_LABEL
     hooks = [d for d in _documents("webhook.yaml") if d["kind"] == "MutatingWebhookConfiguration"]
     entries = [w for d in hooks for w in d["webhooks"]]
-    assert len(entries) == 2, "queued Jobs, and the others (#22)"
+    assert len(entries) == 6, (
+        "queued Jobs, the others (#22); PyTorchJobs, RayClusters, JobSets; template deletes"
+    )
+    guard = entries.pop()
+    assert guard["clientConfig"]["service"]["path"] == template_guard.PATH
+    assert guard["rules"][0]["resources"] == ["resourceclaimtemplates"]
+    for kind in ("JobSet", "RayCluster", "PyTorchJob"):
+        hook = entries.pop()
+        assert hook["clientConfig"]["service"]["path"] == kinds.get(kind).mutate_path()
+        assert hook["clientConfig"]["service"]["path"] in webhook.PATHS
     for hook in entries:
         assert hook["clientConfig"]["service"]["path"] == webhook.PATH
         (rule,) = hook["rules"]
@@ -200,7 +229,19 @@ def test_the_webhook_mutates_the_registrys_job() -> None:
 
 def test_dra_and_the_simulator_read_the_registry() -> None:
     assert dra.KINDS == ("DeviceClass", "ResourceSlice", "ResourceClaimTemplate")
-    assert {"Job"} == engine.WORKLOAD_KINDS
+    assert (
+        engine.WORKLOAD_KINDS
+        == kinds.names("workload")
+        == {
+            "Job",
+            "PyTorchJob",
+            "RayCluster",
+            "RayJob",
+            "JobSet",
+            "LeaderWorkerSet",
+            "Pod",
+        }
+    )
 
 
 @pytest.mark.parametrize("kind", [k for k in KINDS if k.role in ("queue", "namespace")])
@@ -320,6 +361,11 @@ ACTUATOR_MORE: dict[tuple[str, str], set[str]] = {
     ("ResourceFlavor", ""): {"list", "watch"},
     ("ClusterQueue", ""): {"list", "watch"},
     ("ClusterQueue", "status"): {"patch"},
+    ("Pod", ""): {"list", "watch"},  # a stopped Job's pods, until they are gone (drains)
+    ("LocalQueue", "status"): {"patch"},  # admission fair sharing's status.fairSharing
+    ("PyTorchJob", ""): {"list", "watch", "patch"},  # admit, stop, the drains' cache (#18)
+    ("RayCluster", ""): {"list", "watch", "patch"},
+    ("JobSet", ""): {"list", "watch", "patch"},
 }
 
 
@@ -339,3 +385,67 @@ def test_the_actuator_may_do_exactly_what_its_calls_need_on_the_kinds() -> None:
 @pytest.mark.parametrize("sa", ["kuota-admission", "kuota-preemption"])
 def test_admission_and_preemption_get_nothing(sa: str) -> None:
     assert grants(sa) == set()
+
+
+# --------------------------------------------------------------------------- workload keys
+
+
+def test_a_job_keeps_the_key_namespace_name() -> None:
+    assert kinds.workload_key("Job", "ns", "train") == "ns/train"
+    ref = kinds.workload_ref("ns/train")
+    assert ref == kinds.WorkloadRef("Job", "ns", "train")
+    assert ref.api_version == "batch/v1"
+    assert kinds.workload_identity("ns/train") == ("Job", "batch/v1")
+
+
+def test_the_job_segment_is_accepted_and_canonicalised() -> None:
+    ref = kinds.workload_ref("ns/JOB/train")
+    assert ref is not None and ref.key == "ns/train"
+
+
+def test_keys_that_name_no_workload_are_refused() -> None:
+    for key in ("train", "ns/", "/train", "ns/nosuchkind/train", "a/b/c/d", "ns/clusterqueue/x"):
+        assert kinds.workload_ref(key) is None, key
+        assert kinds.workload_identity(key) is None or key.count("/") == 1, key
+
+
+TRAINING = {
+    "Pod": "v1",
+    "LeaderWorkerSet": "leaderworkerset.x-k8s.io/v1",
+    "PyTorchJob": "kubeflow.org/v1",
+    "RayCluster": "ray.io/v1",
+    "RayJob": "ray.io/v1",
+    "JobSet": "jobset.x-k8s.io/v1alpha2",
+}
+
+
+@pytest.mark.parametrize(("kind", "api_version"), sorted(TRAINING.items()))
+def test_other_workload_kinds_have_a_key_of_their_own(kind: str, api_version: str) -> None:
+    key = kinds.workload_key(kind, "ns", "same")
+    assert key == f"ns/{kind.lower()}/same" != kinds.workload_key("Job", "ns", "same")
+    ref = kinds.workload_ref(key)
+    assert ref == kinds.WorkloadRef(kind, "ns", "same") and ref.key == key
+    assert kinds.workload_identity(key) == (kind, api_version)
+    assert kinds.get(kind).api_version == api_version
+    typed = kinds.workload_ref(f"ns/{kind}/same")  # as people type it
+    assert typed is not None and typed.key == key
+
+
+def test_no_two_workload_kinds_share_a_key() -> None:
+    keys = {kinds.workload_key(k, "ns", "x") for k in kinds.names("workload")}
+    assert len(keys) == len(kinds.names("workload"))
+    assert kinds.segments() == tuple(
+        sorted([*(k.lower() for k in kinds.names("workload")), "podgroup"])
+    )
+    assert kinds.workload_key("Pod", "ns", "x", pod_group=True) == "ns/podgroup/x"
+    assert kinds.workload_ref("ns/podgroup/x") == kinds.WorkloadRef("Pod", "ns", "x", True)
+    assert kinds.workload_identity("ns/podgroup/x") == ("Pod", "v1")
+
+
+def test_a_leader_worker_set_group_key_names_its_index() -> None:
+    ref = kinds.workload_ref("ns/LeaderWorkerSet/lws/2")
+    assert ref == kinds.WorkloadRef("LeaderWorkerSet", "ns", "lws", group=2)
+    assert ref.key == "ns/leaderworkerset/lws/2"
+    assert kinds.workload_identity(ref.key) == ("LeaderWorkerSet", "leaderworkerset.x-k8s.io/v1")
+    for bad in ("ns/leaderworkerset/lws/x", "ns/pytorchjob/p/0", "ns/leaderworkerset//0"):
+        assert kinds.workload_ref(bad) is None, bad

@@ -40,6 +40,7 @@ from kuota.actuation.patch import (
     plan,
     read_flavor,
 )
+from kuota.actuation.plan_workloads import WIRED, decision_flavors, plan_workload
 from kuota.events.schema import ActuationFailed, Decision
 from kuota_actuator.events import EventSink, Target, job_ref
 from kuota_actuator.jobcache import JobCache
@@ -59,6 +60,23 @@ _JOB_PATH = kinds.get("Job").path("{ns}", "{name}")  # a template: workload keys
 def job_path(workload: str) -> str:
     namespace, _, name = workload.partition("/")
     return _JOB_PATH.format(ns=namespace, name=name)
+
+
+def other_kind(workload: str) -> kinds.WorkloadRef | None:
+    """The object a workload key names when it is a kind other than a Job that the
+    actuator admits and stops (``ns/pytorchjob/name``, #18); None for a Job's key."""
+    if workload.count("/") == 1:
+        return None
+    ref = kinds.workload_ref(workload)
+    return ref if ref is not None and ref.kind in WIRED and ref.group is None else None
+
+
+def object_path(workload: str) -> str:
+    """The apiserver path of the object a workload key names (a Job or a wired kind)."""
+    ref = other_kind(workload)
+    if ref is None:
+        return job_path(workload)
+    return kinds.get(ref.kind).path(ref.namespace, ref.name)
 
 
 def merge_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
@@ -242,7 +260,8 @@ class Actuator:
     async def _flavors(self, decision: Decision) -> Flavors:
         """The decision's ResourceFlavors, read with the fold's parser (``read_flavor``)."""
         objects = self._flavor_objects()
-        names = assigned_flavors(decision) if decision.type == "Admitted" else []
+        pick = decision_flavors if other_kind(decision.workload or "") else assigned_flavors
+        names = pick(decision) if decision.type == "Admitted" else []
         flavors = {name: read_flavor(objects[name]) for name in names if name in objects}
         for name in names:
             if name not in flavors:
@@ -343,7 +362,12 @@ class Actuator:
         return None
 
     async def _read(self, workload: str, p: _Progress) -> tuple[dict[str, Any] | None, bool]:
-        """The Job, from the cache unless a fresh read is due; (job, from the cache)."""
+        """The Job, from the cache unless a fresh read is due; (job, from the cache).
+        Another kind (#18): always a GET (no cache of it)."""
+        if other_kind(workload) is not None:
+            obj = await self.kube.get(object_path(workload))
+            p.fresh = False
+            return (None if obj is None else slim(obj)), False
         if not p.fresh:
             cached = self.jobs.get(workload)
             if cached is not None:
@@ -358,13 +382,18 @@ class Actuator:
     ) -> Outcome | Wait | None:
         """One plan and at most one write. None: ask again at once."""
         assert decision.workload is not None
-        path = job_path(decision.workload)
+        other = other_kind(decision.workload)
+        path = object_path(decision.workload)
         job, cached = await self._read(decision.workload, p)
         if job is None:
-            return await self._fail(decision, "JobNotFound", f"Job {decision.workload} not found")
+            what = f"{'Job' if other is None else other.kind} {decision.workload} not found"
+            return await self._fail(decision, "JobNotFound", what)
         if p.generation is None and decision.generation is not None:
             p.generation = self._own_generation(decision.workload, job, decision.generation)
-        step = plan(
+        planner = plan if other is None else plan_workload
+        if other is not None:
+            job.setdefault("kind", other.kind)  # a GET's object has it; a test's may not
+        step = planner(
             job,
             decision,
             order=order,
@@ -402,7 +431,8 @@ class Actuator:
         if written is None:
             p.fresh = True
             return None  # deleted meanwhile: the next GET reports it
-        self.jobs.note(written)
+        if other is None:
+            self.jobs.note(written)
         p.generation = _generation(written, p.generation)  # our own write moved it
         self._note_own_write(decision.workload, job, written)
         p.conflicts = 0
@@ -477,15 +507,23 @@ class Actuator:
         if decision.type == "Inadmissible" and decision.workload:
             workload = decision.workload
             ns, _, name = workload.partition("/")
+            other = other_kind(workload)
             uid = decision.uid or ((self.jobs.get(workload) or {}).get("metadata") or {}).get("uid")
             ref = {"apiVersion": "batch/v1", "kind": "Job", "namespace": ns, "name": name}
+            if other is not None:
+                ref = {
+                    "apiVersion": other.api_version,
+                    "kind": other.kind,
+                    "namespace": ns,
+                    "name": other.name,
+                }
             if uid:
                 ref["uid"] = str(uid)
                 self.events.emit(decision.id, specs, target=(ref, ns))
                 return
 
             async def resolve_job() -> Target | None:
-                job = await self.kube.get(job_path(workload))
+                job = await self.kube.get(object_path(workload))
                 if job is None:
                     return None
                 return job_ref(job)

@@ -31,12 +31,35 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from kuota.actuation.patch import STOPPING, EventSpec
+from kuota.actuation.plan_workloads import finished
+from kuota.actuation.workloads import suspended
 from kuota.events.schema import Decision, WorkloadStopped
 from kuota.kube.watch import Change, Resource, Watcher
 
 log = logging.getLogger("kuota.actuator")
 
 CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
+#: The label the training-operator puts on a PyTorchJob's pods (#18); they are
+#: counted by their controller owner's uid, the PyTorchJob's.
+TRAINING_JOB_NAME = "training.kubeflow.org/job-name"
+#: What the pods of each kind kuota stops carry: (label selector of the watch,
+#: whether the owner is read from the Job controller's uid label, else the owner).
+#: KubeRay's label on a RayCluster's pods (#18), counted by their owner too.
+RAY_CLUSTER = "ray.io/cluster"
+#: The JobSet controller's label on every pod of a JobSet (#18): its pods are owned
+#: by its child Jobs, so they are counted by this label's value, the JobSet's uid.
+JOBSET_UID = "jobset.sigs.k8s.io/jobset-uid"
+POD_SELECTORS = (
+    (CONTROLLER_UID, True),
+    (TRAINING_JOB_NAME, False),
+    (RAY_CLUSTER, False),
+    (JOBSET_UID, True),
+)
+#: The kinds whose controller may never have written a status: a JobSet is settled
+#: once suspended if no controller has reconciled it (module docstring of the loop).
+UNRECONCILED_SETTLES = frozenset({"JobSet"})
+#: The condition each operator sets once it has taken a suspension in (the pods deleted).
+SUSPENDED_CONDITIONS = frozenset({"Suspended", "RayClusterSuspended"})
 PODS_PATH = "/api/v1/pods"
 DONE_PHASES = frozenset({"Succeeded", "Failed"})
 REPORT_TIMEOUT = 30.0  # seconds one WorkloadStopped write may take before it is retried
@@ -49,25 +72,40 @@ def is_stop(decision: Decision) -> bool:
     )
 
 
-def _slim(pod: dict[str, Any]) -> dict[str, Any]:
+def _owner_uid(md: dict[str, Any]) -> str | None:
+    for ref in md.get("ownerReferences") or ():
+        if isinstance(ref, dict) and ref.get("controller") is True:
+            uid = ref.get("uid")
+            return uid if isinstance(uid, str) else None
+    return None
+
+
+def _slim(pod: dict[str, Any], key: str = CONTROLLER_UID) -> dict[str, Any]:
     md = pod.get("metadata") or {}
-    labels = md.get("labels") or {}
+    uid = _job_uid(pod, key)  # a training kind's pod: its controller's uid
     return {
         "metadata": {
             "name": md.get("name"),
             "namespace": md.get("namespace"),
             "uid": md.get("uid"),
             "resourceVersion": md.get("resourceVersion"),
-            "labels": {CONTROLLER_UID: labels.get(CONTROLLER_UID)},
+            "labels": {CONTROLLER_UID: uid},
             "deletionTimestamp": md.get("deletionTimestamp"),
         },
         "status": {"phase": (pod.get("status") or {}).get("phase")},
     }
 
 
-def _job_uid(pod: dict[str, Any]) -> str | None:
-    uid = ((pod.get("metadata") or {}).get("labels") or {}).get(CONTROLLER_UID)
-    return uid if isinstance(uid, str) else None
+def _job_uid(pod: dict[str, Any], key: str = CONTROLLER_UID) -> str | None:
+    """The uid of the workload object a pod belongs to: the label ``key`` (the Job
+    controller's; a JobSet's pod: ``JOBSET_UID``), else the controller owner's (a
+    PyTorchJob's pod). A slim copy keeps it under ``CONTROLLER_UID``."""
+    md = pod.get("metadata") or {}
+    labels = md.get("labels") or {}
+    uid = labels.get(key)
+    if not isinstance(uid, str):
+        uid = labels.get(CONTROLLER_UID) if key != CONTROLLER_UID else None
+    return uid if isinstance(uid, str) else _owner_uid(md)
 
 
 def _running(pod: dict[str, Any]) -> bool:
@@ -76,14 +114,26 @@ def _running(pod: dict[str, Any]) -> bool:
 
 
 class PodCache:
-    """Job pods by their Job's uid: how many are not done (module docstring)."""
+    """Job pods by their Job's uid: how many are not done (module docstring).
+    ``selector``: the pods watched (a Job's; a PyTorchJob's by ``TRAINING_JOB_NAME``,
+    counted by their controller owner's uid, #18)."""
 
-    def __init__(self, api: client.ApiClient | None) -> None:
+    def __init__(
+        self,
+        api: client.ApiClient | None,
+        selector: str = CONTROLLER_UID,
+        changed: asyncio.Event | None = None,
+        *,
+        by_label: bool = False,
+    ) -> None:
         self._api = api
+        self._selector = selector
+        # the workload's uid is the selector label's value (a Job's, a JobSet's pods)
+        self._key = selector if by_label else CONTROLLER_UID
         self._live: dict[str, set[tuple[str, str]]] = {}  # Job uid -> pods not done
         self._watcher: Watcher | None = None
         self.synced = asyncio.Event()  # the current watcher has listed
-        self.changed = asyncio.Event()
+        self.changed = changed if changed is not None else asyncio.Event()
 
     def live(self, uid: str) -> int | None:
         """Pods of the Job ``uid`` not done, or None while the list is not in."""
@@ -92,7 +142,7 @@ class PodCache:
         return len(self._live.get(uid, ()))
 
     def observe(self, change: Change) -> None:
-        uid = _job_uid(change.object)
+        uid = _job_uid(change.object, self._key)
         if uid is None:
             return
         pods = self._live.setdefault(uid, set())
@@ -107,7 +157,7 @@ class PodCache:
     def _rebuild(self, known: dict[tuple[str, str], dict[str, Any]]) -> None:
         live: dict[str, set[tuple[str, str]]] = {}
         for key, pod in known.items():
-            uid = _job_uid(pod)
+            uid = _job_uid(pod, self._key)
             if uid is not None and _running(pod):
                 live.setdefault(uid, set()).add(key)
         self._live = live
@@ -115,10 +165,10 @@ class PodCache:
     async def run(self) -> None:
         assert self._api is not None
         backoff = 0.5
-        resource = Resource("Pod", PODS_PATH, label_selector=CONTROLLER_UID)
+        resource = Resource("Pod", PODS_PATH, label_selector=self._selector)
         while True:
             self.synced.clear()
-            watcher = Watcher(self._api, resource, remember=_slim)
+            watcher = Watcher(self._api, resource, remember=self._slim)
             poll = asyncio.create_task(self._mark_synced(watcher))
             try:
                 async for change in watcher.changes():
@@ -127,11 +177,19 @@ class PodCache:
             except asyncio.CancelledError:
                 raise
             except Exception as err:  # any failure: list and watch again
-                log.warning("Pod: list/watch failed (%s); retrying in %.1fs", err, backoff)
+                log.warning(
+                    "Pod (%s): list/watch failed (%s); retrying in %.1fs",
+                    self._selector,
+                    err,
+                    backoff,
+                )
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 15.0)
             finally:
                 poll.cancel()
+
+    def _slim(self, pod: dict[str, Any]) -> dict[str, Any]:
+        return _slim(pod, self._key)
 
     async def _mark_synced(self, watcher: Watcher) -> None:
         # The Watcher fills ``known`` and sets ``resource_version`` in one step of
@@ -141,6 +199,26 @@ class PodCache:
         self._rebuild(watcher.known)
         self.synced.set()
         self.changed.set()
+
+
+class PodCaches:
+    """Several :class:`PodCache` (one per selector of :data:`POD_SELECTORS`) read as
+    one: a workload's pods not done over all of them, None until each has listed."""
+
+    def __init__(self, api: client.ApiClient | None) -> None:
+        self.changed = asyncio.Event()
+        self.caches = [
+            PodCache(api, sel, self.changed, by_label=by_label) for sel, by_label in POD_SELECTORS
+        ]
+
+    def live(self, uid: str) -> int | None:
+        total = 0
+        for cache in self.caches:
+            n = cache.live(uid)
+            if n is None:
+                return None
+            total += n
+        return total
 
 
 @dataclass(slots=True)
@@ -184,12 +262,36 @@ def job_settled(job: dict[str, Any] | None, uid: str) -> bool:
     return False
 
 
+def workload_settled(obj: dict[str, Any] | None, uid: str) -> bool:
+    """:func:`job_settled` for a training kind (#18): gone or replaced, finished, or
+    suspended with its operator's suspended condition True (``Suspended``, KubeRay's
+    ``RayClusterSuspended``: set in the reconcile that deletes the pods, so no pod
+    of the stopped run comes after it). A JobSet (:data:`UNRECONCILED_SETTLES`)
+    also once suspended with no status at all: no JobSet controller has reconciled
+    it, so no child Job, hence no pod, of it exists (docs/design/workload-kinds.md)."""
+    if obj is None or ((obj.get("metadata") or {}).get("uid") or uid) != uid:
+        return True
+    if finished(obj):
+        return True
+    if obj.get("kind") in UNRECONCILED_SETTLES and not obj.get("status"):
+        return suspended(obj) is True
+    conditions = (obj.get("status") or {}).get("conditions")
+    for c in conditions if isinstance(conditions, list) else ():
+        if (
+            isinstance(c, dict)
+            and c.get("type") in SUSPENDED_CONDITIONS
+            and c.get("status") == "True"
+        ):
+            return suspended(obj) is True
+    return False
+
+
 class Drains:
     """The stops whose Jobs still have pods, reported once they are gone."""
 
     def __init__(
         self,
-        pods: PodCache,
+        pods: PodCache | PodCaches,
         report: Report,
         *,
         warn: Warn | None = None,

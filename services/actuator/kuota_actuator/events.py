@@ -81,8 +81,8 @@ def job_ref(job: dict[str, Any]) -> Target:
     meta = job.get("metadata") or {}
     ns = str(meta.get("namespace", ""))
     ref = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
+        "apiVersion": str(job.get("apiVersion") or "batch/v1"),
+        "kind": str(job.get("kind") or "Job"),
         "namespace": ns,
         "name": str(meta.get("name", "")),
         "uid": str(meta.get("uid", "")),

@@ -63,9 +63,14 @@ def revision(obj: dict[str, Any] | None) -> int:
 
 
 class JobCache:
-    def __init__(self, api: ApiClient | None, selector: str | None = None) -> None:
+    """``kind``: the workload kind cached (a Job; a PyTorchJob for the drains, #18)."""
+
+    def __init__(
+        self, api: ApiClient | None, selector: str | None = None, *, kind: str = "Job"
+    ) -> None:
         self._api = api
-        self.resource = Resource("Job", JOBS_PATH, label_selector=job_selector(selector))
+        path = JOBS_PATH if kind == "Job" else kinds.get(kind).path()
+        self.resource = Resource(kind, path, label_selector=job_selector(selector))
         self._watcher: Watcher | None = None  # the one that answers (has listed)
         self._written: dict[str, dict[str, Any]] = {}
         self._waiters: dict[str, asyncio.Event] = {}
@@ -145,9 +150,11 @@ class JobCache:
             except asyncio.CancelledError:
                 raise
             except Exception as err:  # any failure: list and watch again
-                log.warning("Job list/watch failed (%s); retrying in %.1fs", err, backoff)
+                kind = self.resource.kind
+                log.warning("%s list/watch failed (%s); retrying in %.1fs", kind, err, backoff)
                 await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
+                # a missing CRD (a training kind's) is looked for again, not hammered
+                backoff = min(backoff * 2, 5.0 if kind == "Job" else 60.0)
             finally:
                 promote.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -161,7 +168,10 @@ class JobCache:
         self._watcher = watcher
         if not self.synced.is_set():
             log.info(
-                "Job cache synced: %d Jobs (%s)", len(watcher.known), self.resource.label_selector
+                "%s cache synced: %d objects (%s)",
+                self.resource.kind,
+                len(watcher.known),
+                self.resource.label_selector,
             )
         self.synced.set()
         for key in list(self._waiters):

@@ -26,6 +26,7 @@ import logging
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError
 
+from kuota import kinds
 from kuota.actuation.patch import EventSpec
 from kuota.bus.deadletter import dead_letter_record
 from kuota.bus.offsets import group_offsets
@@ -37,7 +38,7 @@ from kuota.service import Unavailable
 from kuota.status.model import ClusterQueueReadModel
 from kuota.store.settings import redis_client
 from kuota_actuator.apply import FLAVORS_PATH, Actuator, Outcome
-from kuota_actuator.drains import Drains, PodCache, Stop, job_settled
+from kuota_actuator.drains import Drains, PodCaches, Stop, job_settled, workload_settled
 from kuota_actuator.events import EventSink
 from kuota_actuator.jobcache import JobCache
 from kuota_actuator.kubeapi import Kube, Mirror, api_client
@@ -84,7 +85,13 @@ class Service:
         flavors = Mirror(api, Resource("ResourceFlavor", FLAVORS_PATH))
         queues = Mirror(api, Resource("ClusterQueue", CQ_PATH, label_selector=cfg.cq_selector))
         jobs = JobCache(api, cfg.job_selector)
-        pods = PodCache(api)
+        # PyTorchJobs, RayClusters and JobSets, for their stops' drains only (whether the
+        # operator took one in)
+        wired = {
+            k: JobCache(api, cfg.job_selector, kind=k)
+            for k in ("PyTorchJob", "RayCluster", "JobSet")
+        }
+        pods = PodCaches(api)  # Jobs' pods, and PyTorchJobs' (#18)
         # Job writes first: Events wait while the actuator's API slots are busy.
         gate: list[Actuator] = []
         events = EventSink(
@@ -99,7 +106,11 @@ class Service:
             asyncio.create_task(flavors.run(), name="flavors"),
             asyncio.create_task(queues.run(), name="clusterqueues"),
             asyncio.create_task(jobs.run(), name="jobs"),
-            asyncio.create_task(pods.run(), name="pods"),
+            *(asyncio.create_task(c.run(), name=f"cache {k}") for k, c in wired.items()),
+            *(
+                asyncio.create_task(cache.run(), name=f"pods {i}")
+                for i, cache in enumerate(pods.caches)
+            ),
             asyncio.create_task(events.run(stop), name="events"),
         ]
         redis = redis_client(cfg.redis_url)
@@ -142,16 +153,33 @@ class Service:
             def warn(stop: Stop, spec: EventSpec, waited: int) -> None:
                 ns, _, name = stop.workload.partition("/")
                 ref = {"apiVersion": "batch/v1", "kind": "Job", "namespace": ns, "name": name}
+                other = kinds.workload_ref(stop.workload) if stop.workload.count("/") > 1 else None
+                if other is not None:
+                    ref = {
+                        "apiVersion": other.api_version,
+                        "kind": other.kind,
+                        "namespace": ns,
+                        "name": other.name,
+                    }
                 if stop.uid:
                     ref["uid"] = stop.uid
                 events.emit(f"{stop.stop_id}-{waited}", (spec,), target=(ref, ns))
+
+            def settled(stop: Stop) -> bool:
+                ref = kinds.workload_ref(stop.workload) if stop.workload.count("/") > 1 else None
+                if ref is None:
+                    return job_settled(jobs.get(stop.workload), stop.uid)
+                cache = wired.get(ref.kind)
+                if cache is None:
+                    return True
+                return workload_settled(cache.get(f"{ref.namespace}/{ref.name}"), stop.uid)
 
             drains = Drains(
                 pods,
                 report,
                 warn=warn,
                 warn_every=cfg.stop_timeout,
-                settled=lambda s: job_settled(jobs.get(s.workload), s.uid),
+                settled=settled,
             )
             for kept in self.model.draining():  # stops a previous incarnation watched
                 drains.watch(Stop(kept.stop_id, "stop", kept.workload, kept.uid, kept.at))

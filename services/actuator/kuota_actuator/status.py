@@ -37,6 +37,7 @@ log = logging.getLogger("kuota.actuator")
 
 REDIS_KEY = "kuota:status:clusterqueues"
 CQ_PATH = kinds.get("ClusterQueue").path()
+LQ_KIND = kinds.get("LocalQueue")
 _DEFAULTS: dict[str, Any] = {
     "pendingWorkloads": 0,
     "reservingWorkloads": 0,
@@ -72,6 +73,7 @@ class StatusWriter:
         self._clock = clock
         self._sent: dict[str, tuple[str, str]] = {}  # cq -> (status JSON, resourceVersion seen)
         self._in_redis: dict[str, str] = {}  # cq -> document JSON without updated_at
+        self._lq_sent: dict[str, str] = {}  # "ns/name" -> fairSharing JSON patched
 
     async def sync_once(self) -> int:
         """Write what changed; returns how many writes were made."""
@@ -103,8 +105,32 @@ class StatusWriter:
             except ApiError as err:
                 self.metrics.status_writes.labels("apiserver", "error").inc()
                 log.warning("ClusterQueue %s: status not written: %s", name, err)
+        writes += await self._write_local_queues()
         writes += await self._write_redis(desired)
         self.metrics.refresh(self.model)
+        return writes
+
+    async def _write_local_queues(self) -> int:
+        """Admission fair sharing: each sampled LocalQueue's ``status.fairSharing``,
+        patched when it changed (a LocalQueue deleted meanwhile is skipped)."""
+        writes = 0
+        for key, fair in self.model.local_queue_statuses().items():
+            text = json.dumps(fair, sort_keys=True)
+            if self._lq_sent.get(key) == text:
+                continue
+            namespace, _, name = key.partition("/")
+            try:
+                await self.kube.merge_patch(
+                    f"{LQ_KIND.path(namespace, name)}/status", {"status": {"fairSharing": fair}}
+                )
+                writes += 1
+                self.metrics.status_writes.labels("apiserver", "ok").inc()
+            except ApiError as err:
+                self.metrics.status_writes.labels("apiserver", "error").inc()
+                log.warning("LocalQueue %s: status not written: %s", key, err)
+                if err.status != 404:
+                    continue  # tried again next time
+            self._lq_sent[key] = text
         return writes
 
     async def _write_redis(self, desired: dict[str, dict[str, Any]]) -> int:
@@ -118,6 +144,12 @@ class StatusWriter:
             if rows is not None:  # for `kuota status`: Redis only, not the Kubernetes status
                 doc["cohort"] = self.model.cohort(name)
                 doc["quota"] = [quota_fields(r) for r in rows]  # the ClusterQueue's order
+            fair = self.model.local_queues(name)
+            if fair:  # admission fair sharing, in the order the LocalQueues go
+                doc["admissionFairSharing"] = [
+                    {"localQueue": lq, "weightedUsage": usage, "consumedResources": consumed}
+                    for lq, usage, consumed in fair
+                ]
             text = json.dumps(doc, sort_keys=True)
             docs[name] = text
             if self._in_redis.get(name) != text:

@@ -26,6 +26,7 @@ from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from kuota import kinds as registry
 from kuota.bus.topics import ensure_topics
 from kuota.kube.client import api_client
 from kuota.kube.translate import Seen
@@ -35,7 +36,14 @@ from kuota_ingest import seen_store
 from kuota_ingest.journal import MAX_REQUEST_BYTES, JournalWriter
 from kuota_ingest.metrics import RelistCollector
 from kuota_ingest.settings import IngestSettings
-from kuota_ingest.sources import WATCHED, Clock, Sources, config_map_watch, jobs_watch
+from kuota_ingest.sources import (
+    WATCHED,
+    Clock,
+    Sources,
+    config_map_watch,
+    jobs_watch,
+    workload_watch,
+)
 
 log = logging.getLogger("kuota_ingest")
 
@@ -128,7 +136,15 @@ class Service:
             jobs = jobs_watch(s.job_label_selector)
         except ValueError as e:
             raise Fatal(f"KUOTA_JOB_LABEL_SELECTOR: {e}") from None
-        watched = [jobs if w.resource.kind == "Job" else w for w in WATCHED]
+        workloads = {k.kind for k in registry.WATCHED if k.role == "workload"}
+        watched = [
+            jobs
+            if w.resource.kind == "Job"
+            else workload_watch(w.resource.kind, s.job_label_selector)
+            if w.resource.kind in workloads
+            else w
+            for w in WATCHED
+        ]
         if s.config_map is not None:
             watched.append(config_map_watch(*s.config_map))
         kinds = [w.resource.kind for w in watched]

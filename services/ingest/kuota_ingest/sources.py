@@ -65,16 +65,22 @@ def _watched(kind: Kind, selector: str = "") -> Watched:
 WATCHED: tuple[Watched, ...] = tuple(_watched(k) for k in kinds.WATCHED)
 
 
+def workload_watch(kind: str, extra_selector: str | None) -> Watched:
+    """:func:`jobs_watch` for any workload kind ingest watches (a PyTorchJob, #18):
+    every object of the kind, narrowed by ``KUOTA_JOB_LABEL_SELECTOR`` by ingest."""
+    watched = _watched(kinds.get(kind))
+    if not extra_selector:
+        return watched
+    return replace(watched, selector=(extra_selector, parse_selector(extra_selector)))
+
+
 def jobs_watch(extra_selector: str | None) -> Watched:
     """The Job watch: every Job (a Job whose queue label is removed, or one without
     a label in a managed namespace, must be seen), narrowed by
     ``KUOTA_JOB_LABEL_SELECTOR`` when it is set: by ingest, not the apiserver, so a
     journaled Job that leaves the selector is a stop, not a delete (#23 item 1).
     ``ValueError`` for a selector that does not read."""
-    watched = _watched(kinds.get("Job"))
-    if not extra_selector:
-        return watched
-    return replace(watched, selector=(extra_selector, parse_selector(extra_selector)))
+    return workload_watch("Job", extra_selector)
 
 
 def _unlabelled_system_job(kind: str, obj: object, remembered: bool) -> bool:

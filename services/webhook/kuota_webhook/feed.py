@@ -22,6 +22,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -186,3 +187,22 @@ class Feed:
                         self.view.observe(str(obj["kind"]), "UPSERT", obj)
             self.config_file_read = True
             await asyncio.sleep(poll_seconds)
+
+
+LIST_TIMEOUT = 5.0  # seconds for one namespace's Jobs; the registration waits 10
+
+
+async def namespace_jobs(api: ApiClient, namespace: str) -> list[dict[str, Any]] | str:
+    """Every Job of ``namespace``, read now from the apiserver (a quorum list, paged),
+    or why not. The template guard's read: the view keeps no specs and may lag
+    the actuator's unsuspension of a Job."""
+    lister = Watcher(api, Resource("Job", kinds.get("Job").path(namespace)))
+    try:
+        async with asyncio.timeout(LIST_TIMEOUT):
+            return await lister.list_once()
+    except TimeoutError:
+        return f"no answer in {LIST_TIMEOUT:g}s"
+    except ApiException as e:
+        return f"HTTP {e.status}: {str(e.reason)[:200]}"
+    except (aiohttp.ClientError, OSError, ValueError) as e:
+        return f"{type(e).__name__}: {e}"

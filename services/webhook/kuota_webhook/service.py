@@ -17,13 +17,14 @@ import contextlib
 import logging
 import ssl
 import time
+from typing import Any
 
 from aiohttp import web
 
 from kuota.kube.client import api_client
 from kuota.kube.cluster_view import ClusterView
 from kuota.service import Fatal, describe, within
-from kuota_webhook.feed import Feed
+from kuota_webhook.feed import Feed, namespace_jobs
 from kuota_webhook.server import PATH, webhook_app
 from kuota_webhook.settings import WebhookSettings
 from kuota_webhook.tls import ServingCertificate
@@ -69,7 +70,12 @@ class Service:
                 config_map=s.config_map,
                 config_file=s.config_file,
             )
-            runner = await serve(webhook_app(s.trusted_users, view), s.host, s.port, cert.context)
+
+            async def jobs_of(namespace: str) -> list[dict[str, Any]] | str:
+                return await namespace_jobs(api, namespace)
+
+            app = webhook_app(s.trusted_users, view, jobs_of)
+            runner = await serve(app, s.host, s.port, cert.context)
             stack.push_async_callback(runner.cleanup)
             log.info(
                 "serving https://%s:%d%s; the door open to (trusted) %s",

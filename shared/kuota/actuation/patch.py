@@ -315,25 +315,21 @@ class Wait:
 Plan = Skip | Fail | UpdateJob | ResetStartTime | Wait
 
 
-def plan(
-    job: Mapping[str, Any],
-    decision: Decision,
-    *,
-    order: DecisionOrder,
-    flavors: Flavors,
-    generation: int | None = None,
-) -> Plan:
-    """The next step to bring ``job`` in line with ``decision`` (see module docstring).
-    ``generation``: the Job's generation an admission may start at, once the shell's
-    own writes for it moved it on from the decision's ``generation``."""
+def precheck(
+    obj: Mapping[str, Any], decision: Decision, *, order: DecisionOrder, kind: str
+) -> Skip | Fail | None:
+    """What every kind's plan answers before looking at its spec: a decision that
+    changes nothing, an object replaced since (another uid), a decision already
+    applied or older than the one applied (the annotations the actuator writes).
+    None: go on."""
     if decision.type not in JOB_MUTATING:
-        return Skip(f"{decision.type} does not change the Job")
-    meta = _mapping(job.get("metadata"))
+        return Skip(f"{decision.type} does not change the {kind}")
+    meta = _mapping(obj.get("metadata"))
     uid = meta.get("uid")
     if decision.uid and uid and uid != decision.uid:
         return Fail(
             "JobNotFound",
-            f"Job {decision.workload} was replaced (uid {uid}); the decision was for uid "
+            f"{kind} {decision.workload} was replaced (uid {uid}); the decision was for uid "
             f"{decision.uid}",
         )
     annotations = _mapping(meta.get("annotations"))
@@ -345,6 +341,23 @@ def plan(
             f"decision {decision.id} at {order} is not after the applied "
             f"{annotations.get(ANN_DECISION_ID)} at {recorded}"
         )
+    return None
+
+
+def plan(
+    job: Mapping[str, Any],
+    decision: Decision,
+    *,
+    order: DecisionOrder,
+    flavors: Flavors,
+    generation: int | None = None,
+) -> Plan:
+    """The next step to bring ``job`` in line with ``decision`` (see module docstring).
+    ``generation``: the Job's generation an admission may start at, once the shell's
+    own writes for it moved it on from the decision's ``generation``."""
+    early = precheck(job, decision, order=order, kind="Job")
+    if early is not None:
+        return early
     if _finished(job):
         return Skip("the Job has finished")
     if decision.type == "Admitted":
@@ -382,6 +395,25 @@ def _suspended_event(decision: Decision) -> EventSpec:
     )
 
 
+def changed_since(
+    obj: Mapping[str, Any], decision: Decision, generation: int | None, *, kind: str
+) -> Fail | None:
+    """``JobChanged`` when the object is not at the generation its admission may
+    start at (``generation``, else the decision's). Kueue starts a Job only while
+    it matches its Workload: one changed after the fold decided (e.g. grown while
+    suspended) makes the decision stale."""
+    want = decision.generation if generation is None else generation
+    found = _mapping(obj.get("metadata")).get("generation")
+    if want is None or found == want:
+        return None
+    return Fail(
+        JOB_CHANGED,
+        f"the {kind} changed after it was admitted (metadata.generation {found}, admitted "
+        f"at {decision.generation}): not started with that admission",
+        found if isinstance(found, int) and not isinstance(found, bool) else None,
+    )
+
+
 def _plan_admit(
     job: Mapping[str, Any],
     decision: Decision,
@@ -390,17 +422,9 @@ def _plan_admit(
     flavors: Flavors,
     generation: int | None,
 ) -> Plan:
-    want = decision.generation if generation is None else generation
-    found = _mapping(job.get("metadata")).get("generation")
-    if want is not None and found != want:
-        # Kueue starts a Job only while it matches its Workload: the Job changed
-        # after the fold decided (e.g. grew while suspended), the decision is stale.
-        return Fail(
-            JOB_CHANGED,
-            f"the Job changed after it was admitted (metadata.generation {found}, admitted "
-            f"at {decision.generation}): not started with that admission",
-            found if isinstance(found, int) and not isinstance(found, bool) else None,
-        )
+    stale = changed_since(job, decision, generation, kind="Job")
+    if stale is not None:
+        return stale
     names = assigned_flavors(decision)
     missing = [n for n in names if n not in flavors]
     if missing:

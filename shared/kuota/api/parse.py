@@ -22,6 +22,7 @@ from typing import TypeAlias, TypeVar
 
 import yaml
 
+from kuota.api.duration import DurationError, duration_seconds
 from kuota.api.fields import (
     INT32_MAX,
     INT32_MIN,
@@ -57,6 +58,14 @@ from kuota.api.parse_job import (
     MAX_PODS,
     read_job,
 )
+from kuota.api.parse_workloads import (
+    read_job_set,
+    read_leader_worker_set,
+    read_pod,
+    read_pytorch_job,
+    read_ray_cluster,
+    read_ray_job,
+)
 from kuota.api.types import (
     BorrowWithinCohort,
     ClusterQueue,
@@ -67,11 +76,13 @@ from kuota.api.types import (
     LocalQueue,
     Namespace,
     ObjectRef,
+    PodMember,
     PreemptionPolicy,
     ResourceFlavor,
     ResourceGroup,
     ResourceQuota,
     ValidationError,
+    WorkloadGroup,
     WorkloadPriorityClass,
     WorkloadSpec,
 )
@@ -84,6 +95,7 @@ from kuota.kinds import (
     get,
     names,
 )
+from kuota.quantity import QuantityError, parse_quantity
 
 ParsedObject: TypeAlias = (
     ResourceFlavor
@@ -94,6 +106,8 @@ ParsedObject: TypeAlias = (
     | Namespace
     | Configuration
     | WorkloadSpec
+    | WorkloadGroup
+    | PodMember
 )
 
 __all__ = [
@@ -328,6 +342,16 @@ def _fair_sharing_weight(spec: Raw) -> int:
     return 1000 if weight is None else quantity(weight, "spec.fairSharing.weight")
 
 
+def _admission_mode(spec: Raw) -> str:
+    scope = mapping(spec.get("admissionScope"), "spec.admissionScope")
+    return enum(
+        scope.get("admissionMode"),
+        "spec.admissionScope.admissionMode",
+        ("UsageBasedAdmissionFairSharing", "NoAdmissionFairSharing"),
+        default="NoAdmissionFairSharing",
+    )
+
+
 def _reference(spec: Raw, new: str, old: str) -> str | None:
     """A name field renamed between versions (``cohortName``/``cohort``)."""
     values = {key: string(spec.get(key), f"spec.{key}") for key in (new, old)}
@@ -444,6 +468,7 @@ def _cluster_queue(raw: Raw, version: str, at: float) -> ClusterQueue:
         preemption=_preemption(spec.get("preemption")),
         fair_sharing_weight=_fair_sharing_weight(spec),
         stop_policy=enum(spec.get("stopPolicy"), "spec.stopPolicy", _STOP_POLICIES, default="None"),
+        admission_mode=_admission_mode(spec),
     )
 
 
@@ -451,6 +476,7 @@ def _cohort(raw: Raw, version: str, at: float) -> Cohort:
     name = object_name(raw)
     spec = spec_of(raw)
     parent = _reference(spec, "parentName", "parent")
+    history = _history(raw)
     return Cohort(
         name=name,
         parent=parent,
@@ -461,7 +487,37 @@ def _cohort(raw: Raw, version: str, at: float) -> Cohort:
             is_cohort=True,
         ),
         fair_sharing_weight=_fair_sharing_weight(spec),
+        history_half_life_seconds=history[0],
+        history_weight=history[1],
     )
+
+
+HISTORY_HALF_LIFE = "kuota.dev/fair-sharing-history-half-life"
+HISTORY_WEIGHT = "kuota.dev/fair-sharing-history-weight"
+
+
+def _history(raw: Raw) -> tuple[int, int]:
+    """History-aware fair sharing's annotations: (half-life seconds, weight milli)."""
+    annotations = dict(string_map(meta_of(raw).get("annotations"), "metadata.annotations"))
+    half_life_text = annotations.get(HISTORY_HALF_LIFE)
+    weight_text = annotations.get(HISTORY_WEIGHT)
+    if half_life_text is None and weight_text is None:
+        return 0, 0
+    half_path = keyed("metadata.annotations", HISTORY_HALF_LIFE)
+    try:
+        half_life = duration_seconds(half_life_text if half_life_text is not None else "1h")
+    except DurationError as e:
+        raise FieldError(half_path, str(e)) from None
+    if half_life <= 0 or half_life > 366 * 86400:
+        raise FieldError(half_path, "must be a duration between 1s and 366 days")
+    weight_path = keyed("metadata.annotations", HISTORY_WEIGHT)
+    try:
+        weight = parse_quantity(weight_text if weight_text is not None else "4")
+    except QuantityError as e:
+        raise FieldError(weight_path, str(e)) from None
+    if not 0 <= weight <= 100_000:
+        raise FieldError(weight_path, f"must be between 0 and 100, got {weight_text!r}")
+    return half_life, weight
 
 
 def _local_queue(raw: Raw, version: str, at: float) -> LocalQueue:
@@ -473,6 +529,7 @@ def _local_queue(raw: Raw, version: str, at: float) -> LocalQueue:
         name=name,
         cluster_queue=dns1123_subdomain(spec.get("clusterQueue"), "spec.clusterQueue"),
         stop_policy=enum(spec.get("stopPolicy"), "spec.stopPolicy", _STOP_POLICIES, default="None"),
+        fair_sharing_weight=_fair_sharing_weight(spec),
     )
 
 
@@ -523,6 +580,30 @@ def _job_reader(raw: Raw, version: str, at: float) -> WorkloadSpec | None:
     return read_job(raw, at=at)
 
 
+def _pytorch_job(raw: Raw, version: str, at: float) -> WorkloadSpec | None:
+    return read_pytorch_job(raw, at=at)
+
+
+def _ray_cluster(raw: Raw, version: str, at: float) -> WorkloadSpec | None:
+    return read_ray_cluster(raw, at=at)
+
+
+def _ray_job(raw: Raw, version: str, at: float) -> WorkloadSpec | None:
+    return read_ray_job(raw, at=at)
+
+
+def _job_set(raw: Raw, version: str, at: float) -> WorkloadSpec | None:
+    return read_job_set(raw, at=at)
+
+
+def _leader_worker_set(raw: Raw, version: str, at: float) -> WorkloadGroup | None:
+    return read_leader_worker_set(raw, at=at)
+
+
+def _pod(raw: Raw, version: str, at: float) -> PodMember | None:
+    return read_pod(raw, at=at)
+
+
 _CONFIGURATION = get("Configuration")
 
 # kind -> (API group, accepted versions (the first is assumed without apiVersion), reader);
@@ -538,6 +619,12 @@ _READERS: dict[str, tuple[str, tuple[str, ...], Reader]] = {
         ("Namespace", _namespace_object),
         ("ConfigMap", _config_map),
         ("Job", _job_reader),
+        ("PyTorchJob", _pytorch_job),
+        ("RayCluster", _ray_cluster),
+        ("RayJob", _ray_job),
+        ("JobSet", _job_set),
+        ("LeaderWorkerSet", _leader_worker_set),
+        ("Pod", _pod),
         ("Configuration", _configuration),
         ("Kueue", _kueue_operator),
     )

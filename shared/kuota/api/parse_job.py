@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import marshal
 import math
+from dataclasses import dataclass
 from typing import Any, cast
 
 from kuota.api.duration import DurationError, parse_rfc3339
@@ -176,7 +177,9 @@ def _required_affinity(pod: Raw, field: str) -> tuple[NodeSelectorTerm, ...]:
 
 
 _POD_PATH = "spec.template.spec"
-_PODSETS: dict[tuple[int, bytes], PodSet] = {}  # (count, marshalled pod spec) -> PodSet
+# (count, marshalled pod spec) -> the Job's PodSet "main"; (count, spec, name, path)
+# for the podsets of other kinds (kuota.api.parse_workloads)
+_PODSETS: dict[tuple[Any, ...], PodSet] = {}
 _PODSETS_MAX = 4096
 
 
@@ -198,17 +201,32 @@ def _podset(pod: Raw, count: int) -> PodSet:
     return podset
 
 
-def _read_podset(pod: Raw, count: int) -> PodSet:
+def pod_set(pod: Raw, count: int, *, name: str, path: str) -> PodSet:
+    """The PodSet ``name`` of ``count`` pods of the pod spec ``pod`` found at
+    ``path`` (its field errors name that path), memoised as a Job's is."""
+    try:
+        data = marshal.dumps(cast("dict[str, Any]", pod), 2)
+    except Exception:
+        return _read_podset(pod, count, name, path)
+    key = (count, data, name, path)
+    podset = _PODSETS.get(key)
+    if podset is None:
+        podset = _read_podset(pod, count, name, path)
+        if len(_PODSETS) >= _PODSETS_MAX:
+            _PODSETS.clear()
+        _PODSETS[key] = podset
+    return podset
+
+
+def _read_podset(pod: Raw, count: int, name: str = "main", path: str = _POD_PATH) -> PodSet:
     return PodSet(
-        name="main",
+        name=name,
         count=count,
-        requests=_pod_requests(pod, _POD_PATH),
-        claims=_claims(pod.get("resourceClaims"), child(_POD_PATH, "resourceClaims")),
-        node_selector=string_map(
-            pod.get("nodeSelector"), child(_POD_PATH, "nodeSelector"), labels=True
-        ),
-        required_affinity=_required_affinity(pod, _POD_PATH),
-        tolerations=tolerations(pod.get("tolerations"), child(_POD_PATH, "tolerations")),
+        requests=_pod_requests(pod, path),
+        claims=_claims(pod.get("resourceClaims"), child(path, "resourceClaims")),
+        node_selector=string_map(pod.get("nodeSelector"), child(path, "nodeSelector"), labels=True),
+        required_affinity=_required_affinity(pod, path),
+        tolerations=tolerations(pod.get("tolerations"), child(path, "tolerations")),
     )
 
 
@@ -284,6 +302,53 @@ def _generation(meta: Raw) -> int | None:
     if value is None:
         return None
     return integer(value, "metadata.generation", minimum=0)
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    """What every workload kind reads from its metadata, as a Job does."""
+
+    namespace: str
+    name: str
+    uid: str
+    queue: str
+    priority: str | None
+    creation_seconds: float
+    active: bool
+    decision_id: str | None
+    generation: int | None
+
+
+def read_header(raw: Raw, *, at: float, managed: bool = False) -> Header | None:
+    """The metadata of a workload of any kind, read as a Job's is; ``None``
+    without a queue label unless ``managed``."""
+    meta = meta_of(raw)
+    labels = mapping(meta.get("labels"), "metadata.labels")
+    queue = string(labels.get(QUEUE_NAME_LABEL), _QUEUE_PATH)
+    if queue:
+        dns1123_subdomain(queue, _QUEUE_PATH)
+    elif not managed:
+        return None
+    name = dns1123_subdomain(meta.get("name"), "metadata.name")
+    namespace = meta.get("namespace")
+    namespace = (
+        "default" if namespace in (None, "") else dns1123_label(namespace, "metadata.namespace")
+    )
+    priority = string(labels.get(PRIORITY_CLASS_LABEL), _PRIORITY_PATH)
+    if priority:
+        dns1123_subdomain(priority, _PRIORITY_PATH)
+    annotations = mapping(meta.get("annotations"), "metadata.annotations")
+    return Header(
+        namespace=namespace,
+        name=name,
+        uid=string(meta.get("uid"), "metadata.uid"),
+        queue=queue,
+        priority=priority or None,
+        creation_seconds=_creation_seconds(meta, annotations, at),
+        active=_active(annotations),
+        decision_id=string(annotations.get(DECISION_ID_ANNOTATION), _DECISION_ID_PATH) or None,
+        generation=_generation(meta),
+    )
 
 
 def read_job(raw: Raw, *, at: float, managed: bool = False) -> WorkloadSpec | None:

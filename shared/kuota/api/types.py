@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
+from kuota.kinds import workload_key
+
 # --------------------------------------------------------------------------- common
 
 
@@ -139,6 +141,9 @@ class ClusterQueue:
     preemption: PreemptionPolicy = field(default_factory=PreemptionPolicy)
     fair_sharing_weight: int = 1000  # milli-units; weight 1 = 1000, weight 0 = 0
     stop_policy: str = "None"  # None | Hold | HoldAndDrain
+    # spec.admissionScope.admissionMode: "UsageBasedAdmissionFairSharing" orders its
+    # pending workloads by their LocalQueue's decayed usage (docs/design/admission-fair-sharing.md)
+    admission_mode: str = "NoAdmissionFairSharing"
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +152,11 @@ class Cohort:
     parent: str | None = None
     resource_groups: tuple[ResourceGroup, ...] = ()
     fair_sharing_weight: int = 1000
+    # History-aware fair sharing (kuota's, opt-in by annotation on the root cohort;
+    # docs/design/fair-sharing-history.md): the half-life of the decayed usage and
+    # its weight in the DRS (milli, 0..1000); 0 / 0 = plain DRS.
+    history_half_life_seconds: int = 0
+    history_weight: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +165,7 @@ class LocalQueue:
     name: str
     cluster_queue: str
     stop_policy: str = "None"
+    fair_sharing_weight: int = 1000  # spec.fairSharing.weight (admission fair sharing), milli
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,6 +298,7 @@ class WorkloadSpec:
     # metadata.generation (None when absent, as in the simulator): an Admitted decision
     # carries it, the actuator starts the Job only at it (docs/design/backstop.md)
     generation: Final[int | None]
+    pod_group: Final[bool]  # a group of Pods (kueue.x-k8s.io/pod-group-name), not one Pod
 
     def __init__(
         self,
@@ -302,6 +314,7 @@ class WorkloadSpec:
         suspended: bool | None = None,
         decision_id: str | None = None,
         generation: int | None = None,
+        pod_group: bool = False,
     ) -> None:
         self.namespace = namespace
         self.name = name
@@ -315,7 +328,44 @@ class WorkloadSpec:
         self.suspended = suspended
         self.decision_id = decision_id
         self.generation = generation
+        self.pod_group = pod_group
 
     @property
     def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        """The workload key decisions carry (docs/design/workload-identity.md)."""
+        if self.owner_kind == "Job":
+            return f"{self.namespace}/{self.name}"
+        return workload_key(self.owner_kind, self.namespace, self.name, pod_group=self.pod_group)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadGroup:
+    """One object that is several workloads, each admitted on its own: a
+    LeaderWorkerSet's groups (a leader and its workers each), in index order.
+    ``kind``/``namespace``/``name`` name the object; each spec's name is
+    ``<name>/<group index>``."""
+
+    kind: str
+    namespace: str
+    name: str
+    specs: tuple[WorkloadSpec, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PodMember:
+    """One Pod of a pod group (or a single Pod with the queue label), as the fold
+    collects them into the group's workload once they all exist."""
+
+    namespace: str
+    group: str  # the pod-group-name, or the Pod's own name for a single Pod
+    pod_group: bool  # False: a single Pod, a group of one
+    pod: str  # the Pod's name
+    uid: str
+    total: int  # the pod-group-total-count (1 for a single Pod)
+    role: str  # the podset this Pod belongs to (its role hash; "main" for a single Pod)
+    podset: PodSet  # one pod of that role
+    queue_name: str
+    priority_class: str | None
+    creation_seconds: float
+    gated: bool  # it still has the scheduling gate kueue.x-k8s.io/admission
+    failed: bool  # phase Failed: no longer counted as one of the group's pods

@@ -23,6 +23,7 @@ from kuota.audit.replay import JournalRecord, service_fold
 from kuota.core.fold.fold import ClusterQueueSummary, Fold
 from kuota.core.quota.rows import row_json
 from kuota.events.schema import Decision
+from kuota.kinds import workload_ref
 
 __all__ = [
     "Explainer",
@@ -40,9 +41,17 @@ AHEAD_SHOWN = 5
 
 def relevant(key: str, decisions: Iterable[Decision]) -> list[Decision]:
     """The decisions about ``key``: its own, the preemptions it caused, and the
-    rejections of its Job manifest (``Rejected`` names the object ``Job ns/name``)."""
-    job = f"Job {key}"
+    rejections of its manifest (``Rejected`` names the object ``Job ns/name``,
+    ``PyTorchJob ns/name``; a pod group's are its Pods', not named by the key)."""
+    ref = workload_ref(key)
+    job = f"{ref.kind} {ref.namespace}/{ref.name}" if ref is not None else f"Job {key}"
     return [d for d in decisions if d.workload == key or d.preemptor == key or d.object == job]
+
+
+def _preempted_by(d: Decision, key: str) -> bool:
+    """Whether ``d`` is about another workload that ``key`` preempted (else it is
+    about ``key`` itself: its own decision, or a Rejected of its manifest)."""
+    return d.preemptor == key and d.workload != key
 
 
 def summary_dict(s: ClusterQueueSummary) -> dict[str, Any]:
@@ -84,6 +93,9 @@ class Waiting:
     reason: str | None  # of the last Inadmissible decision
     message: str | None
     reason_at: float | None = None  # that decision's event time
+    # admission fair sharing of its ClusterQueue: (LocalQueue, usage, consumed),
+    # lowest usage first (the order the LocalQueues' workloads go)
+    fair_sharing: tuple[tuple[str, float, dict[str, str]], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -97,6 +109,14 @@ class Waiting:
             "reason": self.reason,
             "message": self.message,
             "reason_at": self.reason_at,
+            "admission_fair_sharing": [
+                {
+                    "local_queue": name,
+                    "weighted_usage": None if usage == float("inf") else usage,
+                    "consumed": consumed,
+                }
+                for name, usage, consumed in self.fair_sharing
+            ],
         }
 
 
@@ -173,7 +193,7 @@ class Explainer:
 
     def explain(self) -> Explanation:
         steps = tuple(
-            Step(d, WORKLOAD if d.workload == self.key else PREEMPTOR, self._quota.get(i, ()))
+            Step(d, PREEMPTOR if _preempted_by(d, self.key) else WORKLOAD, self._quota.get(i, ()))
             for i, d in enumerate(self.decisions)
         )
         state = self.fold.workload_state(self.key)
@@ -214,6 +234,7 @@ class Explainer:
                 reason=last_inadmissible.reason if last_inadmissible else None,
                 message=last_inadmissible.message if last_inadmissible else None,
                 reason_at=last_inadmissible.at if last_inadmissible else None,
+                fair_sharing=tuple(self.fold.local_queue_usage(summary.name)),
             )
         # Held outside any queue (no LocalQueue, ClusterQueue or priority class).
         return Waiting(

@@ -204,6 +204,14 @@ def explanation(ex: Explanation) -> Group:
         else:
             text = "  waiting: in no ClusterQueue's queue yet"
         lines.append(Text(text, style="yellow"))
+        if w.fair_sharing:
+            order = ", ".join(
+                f"{name} {'inf' if usage == float('inf') else f'{usage:.3f}'}"
+                for name, usage, _ in w.fair_sharing
+            )
+            lines.append(
+                Text(f"  admission fair sharing (lowest usage first): {order}", style="yellow")
+            )
         if w.reason:
             since = f" (since {when(w.reason_at)})" if w.reason_at is not None else ""
             lines.append(Text(f"  why{since}: {w.reason}: {w.message or ''}", style="yellow"))
@@ -231,4 +239,23 @@ def status_tables(queues: Sequence[QueueStatus]) -> Group:
                     format_quantity(usage),
                 )
         parts.append(ct)
+    fair = [q for q in queues if q.local_queues]
+    if fair:
+        ft = Table(
+            title="Admission fair sharing (lowest usage goes first)",
+            title_justify="left",
+            box=box.SIMPLE_HEAD,
+        )
+        for column in ("ClusterQueue", "Order", "LocalQueue", "Usage", "Consumed"):
+            ft.add_column(column, no_wrap=True)
+        for q in fair:
+            for i, (name, lq_usage, consumed) in enumerate(q.local_queues):
+                ft.add_row(
+                    q.name if i == 0 else "",
+                    str(i + 1),
+                    name,
+                    "inf (weight 0)" if lq_usage is None else f"{lq_usage:.3f}",
+                    ", ".join(f"{r}={v}" for r, v in consumed) or "-",
+                )
+        parts.append(ft)
     return Group(*parts)

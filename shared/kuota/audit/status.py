@@ -49,6 +49,9 @@ class QueueStatus:
     resources: tuple[QuotaRow, ...]  # nominal None: the document does not carry it
     updated_at: float | None
     problem: str | None = None  # a document that could not be read
+    # admission fair sharing: (LocalQueue, weighted usage or None for weight 0,
+    # consumed resources), in the order their workloads go
+    local_queues: tuple[tuple[str, float | None, tuple[tuple[str, str], ...]], ...] = ()
 
 
 def _queue(name: str, doc: Mapping[str, Any]) -> QueueStatus:
@@ -75,6 +78,19 @@ def _queue(name: str, doc: Mapping[str, Any]) -> QueueStatus:
                 )
             )
     by_status = doc.get("pendingByStatus") or {}
+    fair: list[tuple[str, float | None, tuple[tuple[str, str], ...]]] = []
+    for entry in doc.get("admissionFairSharing") or []:
+        if not isinstance(entry, dict):
+            continue
+        usage = entry.get("weightedUsage")
+        consumed = entry.get("consumedResources") or {}
+        fair.append(
+            (
+                str(entry.get("localQueue", "")),
+                float(usage) if isinstance(usage, int | float) else None,
+                tuple(sorted((str(k), str(v)) for k, v in consumed.items())),
+            )
+        )
     updated = doc.get("updated_at")
     cohort = doc.get("cohort")
     return QueueStatus(
@@ -85,6 +101,7 @@ def _queue(name: str, doc: Mapping[str, Any]) -> QueueStatus:
         pending_by_status=tuple(sorted((str(k), int(v)) for k, v in by_status.items())),
         resources=tuple(rows),
         updated_at=float(updated) if isinstance(updated, int | float) else None,
+        local_queues=tuple(fair),
     )
 
 
@@ -126,6 +143,10 @@ def queue_fields(q: QueueStatus) -> dict[str, Any]:
         "pending_by_status": dict(q.pending_by_status),
         "updated_at": q.updated_at,
         "problem": q.problem,
+        "admission_fair_sharing": [
+            {"local_queue": name, "weighted_usage": usage, "consumed": dict(consumed)}
+            for name, usage, consumed in q.local_queues
+        ],
     }
 
 

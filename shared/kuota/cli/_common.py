@@ -47,10 +47,18 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
 
 
 def check_workload(key: str) -> str:
-    ns, sep, name = key.partition("/")
-    if not sep or not ns or not name or "/" in name:
-        raise fail(f"{key!r}: give the workload as namespace/name")
-    return key
+    """The canonical workload key of ``key``: ``namespace/name`` for a Job,
+    ``namespace/<kind>/name`` for another kind (``team-a/pytorchjob/ddp``; the
+    kind in any case), as decisions carry it (docs/design/workload-identity.md)."""
+    from kuota.kinds import segments, workload_ref
+
+    ref = workload_ref(key)
+    if ref is None:
+        raise fail(
+            f"{key!r}: give the workload as namespace/name (a Job) or "
+            f"namespace/<kind>/name, <kind> one of {', '.join(segments())}"
+        )
+    return ref.key
 
 
 def kafka_settings() -> KafkaSettings:

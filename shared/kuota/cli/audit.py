@@ -290,7 +290,12 @@ async def _export(settings: KafkaSettings, file: Path) -> tuple[int, int, int, s
 
 
 def explain(
-    workload: Annotated[str, typer.Argument(help="The Job as namespace/name.")],
+    workload: Annotated[
+        str,
+        typer.Argument(
+            help="The workload: namespace/name for a Job, namespace/<kind>/name for another kind."
+        ),
+    ],
     file: Annotated[
         Path | None, typer.Option("--file", help="Read an export (FILE + FILE.decisions).")
     ] = None,

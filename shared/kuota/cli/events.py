@@ -41,7 +41,11 @@ def tail(
         bool, typer.Option("--from-beginning", help="Start at the first decision, not the end.")
     ] = False,
     workload: Annotated[
-        str | None, typer.Option("--workload", help="Only this namespace/name.")
+        str | None,
+        typer.Option(
+            "--workload",
+            help="Only this workload: namespace/name (a Job) or namespace/<kind>/name.",
+        ),
     ] = None,
     cluster_queue: Annotated[
         str | None, typer.Option("--cluster-queue", help="Only this ClusterQueue.")
@@ -56,7 +60,7 @@ def tail(
 ) -> None:
     """Follow the decisions live (read_committed)."""
     if workload is not None:
-        check_workload(workload)
+        workload = check_workload(workload)
     settings = kafka_settings()
     run_async(
         lambda: _tail(

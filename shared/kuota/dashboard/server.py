@@ -12,10 +12,10 @@ which only reads.
 ``/api/state``                        the whole state as JSON
 ``/api/events``                       server-sent events: ``state`` (the whole
                                       state, when it changed) and ``decision``
-``/workload/{namespace}/{name}``      the workload page: ``kuota explain``'s
+``/workload/{key}``                   the workload page: ``kuota explain``'s
                                       history, rendered by the same code as the
                                       CLI's (:func:`kuota.audit.render.explanation`)
-``/api/explain/{namespace}/{name}``   ``kuota explain --json``'s document
+``/api/explain/{key}``                ``kuota explain --json``'s document
 ``/healthz``                          ``ok`` (no token needed: probes)
 ====================================  ==========================================
 
@@ -41,6 +41,7 @@ from aiohttp import web
 
 from kuota.audit.explain import Explanation
 from kuota.dashboard.live import CLOSE, Live
+from kuota.kinds import workload_ref
 
 __all__ = ["COOKIE", "ExplainFn", "make_app", "plotly_js"]
 
@@ -191,17 +192,21 @@ def make_app(live: Live, explain: ExplainFn, *, token: str | None = None) -> web
     app.router.add_get("/static/{name}", static)
     app.router.add_get("/api/state", state)
     app.router.add_get("/api/events", events)
-    app.router.add_get("/workload/{namespace}/{name}", workload_page)
-    app.router.add_get("/api/explain/{namespace}/{name}", explain_json)
+    app.router.add_get("/workload/{key:.+}", workload_page)
+    app.router.add_get("/api/explain/{key:.+}", explain_json)
     app.router.add_get("/healthz", healthz)
     return app
 
 
 def _key(request: web.Request) -> str:
-    ns, name = request.match_info["namespace"], request.match_info["name"]
-    if not ns or not name:
-        raise web.HTTPBadRequest(text="give the workload as /workload/<namespace>/<name>\n")
-    return f"{ns}/{name}"
+    """The canonical workload key of the path (docs/design/workload-identity.md)."""
+    ref = workload_ref(request.match_info["key"])
+    if ref is None:
+        raise web.HTTPBadRequest(
+            text="give the workload as /workload/<namespace>/<name> (a Job) "
+            "or /workload/<namespace>/<kind>/<name>\n"
+        )
+    return ref.key
 
 
 def _sse(event: str, data: str) -> bytes:

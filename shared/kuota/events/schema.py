@@ -59,6 +59,9 @@ class WorkloadFinished(_EventBase):
     name: str
     succeeded: bool = True
     message: str = ""
+    # the workload key, for a kind other than a batch/v1 Job ("ns/pytorchjob/name");
+    # None: the Job namespace/name (docs/design/workload-identity.md)
+    workload: str | None = None
 
 
 class PodsReady(_EventBase):
@@ -66,6 +69,7 @@ class PodsReady(_EventBase):
     namespace: str
     name: str
     ready: bool = True
+    workload: str | None = None  # as WorkloadFinished's
 
 
 class PreemptionPlan(_EventBase):
@@ -138,6 +142,8 @@ DecisionType = Literal[
     #              (reason StartedWithoutAdmission); the workload keeps its place
     "QuotaReleased",  # a stopped workload's pods are gone (WorkloadStopped): the usage it
     #                  kept since its stop decision (stop_id) is released; usage set
+    "LocalQueueUsage",  # admission fair sharing sampled a LocalQueue (object): its decayed
+    #                    consumed resources and weighted_usage (the LocalQueue's fairSharing)
 ]
 DECISION_TYPES: tuple[str, ...] = DecisionType.__args__  # type: ignore[attr-defined]
 
@@ -149,7 +155,7 @@ class Decision(_Frozen):
     cause_offset: int | None = None  # journal offset of that event, set by the pipeline
     at: float
     type: DecisionType
-    workload: str | None = None  # "namespace/name"
+    workload: str | None = None  # the key: "namespace/name" of a Job, else "namespace/<kind>/name"
     uid: str | None = None
     cluster_queue: str | None = None
     flavors: dict[str, dict[str, str]] | None = None  # podset -> resource -> flavor
@@ -170,6 +176,15 @@ class Decision(_Frozen):
     generation: int | None = None
     # for QuotaReleased: the id of the stop decision whose kept quota is released
     stop_id: str | None = None
+    # the kind and apiVersion of the object the decision is about: the workload's
+    # ("Job", "batch/v1"; "PyTorchJob", "kubeflow.org/v1"), or a Rejected or
+    # QuotaChanged object's (docs/design/workload-identity.md)
+    kind: str | None = None
+    api_version: str | None = None
+    # for LocalQueueUsage: resource -> decayed consumed quantity, and the usage that
+    # orders the LocalQueue's workloads (None: weight 0)
+    consumed: dict[str, str] | None = None
+    weighted_usage: float | None = None
 
 
 # Trusted construction: the fold builds every Decision from fields it computed
@@ -211,6 +226,9 @@ def trusted_decision(data: dict[str, Any]) -> Decision:
     requeue_at = fields["requeue_at"]
     if requeue_at is not None and type(requeue_at) is not float:
         fields["requeue_at"] = float(requeue_at)
+    consumed = fields["consumed"]
+    if consumed is not None:
+        fields["consumed"] = dict(consumed)
     quota = fields["quota"]
     if quota is not None:
         fields["quota"] = {f: {r: dict(q) for r, q in rs.items()} for f, rs in quota.items()}

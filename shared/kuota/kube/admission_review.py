@@ -23,10 +23,15 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from kuota.actuation.patch import ANN_DECISION_ID, ANN_DECISION_OFFSET, ANN_ORIGINAL
+from kuota.actuation.workloads import SUSPEND_FIELDS
 from kuota.api.parse_job import ACTIVE_ANNOTATION, CREATED_AT_ANNOTATION
-from kuota.kinds import QUEUE_NAME_LABEL, SYSTEM_NAMESPACES, get
+from kuota.kinds import QUEUE_NAME_LABEL, SYSTEM_NAMESPACES, Kind, get
 
 JOB = get("Job")  # the kind this webhook mutates
+#: Every kind this webhook mutates: Jobs, and the training kinds wired into the
+#: services (#18), labelled ones only (manageJobsWithoutQueueName is for Jobs).
+KINDS: tuple[Kind, ...] = (JOB, get("PyTorchJob"), get("RayCluster"), get("JobSet"))
+_BY_GROUP_KIND = {(k.group, k.kind): k for k in KINDS}
 
 SUSPEND_PATCH = [{"op": "add", "path": "/spec/suspend", "value": True}]
 KUOTA_PREFIX = "kuota.dev/"
@@ -108,9 +113,39 @@ def queue_of(obj: Mapping[str, Any]) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def _kind_of(obj: Mapping[str, Any]) -> str:
+    kind = obj.get("kind")
+    return kind if isinstance(kind, str) and kind in SUSPEND_FIELDS else "Job"
+
+
+def suspend_field(obj: Mapping[str, Any]) -> str:
+    """The object's suspend field, as a message names it (``spec.suspend`` for a Job)."""
+    return ".".join(str(step) for step in SUSPEND_FIELDS[_kind_of(obj)])
+
+
 def suspended(obj: Mapping[str, Any]) -> bool:
-    spec = obj.get("spec")
-    return isinstance(spec, Mapping) and spec.get("suspend") is True
+    """The object's kind's suspend field is true (an object without ``kind``: a Job's)."""
+    node: object = obj
+    for step in SUSPEND_FIELDS[_kind_of(obj)]:
+        node = node.get(step) if isinstance(node, Mapping) else None
+    return node is True
+
+
+def suspend_patch(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The JSON patch that suspends ``obj`` at creation (its parents added if absent)."""
+    path = SUSPEND_FIELDS[_kind_of(obj)]
+    if path == ("spec", "suspend"):
+        return SUSPEND_PATCH
+    node: object = obj
+    for i, step in enumerate(path[:-1]):
+        node = node.get(step) if isinstance(node, Mapping) else None
+        if not isinstance(node, Mapping):
+            value: object = True
+            for inner in reversed(path[i + 1 :]):
+                value = {str(inner): value}
+            where = "/" + "/".join(map(str, path[: i + 1]))
+            return [{"op": "add", "path": where, "value": value}]
+    return [{"op": "add", "path": "/" + "/".join(map(str, path)), "value": True}]
 
 
 def _who(change: Change) -> str:
@@ -143,9 +178,9 @@ def no_unsuspend(change: Change) -> list[str]:
     if not suspended(change.old) or suspended(change.new):
         return []
     return [
-        f"spec.suspend: Forbidden: {_who(change)} may not set it to false: {_whose(change)}, "
-        "and only kuota unsuspends it, when it admits it within its ClusterQueue's quota; "
-        "leave it suspended and kuota starts it"
+        f"{suspend_field(change.new)}: Forbidden: {_who(change)} may not set it to false: "
+        f"{_whose(change)}, and only kuota unsuspends it, when it admits it within its "
+        "ClusterQueue's quota; leave it suspended and kuota starts it"
     ]
 
 
@@ -316,8 +351,9 @@ def mutate_job(
         return Answer(_review("", warning=f"kuota: {why}; allowed unchanged"), "malformed", why)
     kind = request.get("kind")
     kind = kind if isinstance(kind, Mapping) else {}
-    if (kind.get("group"), kind.get("kind")) != (JOB.group, JOB.kind):
-        why = f"not a batch Job ({kind.get('group')}/{kind.get('kind')})"
+    reviewed = _BY_GROUP_KIND.get((kind.get("group"), kind.get("kind")))  # type: ignore[arg-type]
+    if reviewed is None:
+        why = f"not a kind kuota queues ({kind.get('group')}/{kind.get('kind')})"
         return Answer(_review(uid), "unchanged", why)
     operation = request.get("operation")
     if operation not in ("CREATE", "UPDATE"):
@@ -330,10 +366,13 @@ def mutate_job(
         or not isinstance(metadata, Mapping)
         or (operation == "CREATE" and not isinstance(spec, Mapping))
     ):
-        why = "the Job has no metadata or spec"
+        why = f"the {reviewed.kind} has no metadata or spec"
         return Answer(_review(uid, warning=f"kuota: {why}; allowed unchanged"), "malformed", why)
+    job = {**job, "kind": reviewed.kind}  # the rules read the kind's suspend field
     old = request.get("oldObject") if operation == "UPDATE" else None
-    old = old if isinstance(old, Mapping) else {}
+    old = {**old, "kind": reviewed.kind} if isinstance(old, Mapping) and old else {}
+    if reviewed is not JOB:
+        managed = _LabelsOnly(managed)
     namespace = request.get("namespace")
     namespace = namespace if isinstance(namespace, str) else ""
     ns_managed = managed is not None and managed.namespace_managed(namespace or "default")
@@ -356,8 +395,7 @@ def mutate_job(
         return Answer(_refusal(uid, "; ".join(reasons)), "refused", f"{operation} by {user}")
     if operation == "UPDATE":
         return Answer(_review(uid), "unchanged", "update allowed")
-    assert isinstance(spec, Mapping)
-    if spec.get("suspend") is True:
+    if suspended(job):
         return Answer(_review(uid), "unchanged", "already suspended")
     if unsure:
         message = starting_message(namespace or "default")
@@ -365,4 +403,21 @@ def mutate_job(
         return Answer(review, "refused", f"CREATE by {user}: the view is not complete")
     queue = queue_of(job)
     why = f"queue {queue}" if queue else f"namespace {namespace} is managed"
-    return Answer(_review(uid, patch=SUSPEND_PATCH), "suspended", why)
+    return Answer(_review(uid, patch=suspend_patch(job)), "suspended", why)
+
+
+class _LabelsOnly:
+    """A training kind is kuota's by its queue label (or kuota's record) only: no
+    managed namespaces for it, and nothing unsure while the view is incomplete."""
+
+    def __init__(self, view: Managed | None) -> None:
+        self._view = view
+
+    def namespace_managed(self, namespace: str) -> bool:
+        return False
+
+    def known(self, uid: str) -> bool:
+        return self._view is not None and self._view.known(uid)
+
+    def complete(self) -> bool:
+        return True

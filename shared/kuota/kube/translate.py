@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from kuota import kinds
+from kuota.actuation.workloads import user_templates
 from kuota.api.not_journaled import NOT_JOURNALED_ANNOTATION
 from kuota.api.parse_job import ACTIVE_ANNOTATION, CREATED_AT_ANNOTATION, DECISION_ID_ANNOTATION
 from kuota.events.schema import (
@@ -60,6 +61,9 @@ ORIGINAL_SCHEDULING_ANNOTATION = "kuota.dev/original-pod-template-scheduling"
 OUTSIDE_SELECTOR_ANNOTATION = "kuota.dev/outside-job-selector"
 CONFIG_KINDS = kinds.names("config")
 CONFIG_FILE_NAME = "kuota-config-file"  # metadata.name of a file Configuration without one
+# The workload kinds beyond Job that ingest journals (#18): each one's pod templates
+# are journaled as the user wrote them, and its status gives PodsReady/WorkloadFinished.
+STATUS_KINDS = frozenset({"PyTorchJob", "RayCluster", "JobSet"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,12 +260,15 @@ def journal_object(kind: str, obj: Mapping[str, Any]) -> dict[str, Any]:
     """The manifest as journaled, kind and apiVersion set. A Job: only what the fold
     reads (:data:`JOB_METADATA` ... :data:`REQUIRED_AFFINITY`; no status, no
     simulation-only annotation), its pod template with the user's own node selector
-    and tolerations. Any other kind: all but status and managed fields. Never ingest's
-    stand-in marker (``kuota.api.not_journaled``): only :func:`stand_in` sets it."""
+    and tolerations. Any other kind: all but status and managed fields (a training
+    kind's pod templates with the user's own node selector and tolerations, from
+    the actuator's record: ``kuota.actuation.workloads.user_templates``). Never
+    ingest's stand-in marker (``kuota.api.not_journaled``): only :func:`stand_in` sets it."""
     if kind == "Job":
         out = _job_projection(obj)
     else:
-        out = {k: copy.deepcopy(v) for k, v in obj.items() if k != "status"}
+        source = user_templates(obj) if kind in STATUS_KINDS else obj
+        out = {k: copy.deepcopy(v) for k, v in source.items() if k != "status"}
         md = out.get("metadata")
         if isinstance(md, dict):
             md.pop("managedFields", None)
@@ -387,6 +394,80 @@ def job_ready(obj: Mapping[str, Any]) -> bool:
     return _int(status.get("ready")) + done >= job_pods(spec)
 
 
+def _replicas(value: object) -> int:
+    return _int(value.get("replicas"), 1) if isinstance(value, Mapping) else 0
+
+
+def pytorch_job_ready(obj: Mapping[str, Any]) -> bool:
+    """Not suspended, and the training-operator counts every replica of every type
+    (``status.replicaStatuses``) active or succeeded."""
+    spec = obj.get("spec")
+    spec = spec if isinstance(spec, Mapping) else {}
+    policy = spec.get("runPolicy")
+    if isinstance(policy, Mapping) and policy.get("suspend") is True:
+        return False
+    replicas = spec.get("pytorchReplicaSpecs")
+    replicas = replicas if isinstance(replicas, Mapping) else {}
+    want = sum(_replicas(r) for r in replicas.values())
+    status = obj.get("status")
+    status = status if isinstance(status, Mapping) else {}
+    counted = status.get("replicaStatuses")
+    counted = counted if isinstance(counted, Mapping) else {}
+    have = 0
+    for rtype in replicas:
+        rs = counted.get(rtype)
+        if isinstance(rs, Mapping):
+            have += _int(rs.get("active")) + _int(rs.get("succeeded"))
+    return want > 0 and have >= want
+
+
+def ray_cluster_ready(obj: Mapping[str, Any]) -> bool:
+    """Not suspended, and KubeRay says ``status.state: ready`` (the head and every
+    worker pod running and ready)."""
+    spec = obj.get("spec")
+    if isinstance(spec, Mapping) and spec.get("suspend") is True:
+        return False
+    status = obj.get("status")
+    return isinstance(status, Mapping) and status.get("state") == "ready"
+
+
+def job_set_ready(obj: Mapping[str, Any]) -> bool:
+    """Not suspended, and the JobSet controller counts, for every replicatedJob,
+    all its Jobs (``replicas``) ready or succeeded in ``status.replicatedJobsStatus``
+    (a child Job is ready when all its pods are)."""
+    spec = obj.get("spec")
+    spec = spec if isinstance(spec, Mapping) else {}
+    if spec.get("suspend") is True:
+        return False
+    jobs = spec.get("replicatedJobs")
+    jobs = [j for j in jobs if isinstance(j, Mapping)] if isinstance(jobs, list) else []
+    status = obj.get("status")
+    status = status if isinstance(status, Mapping) else {}
+    counted = status.get("replicatedJobsStatus")
+    by_name = (
+        {c.get("name"): c for c in counted if isinstance(c, Mapping)}
+        if isinstance(counted, list)
+        else {}
+    )
+    if not jobs:
+        return False
+    for job in jobs:
+        c = by_name.get(job.get("name"))
+        if c is None or _int(c.get("ready")) + _int(c.get("succeeded")) < _replicas(job):
+            return False
+    return True
+
+
+#: Each status kind: (is it ready, the condition types that finish it, the one of
+#: them that is a success).
+_STATUS_RULES = {
+    "Job": (job_ready, ("Complete", "Failed"), "Complete"),
+    "PyTorchJob": (pytorch_job_ready, ("Succeeded", "Failed"), "Succeeded"),
+    "RayCluster": (ray_cluster_ready, (), ""),  # a RayCluster never finishes by itself
+    "JobSet": (job_set_ready, ("Completed", "Failed"), "Completed"),
+}
+
+
 def tick(at: float) -> Tick:
     return Tick(id=f"tick@{at!r}", at=at)
 
@@ -442,12 +523,13 @@ def translate_upsert(
     seen = Seen(rv=rv, digest=digest, uid=uid)
     if prev is not None:
         seen = replace(seen, finished=prev.finished, ready=prev.ready)
-    if kind == "Job":
-        seen = _job_status_events(obj, seen, name=name, namespace=namespace, at=at, out=events)
+    if kind in _STATUS_RULES:
+        seen = _status_events(kind, obj, seen, name=name, namespace=namespace, at=at, out=events)
     return Translation(events=tuple(events), seen=seen, skipped=skipped)
 
 
-def _job_status_events(
+def _status_events(
+    kind: str,
     obj: Mapping[str, Any],
     seen: Seen,
     *,
@@ -456,23 +538,29 @@ def _job_status_events(
     at: float,
     out: list[JournalEvent],
 ) -> Seen:
+    """PodsReady on each flip and WorkloadFinished once per uid, from the kind's status
+    (a Job's keyed ``ns/name`` as always; another kind's by its workload key)."""
     if seen.finished:
         return seen
+    is_ready, finishing, success = _STATUS_RULES[kind]
     status = obj.get("status")
     status = status if isinstance(status, Mapping) else {}
     ns = namespace or "default"
-    uid = seen.uid or f"{ns}/{name}"
-    ready = job_ready(obj)
-    done = _condition_true(status, ("Complete", "Failed"))
+    workload = None if kind == "Job" else kinds.workload_key(kind, ns, name)
+    label = f"{ns}/{name}" if workload is None else workload
+    uid = seen.uid or label
+    ready = is_ready(obj)
+    done = _condition_true(status, finishing)
     # Readiness first: a Job that completes in one step was ready on its way there.
     if ready != seen.ready:
         out.append(
             PodsReady(
-                id=f"podsready/{ns}/{name}/{uid}/{str(ready).lower()}@{seen.rv}",
+                id=f"podsready/{label}/{uid}/{str(ready).lower()}@{seen.rv}",
                 at=at,
                 namespace=ns,
                 name=name,
                 ready=ready,
+                workload=workload,
             )
         )
         seen = replace(seen, ready=ready)
@@ -480,12 +568,13 @@ def _job_status_events(
         message = _str(done.get("message")) or _str(done.get("reason"))
         out.append(
             WorkloadFinished(
-                id=f"finished/{ns}/{name}/{uid}",
+                id=f"finished/{label}/{uid}",
                 at=at,
                 namespace=ns,
                 name=name,
-                succeeded=done.get("type") == "Complete",
+                succeeded=done.get("type") == success,
                 message=message,
+                workload=workload,
             )
         )
         seen = replace(seen, finished=True)

@@ -126,6 +126,11 @@ class Watcher:
             else []
         )
 
+    async def list_once(self) -> list[dict[str, Any]]:
+        """One paged LIST now, without a watch or ``known``: the objects (an
+        ``ApiException`` for an HTTP error)."""
+        return (await self._list())[0]
+
     async def _list(self) -> tuple[list[dict[str, Any]], str]:
         items: list[dict[str, Any]] = []
         cont: str | None = None

@@ -38,7 +38,8 @@ from kuota.events.schema import (
     trusted_tick,
     trusted_upserted,
 )
-from kuota.kinds import names
+from kuota.kinds import names, workload_ref
+from kuota.kinds import workload_key as kinds_workload_key
 from kuota.sim.duration import (
     DurationError,
     exact_seconds,
@@ -58,6 +59,7 @@ from kuota.sim.scenario import (
 
 #: Kinds the engine treats as workloads (timing of runs, ``created-at``): kuota.kinds'.
 WORKLOAD_KINDS = names("workload")
+POD_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
 #: Decisions after which a workload no longer holds its admission.
 ENDS_ADMISSION = frozenset({"Preempted", "Evicted", "Finished", "Deactivated"})
 #: Stops the actuator answers with WorkloadStopped once the Job's pods are gone
@@ -110,9 +112,14 @@ class Step:
 
 
 def workload_key(manifest: Mapping[str, Any]) -> str | None:
-    """``namespace/name`` of a workload manifest (namespace defaults to
-    ``default``, as ``kubectl`` does), or None for other kinds."""
-    if manifest.get("kind") not in WORKLOAD_KINDS:
+    """The workload key of a workload manifest (namespace defaults to
+    ``default``, as ``kubectl`` does), or None for other kinds:
+    ``namespace/name`` for a Job, ``namespace/<kind>/name`` for another kind
+    (docs/design/workload-identity.md); a Pod's is its pod group's
+    (``namespace/podgroup/<group>``), a LeaderWorkerSet's the object's, whose
+    groups' keys extend it (:func:`timing_key`)."""
+    kind = manifest.get("kind")
+    if kind not in WORKLOAD_KINDS:
         return None
     metadata = manifest.get("metadata")
     if not isinstance(metadata, Mapping):
@@ -121,7 +128,22 @@ def workload_key(manifest: Mapping[str, Any]) -> str | None:
     if not isinstance(name, str) or not name:
         return None
     namespace = metadata.get("namespace") or "default"
-    return f"{namespace}/{name}"
+    if kind == "Job":
+        return f"{namespace}/{name}"
+    if kind == "Pod":
+        labels = metadata.get("labels")
+        group = labels.get(POD_GROUP_LABEL) if isinstance(labels, Mapping) else None
+        if isinstance(group, str) and group:
+            return kinds_workload_key("Pod", namespace, group, pod_group=True)
+    return kinds_workload_key(str(kind), namespace, name)
+
+
+def timing_key(key: str) -> str:
+    """The key whose manifest times the workload ``key``: its own, or for a
+    LeaderWorkerSet group (``ns/leaderworkerset/<name>/<i>``) its object's."""
+    if key.count("/") == 3:
+        return key.rpartition("/")[0]
+    return key
 
 
 class Simulator:
@@ -367,6 +389,24 @@ class Simulator:
             )
         if self._generation.get(key) != generation:
             return None
+        if name is None:  # a kind other than a Job: the event names its key
+            ref = workload_ref(key)
+            ns, obj = (ref.namespace, ref.name) if ref is not None else ("", key)
+            if action == _PODS_READY:
+                return PodsReady(
+                    id=f"sim-{self._applied}",
+                    at=micros_to_seconds(at),
+                    namespace=ns,
+                    name=obj,
+                    workload=key,
+                )
+            return WorkloadFinished(
+                id=f"sim-{self._applied}",
+                at=micros_to_seconds(at),
+                namespace=ns,
+                name=obj,
+                workload=key,
+            )
         if action == _PODS_READY:
             return trusted_pods_ready(
                 f"sim-{self._applied}", micros_to_seconds(at), namespace, name
@@ -389,8 +429,12 @@ class Simulator:
             if decision.type == "Admitted":
                 generation = self._generation.get(key, 0) + 1
                 self._generation[key] = generation
-                timing = self._workload_timing.get(key, _NO_TIMING)
-                namespace, _, name = key.partition("/")
+                timing = self._workload_timing.get(key)
+                if timing is None:
+                    timing = self._workload_timing.get(timing_key(key), _NO_TIMING)
+                namespace, _, job_name = key.partition("/")
+                # not a Job: its events carry the key (name None)
+                name: str | None = None if "/" in job_name else job_name
                 # self._schedule(...), inlined: two per admission
                 if timing.ready_after is not None:
                     seq = self._engine_seq
@@ -405,7 +449,10 @@ class Simulator:
             elif decision.type in ENDS_ADMISSION:
                 self._end_admission(key)
                 if decision.type in STOPS or decision.reason == "Deleted":
-                    stop_after = self._workload_timing.get(key, _NO_TIMING).stop_after
+                    timing = self._workload_timing.get(key)
+                    if timing is None:
+                        timing = self._workload_timing.get(timing_key(key), _NO_TIMING)
+                    stop_after = timing.stop_after
                     seq = self._engine_seq
                     self._engine_seq = seq + 1
                     uid = decision.uid or ""
@@ -469,5 +516,6 @@ __all__ = [
     "Simulator",
     "Step",
     "simulate",
+    "timing_key",
     "workload_key",
 ]

@@ -5,7 +5,9 @@ order, fields that do not apply left out, nested maps sorted by key and
 instants printed by ``json_seconds`` (ints as ints, otherwise at most three
 decimals). The same decisions therefore always print the same bytes, which is
 what makes ``kuota simulate`` output diffable and golden-testable. Ids and
-causes are left out on purpose: they are journal plumbing, not outcomes.
+causes are left out on purpose: they are journal plumbing, not outcomes. A
+workload of a kind other than a Job (its key ``ns/<kind>/name``) also prints
+its ``kind`` after ``workload`` (docs/design/workload-identity.md).
 
 With ``--preemption plans`` a decision caused by a preemption plan (the
 victims' ``Preempted`` and ``Requeued``, the preemptor's ``Admitted``, or the
@@ -41,6 +43,8 @@ FIELDS: tuple[tuple[str, str], ...] = (
     ("requeueAt", "requeue_at"),
     ("cohort", "cohort"),
     ("quota", "quota"),
+    ("consumedResources", "consumed"),
+    ("weightedUsage", "weighted_usage"),
 )
 
 
@@ -49,11 +53,15 @@ def decision_record(decision: Decision, *, plan: str | None = None) -> dict[str,
     of the preemption plan that caused it, if one did."""
     record: dict[str, Any] = {"at": json_seconds(decision.at)}
     for key, attribute in FIELDS:
+        if key == "object" and decision.workload is not None and decision.kind not in (None, "Job"):
+            record["kind"] = decision.kind  # a Job's key says it is a Job: said for others only
         value = getattr(decision, attribute)
         if value is None or value == "" or value == {} or value == []:
             continue
         if key == "requeueAt":
             value = json_seconds(value)
+        elif key == "weightedUsage":
+            value = round(value, 6)
         elif isinstance(value, dict):
             value = _sorted(value)
         record[key] = value

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from kuota.events.schema import Decision, JournalEvent, ObjectDeleted, ObjectUpserted
 from kuota.quantity import QuantityError, parse_quantity
+from kuota.sim.engine import workload_key
 
 UsageKey = tuple[str, str, str]  # (ClusterQueue, flavor, resource)
 Points = list[tuple[float, float]]  # change points of a step function
@@ -125,9 +126,11 @@ class Recorder:
             if isinstance(spec, Mapping) and isinstance(spec.get("clusterQueue"), str):
                 self._local_queues[(namespace, name)] = str(spec["clusterQueue"])
             return
-        if kind != "Job":
+        if kind == "LeaderWorkerSet":
+            return  # several workloads, keyed by group: not drawn as one (yet)
+        key = workload_key(obj)
+        if key is None:
             return
-        key = f"{namespace}/{name}"
         labels = metadata.get("labels")
         labels = labels if isinstance(labels, Mapping) else {}
         queue = labels.get(QUEUE_LABEL)

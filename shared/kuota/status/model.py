@@ -22,6 +22,7 @@ It knows only what decisions say; ``Fold.summary`` is exact
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any
 
 from kuota.core.quota.rows import QuotaRow, rows_from_quota, usage_fields
@@ -64,6 +65,11 @@ class _Queue:
     pending: dict[str, int] = field(default_factory=dict)  # status -> count
     quota: tuple[QuotaRow, ...] | None = None  # from QuotaChanged (usage 0); None: none seen
     cohort: str | None = None
+    # admission fair sharing, from LocalQueueUsage: LocalQueue -> (consumed,
+    # weighted usage, the decision's time)
+    local_queues: dict[str, tuple[dict[str, str], float | None, float]] = field(
+        default_factory=dict
+    )
 
 
 class ClusterQueueReadModel:
@@ -82,6 +88,9 @@ class ClusterQueueReadModel:
         t = decision.type
         if t == "QuotaChanged":
             self._set_quota(decision)
+            return
+        if t == "LocalQueueUsage":
+            self._local_queue_usage(decision)
             return
         key = decision.workload
         if key is None:
@@ -111,6 +120,20 @@ class ClusterQueueReadModel:
         elif t in ("Finished", "Deactivated"):
             self._leave(key)
             self._workloads.pop(key, None)
+
+    def _local_queue_usage(self, decision: Decision) -> None:
+        name = (decision.object or "").removeprefix("LocalQueue ")
+        cq = decision.cluster_queue
+        if not name or cq is None:
+            return
+        for other, q in self._queues.items():  # it moved to another ClusterQueue
+            if other != cq:
+                q.local_queues.pop(name, None)
+        self._queue(cq).local_queues[name] = (
+            dict(decision.consumed or {}),
+            decision.weighted_usage,
+            decision.at,
+        )
 
     def _drain(self, key: str, decision: Decision) -> None:
         """A stop of an admitted workload: its usage stays charged as a drain."""
@@ -208,6 +231,33 @@ class ClusterQueueReadModel:
         q = self._queues.get(cq)
         return q.cohort if q else None
 
+    def local_queues(self, cq: str) -> list[tuple[str, float | None, dict[str, str]]]:
+        """Admission fair sharing: the ClusterQueue's LocalQueues as (name, weighted
+        usage or None for weight 0, consumed resources), in the order their
+        workloads go (lowest usage first, weight 0 last, then by name)."""
+        q = self._queues.get(cq)
+        if q is None:
+            return []
+        rows = [(name, usage, consumed) for name, (consumed, usage, _) in q.local_queues.items()]
+        return sorted(rows, key=lambda r: (r[1] is None, r[1] or 0.0, r[0]))
+
+    def local_queue_statuses(self) -> dict[str, dict[str, Any]]:
+        """``namespace/name`` -> Kueue's LocalQueue ``status.fairSharing`` for every
+        LocalQueue admission fair sharing sampled: ``weightedShare`` (0: kuota
+        has no fair sharing between LocalQueues) and ``admissionFairSharingStatus``
+        (``consumedResources``, ``lastUpdate`` the sample's event time)."""
+        out: dict[str, dict[str, Any]] = {}
+        for name in sorted(self._queues):
+            for lq, (consumed, _, at) in sorted(self._queues[name].local_queues.items()):
+                out[lq] = {
+                    "weightedShare": 0,
+                    "admissionFairSharingStatus": {
+                        "consumedResources": dict(consumed),
+                        "lastUpdate": rfc3339(at),
+                    },
+                }
+        return out
+
     def workload(self, key: str) -> WorkloadPlace | None:
         return self._workloads.get(key)
 
@@ -254,6 +304,11 @@ class ClusterQueueReadModel:
             "flavorsReservation": listing(),
             "flavorsUsage": listing(),
         }
+
+
+def rfc3339(at: float) -> str:
+    """Event time as Kubernetes writes a ``metav1.Time`` (seconds, UTC)."""
+    return datetime.fromtimestamp(int(at), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _usage(decision: Decision) -> tuple[tuple[FlavorResource, int], ...]:

@@ -18,7 +18,17 @@ from actuator_builders import decision
 from kuota.actuation.patch import EventSpec
 from kuota.events.schema import WorkloadStopped
 from kuota.kube.watch import Change
-from kuota_actuator.drains import CONTROLLER_UID, Drains, PodCache, Stop, job_settled
+from kuota_actuator.drains import (
+    CONTROLLER_UID,
+    JOBSET_UID,
+    TRAINING_JOB_NAME,
+    Drains,
+    PodCache,
+    PodCaches,
+    Stop,
+    job_settled,
+    workload_settled,
+)
 
 
 def pod(name: str, uid: str, phase: str = "Running", *, terminating: bool = False) -> Change:
@@ -183,3 +193,116 @@ async def test_a_failed_report_is_retried_not_lost() -> None:
     rig.drains._wake.set()
     await asyncio.wait_for(task, 3)
     assert len(calls) == 2 and len(rig.reports) == 1 and rig.drains.pending == {}
+
+
+# --------------------------------------------------------------------------- PyTorchJobs (#18)
+
+
+def owned(name: str, owner_uid: str, phase: str = "Running") -> Change:
+    """A training-operator pod: no Job uid label, a controller owner reference."""
+    md: dict[str, Any] = {
+        "name": name,
+        "namespace": "ns",
+        "uid": f"pod-{name}",
+        "labels": {TRAINING_JOB_NAME: "p"},
+        "ownerReferences": [
+            {"kind": "PyTorchJob", "name": "p", "uid": owner_uid, "controller": True}
+        ],
+    }
+    return Change("UPSERT", "Pod", {"metadata": md, "status": {"phase": phase}})
+
+
+def test_a_pytorchjobs_pods_are_counted_by_their_owner_over_every_cache() -> None:
+    caches = PodCaches(None)
+    jobs_cache, training_cache, ray_cache, _ = caches.caches
+    assert caches.live("pt") is None, "not listed yet"
+    for c in caches.caches:
+        c.synced.set()
+    training_cache.observe(owned("p-master-0", "pt"))
+    training_cache.observe(owned("p-worker-0", "pt"))
+    jobs_cache.observe(pod("j-1", "job"))
+    assert (caches.live("pt"), caches.live("job")) == (2, 1)
+    training_cache.observe(owned("p-master-0", "pt", phase="Failed"))  # done: holds nothing
+    training_cache.observe(Change("DELETE", "Pod", owned("p-worker-0", "pt").object))
+    assert caches.live("pt") == 0
+    assert caches.changed.is_set(), "one event wakes the drains for every cache"
+    ray_cache.observe(owned("r-head", "rc"))  # a RayCluster's pod (ray.io/cluster)
+    assert caches.live("rc") == 1
+
+
+def test_a_stopped_pytorchjob_is_settled_once_its_operator_says_suspended() -> None:
+    pt: dict[str, Any] = {
+        "kind": "PyTorchJob",
+        "metadata": {"uid": "pt"},
+        "spec": {"runPolicy": {"suspend": True}},
+        "status": {"conditions": [{"type": "Running", "status": "True"}]},
+    }
+    assert not workload_settled(pt, "pt"), "the operator has not taken the stop in"
+    pt["status"]["conditions"].append({"type": "Suspended", "status": "True"})
+    assert workload_settled(pt, "pt")
+    assert workload_settled(None, "pt") and workload_settled({"metadata": {"uid": "x"}}, "pt")
+    done = {**pt, "status": {"conditions": [{"type": "Failed", "status": "True"}]}}
+    assert workload_settled(done, "pt")
+    rc: dict[str, Any] = {
+        "kind": "RayCluster",
+        "metadata": {"uid": "rc"},
+        "spec": {"suspend": True},
+        "status": {"conditions": [{"type": "RayClusterSuspending", "status": "True"}]},
+    }
+    assert not workload_settled(rc, "rc")
+    rc["status"]["conditions"] = [{"type": "RayClusterSuspended", "status": "True"}]
+    assert workload_settled(rc, "rc")
+
+
+# --------------------------------------------------------------------------- JobSets (#18)
+
+
+def job_set_pod(name: str, job_set_uid: str, child_job_uid: str) -> Change:
+    """A JobSet's pod: owned by a child Job (its controller-uid label), labelled with
+    the JobSet's uid."""
+    md: dict[str, Any] = {
+        "name": name,
+        "namespace": "ns",
+        "uid": f"pod-{name}",
+        "labels": {CONTROLLER_UID: child_job_uid, JOBSET_UID: job_set_uid},
+        "ownerReferences": [
+            {"kind": "Job", "name": "js-w-0", "uid": child_job_uid, "controller": True}
+        ],
+    }
+    return Change("UPSERT", "Pod", {"metadata": md, "status": {"phase": "Running"}})
+
+
+def test_a_job_sets_pods_are_counted_by_the_job_set_uid_not_their_jobs() -> None:
+    caches = PodCaches(None)
+    jobs_cache, _, _, job_set_cache = caches.caches
+    for c in caches.caches:
+        c.synced.set()
+    change = job_set_pod("js-w-0-0", "js", "child")
+    job_set_cache.observe(change)
+    jobs_cache.observe(change)  # the Job watch sees it too, under its Job
+    assert (caches.live("js"), caches.live("child")) == (1, 1)
+    job_set_cache.observe(Change("DELETE", "Pod", change.object))
+    assert caches.live("js") == 0
+    # the first list goes through the slim copy: still keyed by the JobSet
+    slim = job_set_cache._slim(change.object)
+    job_set_cache._rebuild({("ns", "js-w-0-0"): slim})
+    assert caches.live("js") == 1
+
+
+def test_a_stopped_job_set_is_settled_by_its_controller_or_when_none_reconciled_it() -> None:
+    js: dict[str, Any] = {"kind": "JobSet", "metadata": {"uid": "js"}, "spec": {"suspend": True}}
+    assert workload_settled(js, "js"), "suspended, no status: no controller made a Job of it"
+    assert not workload_settled({**js, "spec": {"suspend": False}}, "js")
+    js["status"] = {"replicatedJobsStatus": [{"name": "w", "active": 1}]}
+    assert not workload_settled(js, "js"), "a controller runs it: wait for its Suspended"
+    js["status"]["conditions"] = [{"type": "Suspended", "status": "True"}]
+    assert workload_settled(js, "js")
+    done = {
+        **js,
+        "spec": {"suspend": False},
+        "status": {"conditions": [{"type": "Completed", "status": "True"}]},
+    }
+    assert workload_settled(done, "js")
+    pt: dict[str, Any] = {"kind": "PyTorchJob", "metadata": {"uid": "pt"}}
+    pt["spec"] = {"runPolicy": {"suspend": True}}
+    assert not workload_settled(pt, "pt"), "only a JobSet settles without its controller"

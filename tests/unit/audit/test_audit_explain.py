@@ -9,7 +9,7 @@ from audit_builders import NS, Journal, busy_journal, fold_all
 from kuota.audit.explain import PREEMPTOR, WORKLOAD, Explainer, Explanation, relevant
 from kuota.audit.replay import JournalRecord
 from kuota.core.fold.fold import Fold
-from kuota.events.schema import Decision
+from kuota.events.schema import Decision, parse_decision
 
 
 def explain(key: str, recs: list[JournalRecord], decisions: list[Decision]) -> Explanation:
@@ -171,3 +171,26 @@ def test_pending_workloads_is_kueue_visibility_order() -> None:
         (f"{NS}/j9", "lq"),
     ]
     assert fold.pending_workloads("no-such-cq") == []
+
+
+def test_a_gang_is_explained_by_its_key_with_the_rejection_of_its_manifest() -> None:
+    # A PyTorchJob's key is ns/pytorchjob/name (docs/design/workload-identity.md);
+    # the Rejected of its manifest names the object "PyTorchJob ns/name" and is its
+    # own step, not one it caused as a preemptor.
+    rejected = parse_decision(
+        {
+            "id": "r" * 24,
+            "cause": "e1",
+            "at": 1.0,
+            "type": "Rejected",
+            "object": "PyTorchJob ns/ddp",
+            "kind": "PyTorchJob",
+            "reason": "InvalidObject",
+            "message": "spec.pytorchReplicaSpecs: a PyTorchJob needs a Master replica spec",
+        }
+    )
+    job_rejected = rejected.model_copy(update={"object": "Job ns/ddp", "id": "j" * 24})
+    mine = relevant("ns/pytorchjob/ddp", [rejected, job_rejected])
+    assert mine == [rejected], "not the Job of the same name's"
+    ex = Explainer("ns/pytorchjob/ddp", mine, Fold()).explain()
+    assert [s.role for s in ex.steps] == [WORKLOAD]

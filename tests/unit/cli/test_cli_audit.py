@@ -66,6 +66,7 @@ def test_replay_json(tmp_path: Path) -> None:
         (["audit", "replay", "--file", "/nonexistent/j"], "no such file"),
         (["audit", "replay", "--snapshot", "--from-offset", "3"], "exclude each other"),
         (["explain", "no-namespace"], "give the workload as namespace/name"),
+        (["explain", "ns/nosuchkind/x"], "namespace/<kind>/name, <kind> one of"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(args: list[str], message: str) -> None:

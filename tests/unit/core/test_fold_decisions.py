@@ -142,6 +142,17 @@ CASES: list[tuple[Callable[..., dict[str, Any]], dict[str, Any], str, set[str]]]
         "QuotaReleased",
         {"workload", "uid", "cluster_queue", "usage", "reason", "message", "stop_id"},
     ),
+    (
+        decisions.local_queue_usage,
+        {
+            "object": "LocalQueue team-a/lq",
+            "cluster_queue": "cq",
+            "consumed": {"cpu": "1500m"},
+            "weighted_usage": 1.5,
+        },
+        "LocalQueueUsage",
+        {"object", "cluster_queue", "consumed", "weighted_usage"},
+    ),
 ]
 IDS = [f"{c[0].__name__}-{sorted(c[1])}" for c in CASES]
 EVENT_FIELDS = {"id": "d-1", "cause": "e-1", "cause_offset": 7, "at": 3.0}

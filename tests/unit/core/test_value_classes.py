@@ -69,6 +69,7 @@ ARGUMENTS: dict[type, tuple[Any, ...]] = {
         False,
         "d-1",
         12,
+        True,
     ),
     WorkloadRecord: (
         _SPEC,

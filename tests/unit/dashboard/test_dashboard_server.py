@@ -108,6 +108,16 @@ async def test_the_workload_page_is_explains_rendering(client: TestClient) -> No
     assert doc["history"][0]["decision"]["reason"] == "Why"
 
 
+async def test_a_workload_of_another_kind_has_its_page_by_its_key(client: TestClient) -> None:  # type: ignore[type-arg]
+    page = await client.get("/workload/team/PyTorchJob/ddp")
+    assert page.status == 200
+    assert "kuota explain team/pytorchjob/ddp" in await page.text()
+    doc = await (await client.get("/api/explain/team/leaderworkerset/lws/1")).json()
+    assert doc["workload"] == "team/leaderworkerset/lws/1"
+    bad = await client.get("/workload/team/nosuchkind/x")
+    assert bad.status == 400 and "namespace>/<kind>/<name>" in await bad.text()
+
+
 async def test_a_token_is_required_except_for_probes(guarded: TestClient) -> None:  # type: ignore[type-arg]
     assert (await guarded.get("/")).status == 401
     assert (

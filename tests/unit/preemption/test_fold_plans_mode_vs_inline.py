@@ -76,9 +76,13 @@ def test_a_victim_requeued_into_a_group_whose_plan_was_empty_gets_the_quota_reas
         ("QuotaReleased", "ns/low-1"),  # its pods gone (the driver: at once)
         ("Admitted", "ns/high-2"),
     ]
-    (verdict,) = [x for x in out if x.type == "Inadmissible" and x.workload == "ns/low-1"]
+    # low-1's quota going back sends the parked group to search again (Kueue
+    # requeues on an eviction): low-1, its head now, really awaits a plan, and
+    # the empty plan gives it the quota reason. It is not left "waiting for a
+    # preemption plan" that nobody will write.
+    *_, verdict = [x for x in out if x.type == "Inadmissible" and x.workload == "ns/low-1"]
+    assert reasons(out, "ns/low-1") == [WAITING, "InsufficientQuota"]
     assert not d.fold.awaits_plan("ns/low-1")
-    # Not "waiting for a preemption plan": nobody will write one (it awaits none).
     assert verdict.reason == "InsufficientQuota", verdict.message
     assert "preemption possible" in (verdict.message or "")
 

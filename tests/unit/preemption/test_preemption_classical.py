@@ -361,3 +361,43 @@ def test_validate_plan(victims: list[str], valid: bool) -> None:
         assert {v.reason for v in result.victims} == {IN_CLUSTER_QUEUE}
     else:
         assert result is None
+
+
+def _own_queue_victims_without_borrowing() -> tuple[World, Preemptor]:
+    """Kueue's baseline shape in small: ``a`` is within its nominal quota and
+    asks for all of it; ``b`` borrows; the cohort has room, not enough. Without
+    ``borrowWithinCohort`` the attempt without borrowing comes first
+    (candidates elsewhere, none hierarchical): ``a``'s own two go, ``b``'s is
+    taken and given back."""
+    w = (
+        World()
+        .cq("a", "pool", within="LowerPriority", reclaim="Any", gpu=(4, 10))
+        .cq("b", "pool", within="LowerPriority", reclaim="Any", gpu=(4, 10))
+        .cq("c", "pool", gpu=(3, 10))
+        .admitted("a", "a/low-1", gpu=1, priority=0)
+        .admitted("a", "a/low-2", gpu=1, priority=0)
+        .admitted("b", "b/x", gpu=3, priority=0)
+        .admitted("b", "b/y", gpu=3, priority=0)
+    )
+    return w, w.preemptor("a", gpu=4, priority=5)
+
+
+def test_a_plan_the_search_made_without_borrowing_is_valid() -> None:
+    """The plan's check must walk the attempts the search walked. It used to
+    choose them from the plan's victims alone: all in the preemptor's queue, so
+    "no candidate elsewhere" meant one attempt, with borrowing, which needs only
+    ``a/low-2`` — and every plan of the preemption service was refused, rewritten
+    and refused again (the baseline shape's high-priority class waited)."""
+    world, preemptor = _own_queue_victims_without_borrowing()
+    result = classical_targets(world.view(), preemptor)
+    assert [(v.key, v.reason) for v in result.victims] == [
+        ("a/low-2", IN_CLUSTER_QUEUE),
+        ("a/low-1", IN_CLUSTER_QUEUE),
+    ]
+    assert result.borrowing is False
+    before = world.usage()
+    checked = validate_plan(world.view(), preemptor, [v.key for v in result.victims])
+    assert world.usage() == before
+    assert checked is not None
+    assert checked.victims == result.victims
+    assert checked.borrowing is False

@@ -14,6 +14,8 @@ fit, and a preemptor that does not fit. For every search:
   reclaimWithinCohort; while borrowing, only below the priority threshold;
 - the set is minimal: without all victims the preemptor fits, and giving
   back any single victim makes it not fit;
+- admission's check of the plan (``validate_plan``) accepts the victims the
+  search chose, as they are;
 - after the victims are gone and the preemptor is charged, every queue is
   within its limits (available >= 0 everywhere) and the incremental usage
   equals a rebuild from the queues' usage.
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, replace
+from functools import partial
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -43,6 +46,7 @@ from kuota.core.preemption.classical import (
     fits,
     plan_victims,
     remove_workload,
+    validate_plan,
 )
 from kuota.core.preemption.fair import fair_targets
 from kuota.core.quota.fairshare import Weights
@@ -203,6 +207,14 @@ def test_classical_search_properties(
     result = classical_targets(world.view(), p)
     assert world.usage() == before
     if result:
+        # Admission's check of the plan the preemption service would write
+        # accepts it as it is (a refused plan is written again and again).
+        # The search restricted to its own choice chooses it again: the check
+        # walks the attempts the search walked.
+        keys = [v.key for v in result.victims]
+        assert classical_targets(world.view(), p, only=frozenset(keys)) == result
+        assert validate_plan(world.view(), p, keys) == result
+        assert world.usage() == before
         check(world, p, result)
 
 
@@ -314,6 +326,13 @@ def test_fair_search_properties(
     assert world.usage() == before
     if not result:
         return
+    search = partial(fair_targets, weights=w)
+    keys = [v.key for v in result.victims]
+    reasons = {v.key: v.reason for v in result.victims}
+    checked = validate_plan(world.view(), p, keys, search=search, reasons=reasons)
+    assert checked is not None
+    assert {v.key: v.reason for v in checked.victims} == reasons
+    assert world.usage() == before
     tree, policy = world.tree, world.policies[p.cluster_queue]
     victims = [world.workload(v.key) for v in result.victims]
     for v, wl in zip(result.victims, victims, strict=True):

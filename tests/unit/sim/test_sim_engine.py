@@ -5,11 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from builders.manifests import cluster_queue, configuration, flavor, local_queue
+from builders.workloads import pytorch_job
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sim_builders import job, obj
 from sim_fake_fold import FakeFold
 
+from kuota.core.fold.fold import Fold
 from kuota.events.schema import (
     Decision,
     ObjectDeleted,
@@ -283,3 +286,32 @@ def test_a_fold_error_keeps_its_traceback_and_names_the_event() -> None:
     with pytest.raises(KeyError) as info:
         Simulator([job("j").run_for("1m30s").build()], fold=_BrokenFold()).run()
     assert info.value.__notes__ == ["while the fold applied sim-2 WorkloadFinished team/j at 90s"]
+
+
+def test_a_gangs_pods_ready_and_finish_name_its_key() -> None:
+    """A PyTorchJob's PodsReady and WorkloadFinished carry its workload key, and
+    the real fold reads them: the gang is ready at 30s, finishes at 1h."""
+    ddp = pytorch_job("ddp", workers=1)
+    ddp["metadata"]["annotations"] = {
+        "kuota.dev/ready-after": "30s",
+        "kuota.dev/run-for": "1h",
+    }
+    stuck = pytorch_job("stuck", workers=1)
+    stuck["metadata"]["annotations"] = {"kuota.dev/ready-after": "never"}
+    manifests = [
+        configuration(waitForPodsReady={"timeout": "5m"}),
+        flavor("h100"),
+        cluster_queue("cq", gpus=4),
+        local_queue("lq", namespace="ns", cluster_queue="cq"),
+        ddp,
+        stuck,
+    ]
+    simulator = Simulator(manifests, fold=Fold())
+    steps = list(simulator.steps(until=3600.0))
+    ready = [s.event for s in steps if s.event.type == "PodsReady"]
+    assert [(e.at, getattr(e, "workload", None)) for e in ready] == [(30.0, "ns/pytorchjob/ddp")]
+    done = [d for s in steps for d in s.decisions if d.type in ("Finished", "Evicted")]
+    got = [(d.at, d.type, d.workload) for d in done]
+    assert got[0] == (300.0, "Evicted", "ns/pytorchjob/stuck")  # never ready: the timeout
+    assert (3600.0, "Finished", "ns/pytorchjob/ddp") in got  # ready in time: runs its hour
+    assert all(w == "ns/pytorchjob/stuck" for _, t, w in got if t == "Evicted")

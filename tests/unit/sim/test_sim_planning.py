@@ -47,7 +47,10 @@ PREEMPTING = {
     "examples/borrow-within-cohort",
     "examples/cohort-reclaim",
     "examples/fair-sharing",
+    "examples/fair-sharing-history",
     "examples/priority-preemption",
+    "e2e/cohort-priority-tiers",
+    "e2e/parked-head-reclaims",
     "e2e/cohort-reclaim",
     "e2e/priority-preemption",
 }
@@ -149,7 +152,10 @@ def test_plans_are_applied_right_after_the_event_at_its_instant() -> None:
     offsets = [s.decisions[0].cause_offset for s in steps if s.decisions]
     assert offsets == sorted(offsets)
     plan_steps = [i for i, s in enumerate(steps) if isinstance(s.event, PreemptionPlan)]
-    assert len(plan_steps) == service.counts.written == 4
+    # 2 with victims; 5 empty: each requeued victim's first search, high-3's,
+    # and low-1's and low-2's searches again when high-1 and high-2 finish
+    # (a release in the tree: Kueue requeues them; announced by neither mode)
+    assert len(plan_steps) == service.counts.written == 7
     for i in plan_steps:
         plan = steps[i].event
         assert isinstance(plan, PreemptionPlan)
@@ -196,7 +202,7 @@ def test_cli_says_which_preemptions_a_plan_decided() -> None:
         assert re.fullmatch(pattern, r["plannedBy"]), r
     assert all("plannedBy" not in r for r in records if r["type"] == "Finished")
     assert any(r.get("reason") == WAITING_FOR_PLAN for r in records)
-    assert "preemption plans: 4 written (2 empty, 0 stale); 2 preemptions planned by the " in err
+    assert "preemption plans: 7 written (5 empty, 0 stale); 2 preemptions planned by the " in err
     inline_code, inline_out, inline_err = simulate(path)
     assert inline_code == 0
     assert "plannedBy" not in inline_out and "preemption plans" not in inline_err

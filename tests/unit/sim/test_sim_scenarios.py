@@ -278,3 +278,93 @@ def test_no_extended_resource_is_charged_under_its_own_name() -> None:
     for d in run("extended-resources.yaml"):
         if d.type == "Admitted":
             assert "nvidia.com/gpu" not in charged(d), d
+
+
+# --------------------------------------------------------------------------- gangs (#18)
+
+
+def test_distributed_training_gangs_are_admitted_whole_or_not_at_all() -> None:
+    decisions = run("distributed-training.yaml")
+    small = first_admission(decisions, "ml/pytorchjob/ddp-small")
+    assert small.at == 0 and (small.kind, small.api_version) == ("PyTorchJob", "kubeflow.org/v1")
+    assert set(small.flavors or {}) == {"master", "worker"}
+    assert charged(small) == {"nvidia.com/gpu": 4000}
+    big = [d for d in decisions if d.workload == "ml/pytorchjob/ddp-big"]
+    assert big and all(d.type == "Inadmissible" for d in big), "never partly admitted"
+    assert (big[0].message or "").startswith(
+        "PyTorchJob of 5 pods (master 1 + worker 4) needs nvidia.com/gpu 5 in all"
+    )
+    rc = first_admission(decisions, "ml/raycluster/rc")
+    assert rc.at == 3600  # when ddp-small finished (run-for 1h)
+    assert set(rc.flavors or {}) == {"head", "gpu-workers"}
+    assert not [d for d in decisions if d.type == "Rejected"]
+    assert peak(decisions, "nvidia.com/gpu") <= 4000
+
+
+def test_pod_groups_wait_for_all_their_pods_and_lws_groups_are_gangs_of_their_own() -> None:
+    decisions = run("pod-groups-and-jobsets.yaml")
+    waiting = [
+        d.message for d in decisions if d.workload == "ml/podgroup/g" and d.type != "Admitted"
+    ]
+    assert waiting[:2] == [
+        "1 of 3 pods of pod group g exist; the group is admitted once all of them exist",
+        "2 of 3 pods of pod group g exist; the group is admitted once all of them exist",
+    ]
+    assert first_admission(decisions, "ml/podgroup/g").at == 20  # when g-2 arrived
+    js = first_admission(decisions, "ml/jobset/js")
+    assert charged(js) == {"nvidia.com/gpu": 5000}
+    for group in (0, 1):
+        lws = first_admission(decisions, f"ml/leaderworkerset/lws/{group}")
+        assert lws.at == 1810 and charged(lws) == {"nvidia.com/gpu": 2000}
+    lone = [d for d in decisions if d.workload == "ml/podgroup/lone"]
+    assert [d.reason for d in lone] == ["PodGroupIncomplete"], "its count is never reached"
+    assert peak(decisions, "nvidia.com/gpu") <= 8000
+
+
+def test_admission_fair_sharing_lets_the_less_used_team_go_first() -> None:
+    decisions = run("admission-fair-sharing.yaml")
+    admitted = [(d.at, d.workload) for d in decisions if d.type == "Admitted"]
+    assert admitted == [
+        (0, "team-a/a-1"),
+        (3600, "team-b/b-1"),  # team-b's LocalQueue has used nothing
+        (3600, "team-b/b-2"),
+        (5400, "team-a/a-2"),  # submitted first, admitted last
+        (5400, "team-a/a-3"),
+    ]
+    samples = [d for d in decisions if d.type == "LocalQueueUsage"]
+    assert {d.object for d in samples} == {"LocalQueue team-a/lq", "LocalQueue team-b/lq"}
+    assert all(d.at % 300 == 0 for d in samples)  # on the 5m grid
+
+
+def gpu_hours(decisions: tuple[Decision, ...], end: float) -> dict[str, float]:
+    started: dict[str, float] = {}
+    used: dict[str, float] = {}
+    for d in decisions:
+        if d.workload is None:
+            continue
+        team = d.workload.partition("/")[0]
+        if d.type == "Admitted":
+            started[d.workload] = d.at
+        elif d.type in ("Finished", "Preempted") and d.workload in started:
+            used[team] = used.get(team, 0.0) + min(d.at, end) - started.pop(d.workload)
+    for key, at in started.items():
+        team = key.partition("/")[0]
+        used[team] = used.get(team, 0.0) + end - at
+    return used
+
+
+def test_history_pays_back_the_burst() -> None:
+    text = (SCENARIOS / "fair-sharing-history.yaml").read_text(encoding="utf-8")
+    end = 5 * 3600.0
+    shares = {}
+    for history in (True, False):
+        manifests = load_scenario(text, source="fair-sharing-history.yaml")
+        if not history:
+            for m in manifests:
+                if m["kind"] == "Cohort":
+                    m["metadata"].pop("annotations")
+        used = gpu_hours(tuple(Simulator(manifests, fold=Fold()).run(until=end)), end)
+        shares[history] = used["team-a"] / sum(used.values())
+    # as the file's header says: 60% of the GPU-hours without history, 55% with
+    assert round(shares[False], 3) == 0.600
+    assert round(shares[True], 3) == 0.550

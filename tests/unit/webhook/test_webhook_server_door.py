@@ -16,6 +16,7 @@ import yaml
 from kuota import kinds
 from kuota.kube.admission_review import mutate_job
 from kuota.kube.cluster_view import ClusterView
+from kuota.kube.template_guard import PATH as TEMPLATE_PATH
 from kuota.kube.translate import config_file_object
 
 REPO = Path(__file__).resolve().parents[3]
@@ -266,20 +267,60 @@ def _entries(docs: list[Any]) -> dict[str, Any]:
     return {w["name"]: w for d in hooks for w in d["webhooks"]}
 
 
+PYTORCH_ENTRY = "mutate-kubeflow-org-v1-pytorchjob.kuota.dev"
+RAY_ENTRY = "mutate-ray-io-v1-raycluster.kuota.dev"
+JOBSET_ENTRY = "mutate-jobset-x-k8s-io-v1alpha2-jobset.kuota.dev"
+TEMPLATE_ENTRY = "guard-resource-k8s-io-resourceclaimtemplate.kuota.dev"
+
+
 def _check(entries: dict[str, Any]) -> None:
-    assert set(entries) == {"mutate-batch-v1-job.kuota.dev", "unlabelled-batch-v1-job.kuota.dev"}
-    queued, other = (
+    assert set(entries) == {
+        "mutate-batch-v1-job.kuota.dev",
+        "unlabelled-batch-v1-job.kuota.dev",
+        PYTORCH_ENTRY,
+        RAY_ENTRY,
+        JOBSET_ENTRY,
+        TEMPLATE_ENTRY,
+    }
+    queued, other, pytorch = (
         entries["mutate-batch-v1-job.kuota.dev"],
         entries["unlabelled-batch-v1-job.kuota.dev"],
+        entries[PYTORCH_ENTRY],
     )
+    # PyTorchJobs (#18): labelled ones only, failing closed, on their own path
+    assert pytorch["failurePolicy"] == "Fail"
+    assert pytorch["objectSelector"]["matchExpressions"] == [{"key": QUEUE, "operator": "Exists"}]
+    assert pytorch["rules"][0]["resources"] == ["pytorchjobs"]
+    assert pytorch["rules"][0]["apiGroups"] == ["kubeflow.org"]
+    where = pytorch["clientConfig"].get("url") or pytorch["clientConfig"]["service"]["path"]
+    assert where.endswith(kinds.get("PyTorchJob").mutate_path())
+    ray = entries[RAY_ENTRY]
+    assert (ray["failurePolicy"], ray["rules"][0]["resources"]) == ("Fail", ["rayclusters"])
+    where = ray["clientConfig"].get("url") or ray["clientConfig"]["service"]["path"]
+    assert where.endswith(kinds.get("RayCluster").mutate_path())
+    js = entries[JOBSET_ENTRY]
+    assert (js["failurePolicy"], js["rules"][0]["resources"]) == ("Fail", ["jobsets"])
+    assert js["rules"][0]["apiVersions"] == ["v1alpha2"]
+    assert js["objectSelector"]["matchExpressions"] == [{"key": QUEUE, "operator": "Exists"}]
+    where = js["clientConfig"].get("url") or js["clientConfig"]["service"]["path"]
+    assert where.endswith(kinds.get("JobSet").mutate_path())
+    # a ResourceClaimTemplate's DELETE (template-guard.md): failing closed, no queue label
+    guard = entries[TEMPLATE_ENTRY]
+    assert guard["failurePolicy"] == "Fail"
+    (rule,) = guard["rules"]
+    assert (rule["operations"], rule["resources"]) == (["DELETE"], ["resourceclaimtemplates"])
+    assert rule["apiGroups"] == ["resource.k8s.io"]
+    assert "objectSelector" not in guard, "every template of the namespaces, labelled or not"
+    where = guard["clientConfig"].get("url") or guard["clientConfig"]["service"]["path"]
+    assert where.endswith(TEMPLATE_PATH)
     assert queued["failurePolicy"] == "Fail" and other["failurePolicy"] == "Ignore"
     assert queued["objectSelector"]["matchExpressions"] == [{"key": QUEUE, "operator": "Exists"}]
     assert other["objectSelector"]["matchExpressions"] == [
         {"key": QUEUE, "operator": "DoesNotExist"}
     ]
-    for hook in (queued, other):
+    for hook in (queued, other, pytorch, ray, guard):
         (rule,) = hook["rules"]
-        assert rule["operations"] == ["CREATE", "UPDATE"]
+        assert rule["operations"] == (["DELETE"] if hook is guard else ["CREATE", "UPDATE"])
         (expr,) = hook["namespaceSelector"]["matchExpressions"]
         assert expr == {
             "key": kinds.NAMESPACE_NAME_LABEL,

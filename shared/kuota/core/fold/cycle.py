@@ -35,8 +35,8 @@ from kuota.core.fold.decisions import (
     quota_released,
     requeued,
 )
+from kuota.core.fold.fairadmission import AFS_EXTRA, FairAdmission
 from kuota.core.fold.ordering import Entry, cycle_order
-from kuota.core.fold.placement import Placement
 from kuota.core.fold.state import Waiter
 from kuota.core.preemption.podsready import (
     PODS_READY_TIMEOUT,
@@ -66,7 +66,7 @@ from kuota.events.schema import decision_id
 from kuota.quantity import format_quantity
 
 
-class Cycles(Placement):
+class Cycles(FairAdmission):
     """Scheduling cycles (module docstring); hooks: :mod:`kuota.core.fold.hooks`."""
 
     def _try_preempt(
@@ -75,6 +75,13 @@ class Cycles(Placement):
         """Make room for a Preempt head and admit it; False if it was not done
         (a hook: ``Preempting`` searches; here there is no preemption)."""
         return False
+
+    def _preemptor_head(self, cq_name: str) -> WorkloadRecord | None:
+        """A preemptor of ``cq_name`` waiting for its victims' pods, once woken: its
+        queue's head, before any other, until it is admitted, as Kueue's sticky
+        preemptor in a BestEffortFIFO queue (a hook: ``Preempting`` knows them;
+        here there is none)."""
+        return None
 
     def _schedule(self, at: float) -> None:
         ready = self._ready
@@ -98,7 +105,9 @@ class Cycles(Placement):
                 rec = None
                 if queue is not None and cq_name not in inactive:
                     node = tree_queues[cq_name]
-                    while (found := queue.next_head()) is not None:
+                    if self._reserved:
+                        rec = self._preemptor_head(cq_name)
+                    while rec is None and (found := queue.next_head()) is not None:
                         head, verdict, needs = found
                         rec = workloads[head[0][2]]
                         if verdict is None:
@@ -145,6 +154,7 @@ class Cycles(Placement):
                 tree=self._tree,
                 cqs=self._cqs,
                 cohorts=self._cohorts,
+                history=self._history,
             )
             for _, _, cq_name, rec, assignment, fit in ordered:
                 if assignment.mode is Mode.FIT:
@@ -170,17 +180,36 @@ class Cycles(Placement):
     def _not_admitted(self, rec: WorkloadRecord, cq_name: str, assignment: Assignment) -> None:
         """Set aside a head the cycle could not admit (a hook: ``Preempting``
         gives a head awaiting a preemption plan its own verdict)."""
-        self._set_aside(rec, cq_name, assignment_verdict(assignment), assignment.blocking)
+        searched = assignment.mode is Mode.PREEMPT and self._views[cq_name].may_preempt
+        self._set_aside(
+            rec, cq_name, assignment_verdict(assignment), assignment.blocking, searched=searched
+        )
 
-    def _set_aside(self, rec: WorkloadRecord, cq_name: str, verdict: Verdict, needs: Needs) -> None:
+    def _set_aside(
+        self,
+        rec: WorkloadRecord,
+        cq_name: str,
+        verdict: Verdict,
+        needs: Needs,
+        *,
+        searched: bool = False,
+    ) -> None:
         """Park the head's group (BestEffortFIFO) or block the queue (StrictFIFO),
-        and register as a waiter for what the attempt was short of."""
+        and register as a waiter for what the attempt was short of; ``searched``:
+        its preemption search found no victim, so it also registers as a
+        *searcher*, sent to search again by any release in its cohort tree."""
         queue = self._queues[cq_name]
         if queue.strategy == STRICT_FIFO:
             shape, epoch, todo = BLOCKED_HEAD, queue.block(rec.key, verdict, needs), needs
         else:
             shape = rec.shape
             epoch, todo = queue.park(shape, verdict, needs)
+        if searched:
+            root = self._tree.root_of[cq_name]
+            searchers = self._searchers.get(root)
+            if searchers is None:
+                searchers = self._searchers[root] = {}
+            searchers[(cq_name, shape)] = epoch
         if todo:
             root = self._tree.root_of[cq_name]
             waiters = self._waiters.get(root)
@@ -256,6 +285,8 @@ class Cycles(Placement):
             )
         )
         self._timers.admitted(self._config, key, at)
+        if self._config.admission_fair_sharing is not None:
+            self._afs_admitted(rec, cq_name, at)
 
     def _keep_charge(self, rec: WorkloadRecord, adm: Admission) -> bool:
         """Keep a stopped workload's quota charged until its pods are gone (a hook:
@@ -272,6 +303,8 @@ class Cycles(Placement):
         assert adm is not None
         cq_name = adm.cluster_queue
         rec.admission = None
+        if AFS_EXTRA in rec.extra:
+            self._afs_released(rec)
         admitted = self._admitted.get(cq_name)
         if admitted is not None:
             admitted.pop(rec.key, None)
@@ -293,9 +326,25 @@ class Cycles(Placement):
             self._tree.remove_queue(cq_name)
             self._restructured(before, [before[cq_name]])
             return
-        waiters = self._waiters.get(self._tree.root_of[cq_name])
+        root = self._tree.root_of[cq_name]
+        waiters = self._waiters.get(root)
         if waiters:
             self._wake_waiters(waiters, usage)
+        if self._searchers:
+            searchers = self._searchers.pop(root, None)
+            if searchers:
+                self._wake_searchers(searchers)
+
+    def _wake_searchers(self, searchers: dict[tuple[str, int], int]) -> None:
+        """Send the heads whose preemption search found no victim to search again
+        (a release in their tree: their queue may be back within its nominal
+        quota, or what is free now and what they may take together suffice)."""
+        queues = self._queues
+        ready = self._ready
+        for (cq_name, shape), epoch in searchers.items():
+            queue = queues.get(cq_name)
+            if queue is not None and queue.wake_searcher(shape, epoch):
+                ready[cq_name] = None
 
     def _wake_waiters(
         self,
@@ -467,6 +516,7 @@ class Cycles(Placement):
     def _wake_roots(self, roots: list[str]) -> None:
         for root in sorted(set(roots)):
             self._waiters.pop(root, None)
+            self._searchers.pop(root, None)
             for cq_name in self._tree.queues_in_tree(root):
                 queue = self._queues.get(cq_name)
                 if queue is not None:

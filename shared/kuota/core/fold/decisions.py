@@ -10,12 +10,16 @@ turns into a :class:`~kuota.events.schema.Decision` without validating. A field
 a builder takes as ``None``-for-absent is left out of the dict (it is not in
 the Decision's ``model_fields_set``), exactly as the fold always emitted it.
 ``tests/unit/core/test_fold_decisions.py`` validates each builder's output
-against the schema.
+against the schema. :func:`identify`, which ``Fold.apply`` calls on every
+decision, adds ``kind`` and ``api_version`` (docs/design/workload-identity.md).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from kuota.kinds import find as find_kind
+from kuota.kinds import workload_identity
 
 
 def admitted(
@@ -223,4 +227,43 @@ def quota_released(
         "reason": reason,
         "message": message,
         "stop_id": stop_id,
+    }
+
+
+def identify(d: dict[str, Any]) -> None:
+    """Set the decision's ``kind`` and ``api_version``: its workload's, else its
+    object's (``Kind ns/name`` of a Rejected, ``ClusterQueue name`` of a QuotaChanged)."""
+    workload = d.get("workload")
+    if workload is not None:
+        identity = workload_identity(workload)
+        if identity is not None:
+            d["kind"], d["api_version"] = identity
+        return
+    obj = d.get("object")
+    if obj:
+        kind = obj.partition(" ")[0]
+        if kind:
+            d["kind"] = kind
+            known = find_kind(kind)
+            if known is not None and known.served:
+                d["api_version"] = known.api_version
+
+
+def local_queue_usage(
+    *,
+    object: str,
+    cluster_queue: str,
+    consumed: dict[str, str],
+    weighted_usage: float | None,
+) -> dict[str, Any]:
+    """Admission fair sharing sampled a LocalQueue (``object``: ``LocalQueue
+    namespace/name``): its decayed ``consumed`` resources and the usage that
+    orders its workloads (None: weight 0, always last). The LocalQueue status's
+    ``fairSharing``."""
+    return {
+        "type": "LocalQueueUsage",
+        "object": object,
+        "cluster_queue": cluster_queue,
+        "consumed": consumed,
+        "weighted_usage": weighted_usage,
     }

@@ -26,6 +26,7 @@ from kuota.core.queueing.verdict import Verdict
 from kuota.core.queueing.workload import Admission, WorkloadRecord
 from kuota.core.quota.tree import FlavorResource, add_usage, remove_usage
 from kuota.events.schema import WorkloadStopped, decision_id
+from kuota.kinds import workload_identity
 from kuota.quantity import format_quantity
 
 #: The reason of a head that fits once the stopped workloads' pods are gone.
@@ -61,6 +62,8 @@ class Draining(Cycles):
         for (flavor, res), qty in drain.usage:
             usage.setdefault(flavor, {})[res] = format_quantity(qty)
         waited = f" after {event.waited:.0f}s" if event.waited >= 1 else ""
+        identity = workload_identity(drain.workload)
+        kind = identity[0] if identity is not None else "Job"
         self._out.append(
             quota_released(
                 workload=drain.workload,
@@ -68,7 +71,7 @@ class Draining(Cycles):
                 cluster_queue=drain.cluster_queue,
                 usage=usage,
                 stop_id=drain.decision,
-                message=f"the pods of the stopped Job are gone{waited}; its quota is released",
+                message=f"the pods of the stopped {kind} are gone{waited}; its quota is released",
             )
         )
         self._give_back(drain.cluster_queue, drain.usage)

@@ -8,9 +8,10 @@ decisions, and a deepcopy or pickle of a Fold continues exactly as the
 original. This module is the top layer (the layers: :mod:`kuota.core.fold.hooks`):
 the public API, the dispatch of journal events, and the queue objects whose
 changes re-evaluate or wake the workloads they affect (a priority class,
-LocalQueue or Namespace re-places those held for it; a ClusterQueue, Cohort or
-ResourceFlavor wakes whole cohort trees; a Configuration or DRA object charges
-pending workloads again). Decision ids are ``decision_id(event.id, i)``, with
+LocalQueue or Namespace re-places those held for it; a Configuration or DRA
+object charges pending workloads again; a ClusterQueue, Cohort or
+ResourceFlavor, which wakes whole cohort trees, is the layer below's:
+:mod:`kuota.core.fold.cohorts`). Decision ids are ``decision_id(event.id, i)``, with
 ``cause`` the event id and ``cause_offset`` the offset given. Details, and the
 handling of invalid objects and cycles of cohorts: docs/design/fold.md.
 """
@@ -30,8 +31,10 @@ from kuota.api.types import (
     LocalQueue,
     Namespace,
     ObjectRef,
+    PodMember,
     ResourceFlavor,
     ValidationError,
+    WorkloadGroup,
     WorkloadPriorityClass,
     WorkloadSpec,
 )
@@ -49,17 +52,21 @@ from kuota.core.fold.backstop import (
     runs_without_admission,
 )
 from kuota.core.fold.claim_templates import dra_changed
-from kuota.core.fold.decisions import finished, quota_changed, quota_deleted, requeued, suspended
-from kuota.core.fold.preempting import Preempting
+from kuota.core.fold.cohorts import Cohorts
+from kuota.core.fold.decisions import (
+    finished,
+    identify,
+    requeued,
+    suspended,
+)
+from kuota.core.fold.pod_groups import remove_pod, upsert_pod
 from kuota.core.pickling import register_by_fields
-from kuota.core.queueing.queues import ClusterQueueQueue
-from kuota.core.queueing.verdict import Verdict, text_verdict
 from kuota.core.queueing.workload import (
     ADMITTED,
     FINISHED,
     WorkloadRecord,
 )
-from kuota.core.quota.rows import ClusterQueueSummary, QuotaRow, quota_of, summarise
+from kuota.core.quota.rows import ClusterQueueSummary, QuotaRow, summarise
 from kuota.events.schema import (
     ActuationFailed,
     Decision,
@@ -71,6 +78,7 @@ from kuota.events.schema import (
 __all__ = ["ClusterQueueSummary", "Fold"]
 
 _CONFIG_KINDS = kinds.names("config")
+_WORKLOAD_KINDS = kinds.names("workload")
 # ActuationFailed of an Admitted decision: JobNotFound keeps the quota (the Job's
 # delete, which releases it, is on its way); these requeue (contention, not the
 # Job), and JobChanged once the fold has seen the changed Job (Cycle._refused_changed);
@@ -79,20 +87,7 @@ JOB_NOT_FOUND = "JobNotFound"
 REQUEUE_FAILURES = frozenset({"Conflict", "ActuationLoop"})
 
 
-def _covered(cq: ClusterQueue) -> tuple[str, ...]:
-    return tuple(sorted(r for g in cq.resource_groups for r in g.covered_resources))
-
-
-def _flavor_names(cq: ClusterQueue) -> list[str]:
-    return [f.name for g in cq.resource_groups for f in g.flavors]
-
-
-def _quota_of(cq: ClusterQueue) -> tuple[str | None, dict[str, dict[str, dict[str, str]]]]:
-    """The cohort and quotas a QuotaChanged decision carries (docs/design/quota-view.md)."""
-    return cq.cohort, quota_of(cq)
-
-
-class Fold(Preempting):
+class Fold(Cohorts):
     """State + journal event -> new state + decisions (see the module docstring)."""
 
     @property
@@ -113,13 +108,18 @@ class Fold(Preempting):
             self._preempted_now.clear()  # who was preempted during the previous event
         if self._timers.heap:
             self._fire_timers(at, inclusive=False)  # overdue: before the event
+        if self._config.admission_fair_sharing is not None and self._afs.due(at):
+            self._afs_sample(at)  # core/fold/fairadmission.py
+        if self._config.fair_sharing.enable and self._history.due(at):
+            self._history_sample(at)
         # Dispatch on the discriminator: isinstance on pydantic models is slow.
         if event.type == "ObjectUpserted":
             self._upsert(event.object, at)
         elif event.type == "WorkloadFinished":
-            self._finished(f"{event.namespace}/{event.name}", event.succeeded, event.message)
+            key = event.workload or f"{event.namespace}/{event.name}"
+            self._finished(key, event.succeeded, event.message)
         elif event.type == "PodsReady":
-            rec = self._workloads.get(f"{event.namespace}/{event.name}")
+            rec = self._workloads.get(event.workload or f"{event.namespace}/{event.name}")
             self._timers.pods_ready(self._config, rec, event.ready, at)
         elif event.type == "ObjectDeleted":
             self._delete(event.kind, event.name, event.namespace)
@@ -144,6 +144,7 @@ class Fold(Preempting):
             d["cause"] = eid
             d["cause_offset"] = offset
             d["at"] = at
+            identify(d)
             if d["type"] == "Admitted":  # the backstop's staleness rule
                 rec = self._workloads.get(d["workload"])
                 if rec is not None:
@@ -197,6 +198,10 @@ class Fold(Preempting):
             self._queue_rejected(obj.ref)
         elif isinstance(obj, WorkloadSpec):
             self._upsert_workload(obj)
+        elif isinstance(obj, WorkloadGroup):
+            self._upsert_group(obj)
+        elif isinstance(obj, PodMember):
+            upsert_pod(self, obj)
         elif isinstance(obj, ResourceFlavor):
             self._set_flavor(obj.name, obj)
         elif isinstance(obj, ClusterQueue):
@@ -225,6 +230,16 @@ class Fold(Preempting):
                 dra_changed(self)
         elif kind == "Job":
             self._delete_workload(f"{namespace or 'default'}/{name}")
+        elif kind == "Pod":
+            remove_pod(self, namespace or "default", name)
+        elif kind in _WORKLOAD_KINDS:
+            ns = namespace or "default"
+            group = self._workload_groups.pop(kinds.workload_key(kind, ns, name), None)
+            if group is not None:  # a LeaderWorkerSet: each of its groups
+                for key in group:
+                    self._delete_workload(key)
+            else:
+                self._delete_workload(kinds.workload_key(kind, ns, name))
         elif kind == "ResourceFlavor":
             self._set_flavor(name, None)
         elif kind == "ClusterQueue":
@@ -252,6 +267,19 @@ class Fold(Preempting):
             self._reevaluate(dict(self._lq_members.get((ref.namespace, ref.name), {})))
         elif ref.kind == "ResourceFlavor" and ref.name not in self._flavors:
             self._flavor_changed(ref.name)
+
+    def _upsert_group(self, group: WorkloadGroup) -> None:
+        """An object that is several workloads (a LeaderWorkerSet's groups): each
+        is upserted; a group it no longer has is deleted (scaled down)."""
+        specs = group.specs
+        keys = tuple(spec.key for spec in specs)
+        key = kinds.workload_key(group.kind, group.namespace, group.name)
+        for gone in self._workload_groups.get(key, ()):
+            if gone not in keys:
+                self._delete_workload(gone)
+        self._workload_groups[key] = keys
+        for spec in specs:
+            self._upsert_workload(spec)
 
     def _unlabelled_job(self, manifest: dict[str, Any], at: float) -> None:
         """A Job without a queue label: ours if kuota already queued it (same uid)
@@ -357,10 +385,13 @@ class Fold(Preempting):
         self._forget(key)
         if rec.state == ADMITTED:
             self._release(rec)
-            message = "the Job was deleted; its quota is released once its pods are gone"
+            message = (
+                f"the {rec.spec.owner_kind} was deleted; "
+                "its quota is released once its pods are gone"
+            )
         else:
             self._detach(rec)
-            message = "the Job was deleted before it was admitted"
+            message = f"the {rec.spec.owner_kind} was deleted before it was admitted"
         self._out.append(
             finished(
                 workload=key,
@@ -391,7 +422,7 @@ class Fold(Preempting):
                 uid=rec.spec.uid,
                 cluster_queue=rec.cluster_queue,
                 reason=reason,
-                message=message or f"the Job {reason.lower()}",
+                message=message or f"the {rec.spec.owner_kind} {reason.lower()}",
             )
         )
 
@@ -430,230 +461,6 @@ class Fold(Preempting):
             (event.reason, message + "; it waits until the Job is changed"),
         )
 
-    def _update_activity(self, cq_name: str) -> None:
-        """Recompute whether a ClusterQueue can admit; announce it to its queue."""
-        cq = self._cqs.get(cq_name)
-        verdict: Verdict | None = None
-        if cq is not None:
-            if cq.stop_policy != "None":
-                verdict = text_verdict("ClusterQueueStopped", f"ClusterQueue {cq_name} is stopped")
-            else:
-                missing = [f for f in _flavor_names(cq) if f not in self._flavors]
-                if missing:
-                    flavor = f"ResourceFlavor {missing[0]}"
-                    rejection = self._rejections.get(flavor)
-                    why = (
-                        "not found"
-                        if rejection is None
-                        else f"was rejected: {rejection[1].removeprefix(flavor + ': ')}"
-                    )
-                    verdict = text_verdict(
-                        "FlavorNotFound", f"ClusterQueue {cq_name} is inactive: {flavor} {why}"
-                    )
-                elif self._cohort_pending:
-                    verdict = self._cycle_verdict(cq)
-        before = self._inactive.get(cq_name)
-        if verdict is None:
-            self._inactive.pop(cq_name, None)
-        else:
-            self._inactive[cq_name] = verdict
-        if verdict is not None and verdict != before:
-            queue = self._queues.get(cq_name)
-            if queue is not None:
-                for key in queue.queued_keys():
-                    self._inadmissible(self._workloads[key], verdict)
-
-    def _set_flavor(self, name: str, flavor: ResourceFlavor | None) -> None:
-        if flavor is None:
-            if self._flavors.pop(name, None) is None:
-                return
-        elif self._flavors.get(name) == flavor:
-            return
-        else:
-            self._flavors[name] = flavor
-        self._flavor_changed(name)
-
-    def _flavor_changed(self, name: str) -> None:
-        """The ClusterQueues that name this flavor: active or not, and why."""
-        users = [q for q in sorted(self._cqs) if name in _flavor_names(self._cqs[q])]
-        for q in users:
-            self._update_activity(q)
-        self._wake_roots([self._tree.root_name(q) for q in users if q in self._tree.queues])
-
-    def _set_cluster_queue(self, cq: ClusterQueue) -> None:
-        name = cq.name
-        old = self._cqs.get(name)
-        if old == cq:
-            return
-        before = self._roots()
-        self._cqs[name] = cq
-        if old is None or (old.cohort, old.resource_groups) != (cq.cohort, cq.resource_groups):
-            # Before the decisions the change causes: readers charge them against it.
-            cohort, quota = _quota_of(cq)
-            self._out.append(quota_changed(cluster_queue=name, cohort=cohort, quota=quota))
-        self._views[name] = queue_view(cq, fair_sharing=self._config.fair_sharing.enable)
-        self._plans.clear()
-        self._ns_cache.clear()
-        queue = self._queues.get(name)
-        if queue is None:
-            queue = self._queues[name] = ClusterQueueQueue(strategy=cq.queueing_strategy)
-        queue.strategy = cq.queueing_strategy
-        self._tree.set_queue(name, cohort=cq.cohort, groups=cq.resource_groups)
-        self._update_activity(name)
-        if cq.stop_policy == "HoldAndDrain":
-            for key in list(self._admitted.get(name, {})):
-                self._evict(
-                    self._workloads[key],
-                    "ClusterQueueStopped",
-                    f"ClusterQueue {name} is stopped with HoldAndDrain",
-                    requeue=True,
-                )
-        self._restructured(before, [self._tree.root_name(name)])
-        recheck = dict(self._holds.pop(("cq", name), {}))
-        if old is not None and (
-            old.namespace_selector != cq.namespace_selector or _covered(old) != _covered(cq)
-        ):
-            recheck.update(dict.fromkeys(queue.queued_keys()))
-        self._reevaluate(recheck)
-
-    def _remove_cluster_queue(self, name: str) -> None:
-        if name not in self._cqs:
-            return
-        before = self._roots()
-        queued = self._queues[name].queued_keys()
-        del self._cqs[name]
-        self._out.append(quota_deleted(cluster_queue=name))
-        del self._views[name]
-        self._plans.clear()
-        self._inactive.pop(name, None)
-        self._ns_cache.clear()
-        held = self._holds.pop(("cq", name), {})
-        if not self._admitted.get(name) and not self._drains_in(name):
-            # Kueue keeps a terminating ClusterQueue until its workloads finish; we
-            # keep its quota node while it has admitted workloads.
-            self._tree.remove_queue(name)
-        self._restructured(before, [before[name]] if name in before else [])
-        recheck = dict.fromkeys(queued)
-        recheck.update(held)
-        self._reevaluate(recheck)
-        self._queues.pop(name, None)
-        self._ready.pop(name, None)
-
-    def _set_cohort(self, cohort: Cohort) -> None:
-        old = self._cohorts.get(cohort.name)
-        pending = self._cohort_pending.pop(cohort.name, None)
-        if old == cohort:
-            if pending is not None:  # back to the version in force: no cycle any more
-                self._refresh_cycles()
-            return
-        before = self._roots()
-        extra = self._cohort_roots(cohort.name)
-        if not self._tree.set_cohort(
-            cohort.name, parent=cohort.parent, groups=cohort.resource_groups
-        ):
-            self._cohort_pending[cohort.name] = cohort
-            cycle = " -> ".join(self._cohort_cycle(cohort.name))
-            self._rejected(
-                ObjectRef("Cohort", cohort.name),
-                f"Cohort {cohort.name}: spec.parentName: parent {cohort.parent} would make a "
-                f"cycle of cohorts ({cycle}); the previous version stays in force and the "
-                "ClusterQueues under the cycle admit nothing until it is broken",
-                reason="CohortCycle",
-            )
-            self._refresh_cycles()
-            return
-        self._cohorts[cohort.name] = cohort
-        extra += self._cohort_roots(cohort.name)
-        if self._cohort_pending or pending is not None:
-            extra += self._retry_pending_cohorts()
-            self._refresh_cycles()
-        self._restructured(before, extra)
-
-    def _remove_cohort(self, name: str) -> None:
-        pending = self._cohort_pending.pop(name, None)
-        if self._cohorts.pop(name, None) is None:
-            if pending is not None:
-                self._refresh_cycles()
-            return
-        before = self._roots()
-        extra = self._cohort_roots(name)
-        self._tree.remove_cohort(name)
-        if self._cohort_pending or pending is not None:
-            extra += self._retry_pending_cohorts()
-            self._refresh_cycles()
-        self._restructured(before, extra + self._cohort_roots(name))
-
-    # Circular cohorts (docs/design/bad-input.md): the Cohort whose update closes a
-    # cycle is Rejected and kept pending; the ClusterQueues whose cohort chain
-    # reaches a cohort of the cycle are inactive (CohortCycle) until a later change
-    # breaks it, when the pending version takes effect.
-
-    def _retry_pending_cohorts(self) -> list[str]:
-        """Put in force the pending cohorts that no longer close a cycle; their roots."""
-        roots: list[str] = []
-        progress = True
-        while progress:
-            progress = False
-            for name in sorted(self._cohort_pending):
-                c = self._cohort_pending[name]
-                roots += self._cohort_roots(name)
-                if self._tree.set_cohort(name, parent=c.parent, groups=c.resource_groups):
-                    del self._cohort_pending[name]
-                    self._rejections.pop(f"Cohort {name}", None)
-                    self._cohorts[name] = c
-                    roots += self._cohort_roots(name)
-                    progress = True
-        return roots
-
-    def _desired_parent(self, name: str) -> str | None:
-        pending = self._cohort_pending.get(name)
-        return pending.parent if pending is not None else self._tree.cohort_parent(name)
-
-    def _cohort_cycle(self, name: str) -> list[str]:
-        """The cycle ``name``'s desired parents run into, as ``[a, b, ..., a]``."""
-        path: list[str] = []
-        current: str | None = name
-        while current is not None and current not in path:
-            path.append(current)
-            current = self._desired_parent(current)
-        if current is None:
-            return path  # defensive: no cycle after all
-        return [*path[path.index(current) :], current]
-
-    def _cycle_members(self) -> dict[str, str]:
-        """Cohort -> the cycle it is on (``a -> b -> a``), for every pending cohort."""
-        members: dict[str, str] = {}
-        for name in sorted(self._cohort_pending):
-            cycle = self._cohort_cycle(name)
-            text = " -> ".join(cycle)
-            for member in cycle:
-                members.setdefault(member, text)
-        return members
-
-    def _cycle_verdict(self, cq: ClusterQueue) -> Verdict | None:
-        members = self._cycle_members()
-        current, seen = cq.cohort, set()
-        while current is not None and current not in seen:
-            if current in members:
-                return text_verdict(
-                    "CohortCycle",
-                    f"ClusterQueue {cq.name} is inactive: Cohort {current} is in a cycle "
-                    f"of cohorts ({members[current]})",
-                )
-            seen.add(current)
-            current = self._tree.cohort_parent(current)
-        return None
-
-    def _refresh_cycles(self) -> None:
-        """Recompute which ClusterQueues a cycle of cohorts stops; wake those freed."""
-        freed: list[str] = []
-        for name in sorted(self._cqs):
-            was = name in self._inactive
-            self._update_activity(name)
-            if was and name not in self._inactive and name in self._tree.queues:
-                freed.append(self._tree.root_name(name))
-        self._wake_roots(freed)
-
     def _set_local_queue(self, key: tuple[str, str], lq: LocalQueue | None) -> None:
         if lq is None:
             if self._lqs.pop(key, None) is None:
@@ -663,6 +470,8 @@ class Fold(Preempting):
         else:
             self._lqs[key] = lq
         self._reevaluate(self._lq_members.get(key, {}))
+        if lq is not None:  # its weight may have changed
+            self._afs_rerank(lq.cluster_queue, [f"{key[0]}/{key[1]}"])
 
     def _set_namespace(self, name: str, labels: dict[str, str] | None) -> None:
         if labels is None:
@@ -684,20 +493,26 @@ class Fold(Preempting):
         if config == self._config:
             return
         fair_changed = config.fair_sharing.enable != self._config.fair_sharing.enable
+        old_afs = self._config.admission_fair_sharing
+        afs_changed = config.admission_fair_sharing != old_afs
+        afs_toggled = (config.admission_fair_sharing is None) != (old_afs is None)
         self._config = config
         if fair_changed:
             for name, cq in self._cqs.items():
                 self._views[name] = queue_view(cq, fair_sharing=config.fair_sharing.enable)
             self._plans.clear()
         self._recharge()
+        if afs_changed:
+            self._afs_reset(afs_toggled)
         self._wake_roots(self._tree.all_roots())
 
     # ================================================================== visibility
 
     def pending_workloads(self, cluster_queue: str) -> list[tuple[str, str]]:
         """Kueue's pending-workloads visibility for a ClusterQueue: its queued
-        workloads in queue order (priority, then creation time), parked ones
-        included, each as (``namespace/name``, LocalQueue name). Workloads held
+        workloads in queue order (priority, then creation time; in a
+        ClusterQueue with admission fair sharing, by their LocalQueue's usage
+        first), parked ones included, each as (``namespace/name``, LocalQueue name). Workloads held
         outside any queue (no LocalQueue, priority class or ClusterQueue yet)
         are not listed. Read-only; for ``kuota explain``."""
         queue = self._queues.get(cluster_queue)

@@ -1,18 +1,22 @@
 """The fold's layers, and the hooks an upper layer overrides.
 
-Theory of operation: a Fold is five layers of one object, each a module with
+Theory of operation: a Fold is seven layers of one object, each a module with
 one idea, plus components it holds:
 
 - ``state.FoldState``: what it knows (and the ``timers.Timers`` component:
   WaitForPodsReady state and the timer heap);
 - ``placement.Placement``: where a pending workload waits;
+- ``fairadmission.FairAdmission``: admission fair sharing (LocalQueue lanes,
+  samples, settlements) and the history of history-aware fair sharing;
 - ``cycle.Cycles``: scheduling cycles (in ``ordering.cycle_order``), admission,
   release, evictions and what a release wakes;
 - ``draining.Draining``: a stopped workload's quota, kept until its pods are
   gone;
 - ``preempting.Preempting``: preemption, inline or through plans; it fires
   the timers;
-- ``fold.Fold``: the public API, journal events and the queue objects.
+- ``cohorts.Cohorts``: the quota tree's objects (ClusterQueues, Cohorts,
+  ResourceFlavors, cycles of cohorts) and whether each ClusterQueue can admit;
+- ``fold.Fold``: the public API, journal events and the other queue objects.
 
 Decisions are built by ``decisions``. A layer calls a hook it defines, which
 an upper layer overrides (calling ``super()``); :class:`FoldHooks` lists them

@@ -22,6 +22,7 @@ from kuota.core.assign.flavors import Assignment
 from kuota.core.queueing.queues import OrderKey
 from kuota.core.queueing.workload import Fit, WorkloadRecord
 from kuota.core.quota.fairshare import FairEntry, Weights, tournament_winner
+from kuota.core.quota.history import UsageHistory
 from kuota.core.quota.tree import QuotaTree
 
 # (borrowing level, order key, ClusterQueue, record, assignment, its Fit when it fits)
@@ -30,11 +31,24 @@ Entry = tuple[int, OrderKey, str, WorkloadRecord, Assignment, Fit | None]
 _BY_BORROWING_THEN_ORDER = itemgetter(0, 1)
 
 
-def fair_weights(cqs: dict[str, ClusterQueue], cohorts: dict[str, Cohort]) -> Weights:
-    """The fair-sharing weights of every ClusterQueue and Cohort."""
+def fair_weights(
+    cqs: dict[str, ClusterQueue],
+    cohorts: dict[str, Cohort],
+    history: UsageHistory | None = None,
+) -> Weights:
+    """The fair-sharing weights of every ClusterQueue and Cohort, and the
+    history the shares of opted-in ClusterQueues count (kuota.core.quota.history)."""
+    if history is None or not history.weights:
+        return Weights(
+            {n: cq.fair_sharing_weight for n, cq in cqs.items()},
+            {n: c.fair_sharing_weight for n, c in cohorts.items()},
+        )
+    past, weight = history.view()
     return Weights(
         {n: cq.fair_sharing_weight for n, cq in cqs.items()},
         {n: c.fair_sharing_weight for n, c in cohorts.items()},
+        past,
+        weight,
     )
 
 
@@ -45,13 +59,14 @@ def cycle_order(
     tree: QuotaTree,
     cqs: dict[str, ClusterQueue],
     cohorts: dict[str, Cohort],
+    history: UsageHistory | None = None,
 ) -> Iterable[Entry]:
     """The entries in the order the cycle admits them (module docstring)."""
     if not fair_sharing or len(entries) < 2:
         if len(entries) > 1:
             entries.sort(key=_BY_BORROWING_THEN_ORDER)
         return entries
-    return _fair_order(entries, tree, fair_weights(cqs, cohorts))
+    return _fair_order(entries, tree, fair_weights(cqs, cohorts, history))
 
 
 def _fair_order(entries: list[Entry], tree: QuotaTree, weights: Weights) -> Iterator[Entry]:

@@ -185,16 +185,29 @@ class Placement(FoldState):
                     )
                     return
         rec.requests = result
-        shape = group.shapes.get(priority)
-        if shape is None:
-            shape_key = (priority, result)
-            shape = self._shapes.get(shape_key)
-            if shape is None:
-                shape = self._shapes[shape_key] = len(self._shapes)
-            group.shapes[priority] = shape
+        queue = self._queues[cq_name]
+        lane = ""
+        if queue.fair:  # admission fair sharing: a lane per LocalQueue
+            lane = f"{spec.namespace}/{spec.queue_name}"
+            lane_key = (priority, result, lane)
+            shape = self._lane_shapes.get(lane_key, -1)
+            if shape < 0:
+                shape = len(self._shapes) + len(self._lane_shapes)
+                self._lane_shapes[lane_key] = shape
+            if lane not in queue.ranks:
+                queue.ranks[lane] = self._lane_rank(lq_key)
+        else:
+            shape = group.shapes.get(priority, -1)
+            if shape < 0:
+                shape_key = (priority, result)
+                shape = self._shapes.get(shape_key, -1)
+                if shape < 0:
+                    shape = len(self._shapes) + len(self._lane_shapes)
+                    self._shapes[shape_key] = shape
+                group.shapes[priority] = shape
         rec.shape = shape
         rec.queued = True
-        group_q = self._queues[cq_name].push(rec.order, shape)
+        group_q = queue.push(rec.order, shape, lane)
         inactive = self._inactive.get(cq_name)
         if inactive is not None:
             self._inadmissible(rec, inactive)
@@ -203,6 +216,10 @@ class Placement(FoldState):
             self._inadmissible(rec, group_q.verdict)
         else:
             self._ready[cq_name] = None
+
+    def _lane_rank(self, lq: tuple[str, str]) -> float:
+        """A lane's rank (a hook: ``FairAdmission`` gives its LocalQueue's usage)."""
+        return 0.0
 
     def _missing(self, kind: str, namespace: str, name: str) -> str:
         """Why a LocalQueue or ClusterQueue a workload names is not there: never

@@ -43,7 +43,7 @@ from kuota.core.queueing.queues import STRICT_FIFO
 from kuota.core.queueing.verdict import Verdict, assignment_verdict
 from kuota.core.queueing.workload import ADMITTED, PENDING, Fit, WorkloadRecord
 from kuota.core.quota.tree import QuotaTree
-from kuota.events.schema import PreemptionPlan
+from kuota.events.schema import PreemptionPlan, WorkloadStopped
 
 if TYPE_CHECKING:
     from kuota.core.fold.hooks import FoldHooks
@@ -98,6 +98,9 @@ class Preempting(Draining):
         self._preempted_for: dict[str, list[str]] = {}  # preemptor -> victims, until admitted
         # a head that fits once stopped workloads' pods are gone, during one attempt
         self._waiting_stop: dict[str, None] = {}
+        # preemptor waiting for its victims' pods -> the reports of those already
+        # gone, whose quota is held for it until the last one's pods are gone too
+        self._held_stops: dict[str, list[WorkloadStopped]] = {}
 
     # ================================================================== preemption
 
@@ -129,7 +132,7 @@ class Preempting(Draining):
         fs = self._config.fair_sharing
         if not fs.enable:
             return classical_targets
-        weights = fair_weights(self._cqs, self._cohorts)
+        weights = fair_weights(self._cqs, self._cohorts, self._history)
         return partial(fair_targets, weights=weights, strategies=fs.preemption_strategies)
 
     @staticmethod
@@ -162,10 +165,14 @@ class Preempting(Draining):
             assignment = freed
         if self._preemption_mode == PLANS:
             self._unlift(lifted)
-            if rec.key not in self._awaiting_plan:
-                self._awaiting_plan[rec.key] = at
+            since = self._awaiting_plan.pop(rec.key, None)
+            if since is None:
+                since = at
                 for after in PLAN_WAIT_NOTICES:
                     self._timers.push(at + after, PLAN_WAIT, rec.key)
+            # re-inserted: the map keeps the order in which the cycles met the
+            # heads, the order inline mode searches them in (preemption_plans)
+            self._awaiting_plan[rec.key] = since
             return False
         if rec.key in self._preempted_now:
             self._unlift(lifted)
@@ -222,6 +229,22 @@ class Preempting(Draining):
         self._out.append(requeued(workload=key, uid=uid, cluster_queue=cq_name, reason="Preempted"))
         self._place(rec)
 
+    def _preemptor_head(self, cq_name: str) -> WorkloadRecord | None:
+        for key, (queue, _) in self._reserved.items():
+            if queue == cq_name:
+                rec = self._workloads.get(key)
+                if rec is None or not rec.queued or rec.cluster_queue != cq_name:
+                    continue
+                # BestEffortFIFO only (Kueue's preemptor is sticky there alone);
+                # set aside (waiting for the pods): not a head until woken
+                q = self._queues[cq_name]
+                if q.strategy == STRICT_FIFO:
+                    return None
+                group = q.groups.get(rec.shape)
+                if group is not None and not group.parked:
+                    return rec
+        return None
+
     def _not_admitted(self, rec: WorkloadRecord, cq_name: str, assignment: Assignment) -> None:
         if self._waiting_stop and self._waiting_stop.pop(rec.key, 0) is None:
             self._awaiting_plan.pop(rec.key, None)
@@ -237,6 +260,13 @@ class Preempting(Draining):
             if since is not None:
                 del self._awaiting_plan[rec.key]  # no longer a preemptor
             super()._not_admitted(rec, cq_name, assignment)
+            return
+        quota = assignment_verdict(assignment)
+        if rec.last_verdict == quota.key:
+            # Searching again (a release in its tree) for the reason it already
+            # has: the wait is not announced, so that an empty plan says nothing
+            # new either, as a failed inline search does not.
+            self._set_aside(rec, cq_name, quota, assignment.blocking)
             return
         self._set_aside(rec, cq_name, self._wait_verdict(assignment, since), assignment.blocking)
 
@@ -279,20 +309,19 @@ class Preempting(Draining):
 
     def preemption_plans(self) -> list[Plan]:
         """Plans for the Preempt heads this fold set aside (``preemption="plans"``),
-        in the order a cycle would consider them, without shared victims; an
+        in the order the cycles set them aside, without shared victims; an
         empty plan for a head no victims would make room for."""
-        heads: list[tuple[int, tuple[int, float, str], Preemptor]] = []
+        preemptors: list[Preemptor] = []
         # the tree as it will be once stopped workloads' pods are gone
         lifted = self._lift(exclude=self._awaiting_plan)
+        # in the order the cycles met them (the cycle's own order within a cycle,
+        # classical or fair), as inline mode searches them
         for key in list(self._awaiting_plan):
             found = self._fresh_preemptor(key)
             if found is None:
                 del self._awaiting_plan[key]
                 continue
-            assignment, p = found
-            heads.append((assignment.borrowing, self._workloads[key].order, p))
-        heads.sort(key=lambda h: (h[0], h[1]))
-        preemptors = [h[2] for h in heads]
+            preemptors.append(found[1])
         results = plan_victims(FoldView(self), preemptors, search=self._search())
         self._unlift(lifted)
         return [
@@ -332,7 +361,9 @@ class Preempting(Draining):
                     break
             else:
                 search = self._search()
-                result = validate_plan(FoldView(self), found[1], plan.victims, search=search)
+                result = validate_plan(
+                    FoldView(self), found[1], plan.victims, search=search, reasons=plan.reasons
+                )
         self._unlift(lifted)
         if found is None:
             self._awaiting_plan.pop(plan.preemptor, None)
@@ -373,6 +404,50 @@ class Preempting(Draining):
             self._waiting_stop.pop(rec.key, None)
             self._inadmissible(rec, drain_verdict(self._drains_of_tree(cq_name)))
 
+    # ================================================================== victims' quota
+
+    def _workload_stopped(self, event: WorkloadStopped) -> None:
+        """A victim's pods are gone while its preemptor still waits for another
+        victim's: the quota stays held for the preemptor, and the victim stays out
+        of its queue, until the last victim's pods are gone; then all are released
+        together, and the cycle that follows orders the preemptor and the victims
+        as Kueue's does (a cycle in which the preemptor waits charges its usage
+        before the heads ordered after it). Released one by one, each victim's
+        quota went back to whoever could use it first: usually the victim itself,
+        admitted again and preempted again once the preemptor could run."""
+        holder = self._holder(event) if self._reserved else None
+        if holder is None:
+            super()._workload_stopped(event)
+            return
+        held = self._held_stops.setdefault(holder, [])
+        held.append(event)
+        if not self._victims_draining(holder):
+            self._release_held(holder)
+
+    def _holder(self, event: WorkloadStopped) -> str | None:
+        """The waiting preemptor whose victim's stop this report ends, if any."""
+        drain = self._drains.get(event.decision_id)
+        if drain is None or drain.workload != event.workload or drain.uid != event.uid:
+            return None
+        for preemptor, victims in self._preempted_for.items():
+            if preemptor in self._reserved and drain.workload in victims:
+                return preemptor
+        return None
+
+    def _victims_draining(self, preemptor: str) -> bool:
+        """Whether a victim of ``preemptor`` still has pods (a stop not yet reported)."""
+        victims = self._preempted_for.get(preemptor, ())
+        gone = {e.decision_id for e in self._held_stops.get(preemptor, ())}
+        return any(d.workload in victims and d.decision not in gone for d in self._drains.values())
+
+    def _release_held(self, preemptor: str) -> None:
+        """Release the quota held for ``preemptor`` (its victims' pods are all gone,
+        it was admitted, or it is gone), in the order the reports came."""
+        if not self._held_stops:
+            return
+        for event in self._held_stops.pop(preemptor, ()):
+            super()._workload_stopped(event)
+
     # ================================================================== hooks
 
     def _admit(
@@ -398,6 +473,7 @@ class Preempting(Draining):
             self._awaiting_plan.pop(rec.key, None)
         self._admissions += 1
         self._admission_number[rec.key] = self._admissions
+        self._release_held(rec.key)  # admitted before its last victim stopped
 
     def _release(self, rec: WorkloadRecord, *, drain: bool = True) -> None:
         super()._release(rec, drain=drain)
@@ -420,6 +496,7 @@ class Preempting(Draining):
         if self._preempted_for:
             self._preempted_for.pop(key, None)
             self._reserved.pop(key, None)
+            self._release_held(key)
 
     # ================================================================== timers
 

@@ -27,6 +27,7 @@ from kuota.api.types import (
     LabelSelector,
     LocalQueue,
     ObjectRef,
+    PodMember,
     PodSet,
     ResourceFlavor,
     WorkloadPriorityClass,
@@ -41,14 +42,16 @@ from kuota.core.dra.charging import DraInventory, NotChargeable
 from kuota.core.fold.decisions import inadmissible, rejected
 from kuota.core.fold.timers import Timers
 from kuota.core.pickling import register_by_fields
+from kuota.core.queueing.afs import AfsLedger
 from kuota.core.queueing.queues import ClusterQueueQueue
-from kuota.core.queueing.verdict import Verdict
+from kuota.core.queueing.verdict import Verdict, gang_prefix
 from kuota.core.queueing.workload import (
     INADMISSIBLE,
     Fit,
     HoldKey,
     WorkloadRecord,
 )
+from kuota.core.quota.history import UsageHistory
 from kuota.core.quota.tree import (
     FlavorResource,
     QuotaTree,
@@ -142,6 +145,13 @@ class FoldState:
         self._ready: dict[str, None] = {}  # ClusterQueues that may have a head to try
         self._workloads: dict[str, WorkloadRecord] = {}  # not finished
         self._finished_uids: dict[str, str] = {}  # finished workload -> uid, until deleted
+        # an object that is several workloads (a LeaderWorkerSet) -> their keys
+        self._workload_groups: dict[str, tuple[str, ...]] = {}
+        # pod groups (kuota.core.fold.pod_groups): workload key -> Pod -> member;
+        # (namespace, Pod) -> workload key; an incomplete group -> pods announced
+        self._pod_groups: dict[str, dict[str, PodMember]] = {}
+        self._pod_of: dict[tuple[str, str], str] = {}
+        self._pod_waiting: dict[str, int] = {}
         self._holds: dict[HoldKey, dict[str, None]] = {}
         # JobChanged refusals: workload -> the Job's generation the actuator found,
         # which the fold must see before it admits the workload again
@@ -151,7 +161,18 @@ class FoldState:
         self._pending_count: dict[str, int] = {}  # ClusterQueue -> pending workloads for it
         # cohort tree -> flavor-resource -> ClusterQueue -> heap of (needed, shape, epoch)
         self._waiters: dict[str, dict[FlavorResource, dict[str, list[Waiter]]]] = {}
+        # cohort tree -> (ClusterQueue, shape or BLOCKED_HEAD) -> epoch: the parked
+        # groups and blocked heads whose preemption search found no victim; any
+        # release in the tree sends them to search again (Kueue requeues a
+        # tree's inadmissible workloads when one of its workloads finishes or is
+        # evicted), however little it frees
+        self._searchers: dict[str, dict[tuple[str, int], int]] = {}
         self._shapes: dict[tuple[int, tuple[PodSetRequest, ...]], int] = {}
+        # admission fair sharing: shapes per (priority, charge, lane) in fair queues
+        # (ids shared with _shapes), and the LocalQueues' usage (core/fold/fairadmission.py)
+        self._lane_shapes: dict[tuple[int, tuple[PodSetRequest, ...], str], int] = {}
+        self._afs = AfsLedger()
+        self._history = UsageHistory()  # history-aware fair sharing (core/quota/history.py)
         self._charge_ids: dict[ChargeKey, int] = {}
         self._charge_groups: dict[int, ChargeGroup] = {}
         self._charge_prune_at = 1024
@@ -184,13 +205,16 @@ class FoldState:
         if rec.last_verdict == seen:
             return
         rec.last_verdict = seen
+        message = verdict.message()
+        if verdict.podsets and len(rec.requests) > 1:  # a gang short of quota: say of what
+            message = gang_prefix(rec.spec.owner_kind, rec.requests) + message
         self._out.append(
             inadmissible(
                 workload=rec.key,
                 uid=rec.spec.uid,
                 cluster_queue=rec.cluster_queue,
                 reason=verdict.reason,
-                message=_capped(verdict.message(), MAX_INADMISSIBLE_MESSAGE),
+                message=_capped(message, MAX_INADMISSIBLE_MESSAGE),
             )
         )
 

@@ -274,6 +274,11 @@ class _Classical:
         bwc = self.policy.borrow_within_cohort
         self.borrow_forbidden = bwc.policy == NEVER
         self.threshold = bwc.max_priority_threshold
+        # Whether another queue holds a candidate (any, and a hierarchy one), `only`
+        # or not: the attempts are chosen from the whole situation, so a plan's
+        # check walks its victims in the attempts the search that made it walked.
+        self.other_candidates = False
+        self.hierarchy_candidates = False
 
     def _classify(self, w: AdmittedWorkload, advantage: bool) -> int:
         p = self.p
@@ -298,10 +303,13 @@ class _Classical:
         for w in self.view.admitted(cq):
             if w.key in self.exclude or not _uses(w, contested):
                 continue
-            if only is not None and w.key not in only:
-                continue
             variant = self._classify(w, advantage)
-            if variant:
+            if not variant:
+                continue
+            if lca is not None:
+                self.other_candidates = True
+                self.hierarchy_candidates |= variant == _HIERARCHICAL
+            if only is None or w.key in only:
                 out.append(_Candidate(w, variant, lca))
 
     def _in_subtree(
@@ -377,9 +385,9 @@ class _Classical:
                 ordered.extend(c for c in group if c.workload.evicting is evicting)
         if not ordered:
             return PreemptionResult()
-        if (not hierarchy and not priority) or (self.borrow_forbidden and not self.under_nominal()):
+        if not self.other_candidates or (self.borrow_forbidden and not self.under_nominal()):
             attempts: tuple[bool, ...] = (True,)
-        elif self.borrow_forbidden and not hierarchy:
+        elif self.borrow_forbidden and not self.hierarchy_candidates:
             attempts = (False, True)
         else:
             attempts = (True, False)
@@ -521,19 +529,33 @@ def validate_plan(
     victims: Sequence[str],
     *,
     search: Search = classical_targets,
+    reasons: Mapping[str, str] | None = None,
 ) -> PreemptionResult | None:
     """A plan computed elsewhere (the preemption service), checked against this
     view: valid when the search, allowed to choose only among the plan's
     victims, chooses exactly them (so every victim is allowed by the policies,
-    they make room, and none is superfluous). Returns the result to act on, with
-    this view's reasons, or None for a stale or invalid plan."""
+    they make room, and none is superfluous; another such set than the one the
+    search would choose now is accepted too), or when the search itself chooses
+    exactly them. The second test is for the fair search, whose walk depends on
+    the candidates it does not choose (a queue left without candidates is
+    pruned, a candidate a strategy refuses is retried by the next): restricted
+    to its own choice it may choose other victims, or the same for other
+    reasons (``reasons``, the plan's, tell), and a plan refused on the state it
+    was made on would be written again and again. Returns the result to act
+    on, with this view's reasons, or None for a stale or invalid plan."""
     wanted = frozenset(victims)
     if not wanted or len(wanted) != len(victims):
         return None
-    result = search(view, preemptor, only=wanted)
-    if frozenset(v.key for v in result.victims) != wanted:
-        return None
-    return result
+    restricted = search(view, preemptor, only=wanted)
+    same = frozenset(v.key for v in restricted.victims) == wanted
+    if same and (
+        reasons is None or all(reasons.get(v.key) == v.reason for v in restricted.victims)
+    ):
+        return restricted
+    full = search(view, preemptor)
+    if frozenset(v.key for v in full.victims) == wanted:
+        return full
+    return restricted if same else None
 
 
 def _lookup(view: ClusterView, victim: Victim) -> AdmittedWorkload:

@@ -12,6 +12,13 @@ such a head *blocks* the queue until woken; a newcomer that sorts first is
 tried. Waiter entries carry the group's *epoch*, so stale ones are recognised;
 heaps delete lazily and are compacted when stale entries pile up. Plain lists
 and dicts keep it picklable and deterministic. More: docs/design/fold.md.
+
+**Lanes** (admission fair sharing, :mod:`kuota.core.queueing.afs`): in a
+*fair* queue every group belongs to one lane (its LocalQueue) with a *rank*
+(that LocalQueue's usage); heads go by (rank, order) instead of order, from
+``fair_heap``. A rank change pushes fresh entries for the lane's groups; an
+entry whose rank is no longer its lane's is stale and dropped when it
+surfaces, like any other.
 """
 
 from __future__ import annotations
@@ -96,21 +103,63 @@ class ClusterQueueQueue:
     # StrictFIFO: the last blocked head, its verdict and needs (for a cheap re-check)
     last_blocked: tuple[str, Verdict, Needs] | None = None
     size: int = 0
+    fair: bool = False  # admission fair sharing: heads by (lane rank, order)
+    fair_heap: list[tuple[float, OrderKey, int]] = field(default_factory=list)
+    lane_of: dict[int, str] = field(default_factory=dict)  # shape -> lane
+    lane_shapes: dict[str, dict[int, None]] = field(default_factory=dict)
+    ranks: dict[str, float] = field(default_factory=dict)  # lane -> rank
 
     # ------------------------------------------------------------------ membership
 
-    def push(self, order: OrderKey, shape: int) -> ShapeGroup:
-        """Queue a workload; returns its group (parked if the group is parked)."""
+    def push(self, order: OrderKey, shape: int, lane: str = "") -> ShapeGroup:
+        """Queue a workload (in ``lane`` if the queue is fair); returns its group
+        (parked if the group is parked)."""
         group = self.groups.get(shape)
         if group is None:
             self.epochs += 1
             group = self.groups[shape] = ShapeGroup(shape, epoch=self.epochs)
+            if self.fair:
+                self.lane_of[shape] = lane
+                self.lane_shapes.setdefault(lane, {})[shape] = None
         before = group.head()
         group.add(order)
         self.size += 1
         if not group.parked and (before is None or order < before):
-            heapq.heappush(self.heap, (order, shape))
+            self._push_head(order, shape)
         return group
+
+    def _push_head(self, order: OrderKey, shape: int) -> None:
+        if self.fair:
+            rank = self.ranks.get(self.lane_of.get(shape, ""), 0.0)
+            heapq.heappush(self.fair_heap, (rank, order, shape))
+        else:
+            heapq.heappush(self.heap, (order, shape))
+
+    def set_rank(self, lane: str, rank: float) -> None:
+        """A lane's rank changed: its groups' heads go by the new one."""
+        if self.ranks.get(lane, 0.0) == rank:
+            self.ranks[lane] = rank
+            return
+        self.ranks[lane] = rank
+        for shape in self.lane_shapes.get(lane, {}):
+            group = self.groups.get(shape)
+            if group is not None and not group.parked:
+                head = group.head()
+                if head is not None:
+                    heapq.heappush(self.fair_heap, (rank, head, shape))
+        if len(self.fair_heap) > 2 * len(self.groups) + 32:
+            self._rebuild_heap()
+
+    def set_fair(self, fair: bool, lanes: dict[int, str]) -> None:
+        """Turn lanes on or off (``lanes``: shape -> lane of every group); ranks
+        are set afterwards by :meth:`set_rank`."""
+        self.fair = fair
+        self.lane_of = dict(lanes) if fair else {}
+        self.lane_shapes = {}
+        for shape, lane in self.lane_of.items():
+            self.lane_shapes.setdefault(lane, {})[shape] = None
+        self.ranks = {}
+        self._rebuild_heap()
 
     def remove(self, key: str, shape: int) -> None:
         group = self.groups.get(shape)
@@ -121,13 +170,20 @@ class ClusterQueueQueue:
         self.size -= 1
         if not group.members:
             del self.groups[shape]
+            if self.fair:
+                lane = self.lane_of.pop(shape, "")
+                shapes = self.lane_shapes.get(lane)
+                if shapes is not None:
+                    shapes.pop(shape, None)
+                    if not shapes:
+                        del self.lane_shapes[lane]
         elif not group.parked and was_head is not None and was_head[2] == key:
             new_head = group.head()
             if new_head is not None:
-                heapq.heappush(self.heap, (new_head, shape))
+                self._push_head(new_head, shape)
         if self.blocked_head == key:
             self.blocked_head = None
-        if len(self.heap) > 2 * len(self.groups) + 32:
+        if len(self.heap) + len(self.fair_heap) > 2 * len(self.groups) + 32:
             self._rebuild_heap()
 
     def _rebuild_heap(self) -> None:
@@ -137,8 +193,17 @@ class ClusterQueueQueue:
                 head = group.head()
                 if head is not None:
                     entries.append((head, shape))
+        if self.fair:
+            ranks = self.ranks
+            lane_of = self.lane_of
+            fair = [(ranks.get(lane_of.get(s, ""), 0.0), o, s) for o, s in entries]
+            heapq.heapify(fair)
+            self.fair_heap = fair
+            self.heap = []
+            return
         heapq.heapify(entries)
         self.heap = entries
+        self.fair_heap = []
 
     # ------------------------------------------------------------------ scheduling
 
@@ -151,6 +216,8 @@ class ClusterQueueQueue:
         """``head()`` and what ``recheck()`` says of it, in one step (the cycle's
         hottest call): ``(entry, verdict, needs)``, verdict None when the head
         must be assigned afresh; None when there is no head."""
+        if self.fair:
+            return self._fair_next_head()
         heap = self.heap
         groups = self.groups
         while heap:
@@ -169,19 +236,46 @@ class ClusterQueueQueue:
                 else:
                     top = None
                 if top == order:
-                    key = order[2]
-                    if self.blocked_head == key:
-                        return None
-                    if self.strategy == STRICT_FIFO:
-                        last = self.last_blocked
-                        if last is not None and last[0] == key and last[2]:
-                            return entry, last[1], last[2]
-                        return entry, None, ()
-                    if group.needs and group.verdict is not None:
-                        return entry, group.verdict, group.needs
-                    return entry, None, ()
+                    return self._answer(entry, group)
             heapq.heappop(heap)
         return None
+
+    def _fair_next_head(self) -> tuple[tuple[OrderKey, int], Verdict | None, Needs] | None:
+        """``next_head`` of a fair queue: the lowest (rank, order) current entry."""
+        heap = self.fair_heap
+        groups = self.groups
+        ranks = self.ranks
+        lane_of = self.lane_of
+        while heap:
+            rank, order, shape = heap[0]
+            group = groups.get(shape)
+            if (
+                group is not None
+                and not group.parked
+                and ranks.get(lane_of.get(shape, ""), 0.0) == rank
+                and group.head() == order
+            ):
+                return self._answer((order, shape), group)
+            heapq.heappop(heap)
+        return None
+
+    def _answer(
+        self, entry: tuple[OrderKey, int], group: ShapeGroup
+    ) -> tuple[tuple[OrderKey, int], Verdict | None, Needs] | None:
+        """``next_head``'s answer for ``entry``, the current head of ``group``: None
+        while it is the blocked head; else the verdict a StrictFIFO queue's last
+        block or the group's parking left on it."""
+        key = entry[0][2]
+        if self.blocked_head == key:
+            return None
+        if self.strategy == STRICT_FIFO:
+            last = self.last_blocked
+            if last is not None and last[0] == key and last[2]:
+                return entry, last[1], last[2]
+            return entry, None, ()
+        if group.needs and group.verdict is not None:
+            return entry, group.verdict, group.needs
+        return entry, None, ()
 
     def park(self, shape: int, verdict: Verdict, needs: Needs) -> tuple[int, Needs]:
         """BestEffortFIFO: set the whole group aside. Returns the epoch and the
@@ -246,6 +340,31 @@ class ClusterQueueQueue:
         self.unpark(group)
         return True
 
+    def wake_searcher(self, shape: int, epoch: int) -> bool:
+        """A release in the cohort tree may give a head whose preemption search
+        found no victim one now: if the registration is current, the group (or
+        the blocked head) is tried afresh, its recorded needs dropped so that no
+        quick re-check sets it aside without a search. Returns whether it woke."""
+        if shape == BLOCKED_HEAD:
+            if self.block_epoch != epoch:
+                return False
+            self.last_blocked = None
+            if self.blocked_head is None:
+                return False
+            self.blocked_head = None
+            return True
+        group = self.groups.get(shape)
+        if group is None or group.epoch != epoch:
+            return False  # stale: parked again with other needs since, or gone
+        self.epochs += 1
+        group.epoch = self.epochs  # its waiter entries are now stale
+        group.needs = ()
+        group.live = {}
+        if not group.parked:
+            return False
+        self.unpark(group)
+        return True
+
     def is_registered(self, shape: int, epoch: int, fr: FlavorResource) -> bool:
         """Whether a waiter entry is current (used to compact waiter heaps)."""
         if shape == BLOCKED_HEAD:
@@ -271,10 +390,20 @@ class ClusterQueueQueue:
         group.parked = False
         head = group.head()
         if head is not None:
-            heapq.heappush(self.heap, (head, group.shape))
+            self._push_head(head, group.shape)
 
     def queued_keys(self) -> list[str]:
-        """Every queued workload key, in queue order."""
+        """Every queued workload key, in queue order (a fair queue: by lane rank,
+        then order)."""
+        if self.fair:
+            ranks = self.ranks
+            lanes = self.lane_of
+            ranked = sorted(
+                (ranks.get(lanes.get(s, ""), 0.0), o)
+                for s, g in self.groups.items()
+                for o in g.members.values()
+            )
+            return [order[2] for _, order in ranked]
         orders = sorted(o for g in self.groups.values() for o in g.members.values())
         return [order[2] for order in orders]
 

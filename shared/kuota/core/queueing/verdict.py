@@ -13,11 +13,13 @@ emitted: most failed attempts are never shown to anyone.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from kuota.core.assign.flavors import Assignment, Reason, render_reasons
+from kuota.core.assign.flavors import Assignment, PodSetRequest, Reason, render_reasons
 from kuota.core.pickling import register_by_fields
+from kuota.quantity import format_quantity
 
 
 @dataclass(slots=True, init=False, unsafe_hash=True)  # a value: see flavors.Shortfall
@@ -57,6 +59,26 @@ class Verdict:
                 )
             return rendered[0]
         return self.text
+
+
+def gang_prefix(kind: str, podsets: Sequence[PodSetRequest]) -> str:
+    """For a workload of several podsets, what the whole gang needs, before the
+    per-podset reasons of a quota verdict: ``PyTorchJob of 5 pods (master 1 +
+    worker 4) needs nvidia.com/gpu 5 in all, admitted whole or not at all: ``.
+    ``""`` for a workload of one podset (a Job's message is Kueue's alone)."""
+    if len(podsets) < 2:
+        return ""
+    pods = sum(p.count for p in podsets)
+    shape = " + ".join(f"{p.name} {p.count}" for p in podsets)
+    totals: dict[str, int] = {}
+    for p in podsets:
+        for resource, amount in p.totals:
+            totals[resource] = totals.get(resource, 0) + amount
+    needs = ", ".join(f"{r} {format_quantity(a)}" for r, a in sorted(totals.items()))
+    return (
+        f"{kind} of {pods} pods ({shape}) needs {needs or 'nothing'} in all, "
+        "admitted whole or not at all: "
+    )
 
 
 def text_verdict(reason: str, message: str) -> Verdict:

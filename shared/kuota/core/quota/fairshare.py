@@ -79,6 +79,11 @@ class Weights:
 
     queues: Mapping[str, int] = field(default_factory=dict)
     cohorts: Mapping[str, int] = field(default_factory=dict)
+    # History-aware fair sharing (kuota.core.quota.history): ClusterQueue -> its
+    # decayed share (milli-units of a share), and -> the weight (milli, > 0) its
+    # DRS gives that history.
+    history: Mapping[str, int] = field(default_factory=dict)
+    history_weight: Mapping[str, int] = field(default_factory=dict)
 
     def of(self, node: QuotaNode) -> int:
         table = self.queues if node.is_cluster_queue else self.cohorts
@@ -96,6 +101,20 @@ def _lendable(parent: QuotaNode) -> dict[str, int]:
 
 def dominant_resource_share(node: QuotaNode, weights: Weights) -> Share:
     """The node's DRS on the tree's current usage (see the module docstring)."""
+    if node.parent is None:
+        return ZERO
+    share = _current_share(node, weights)
+    if weights.history_weight and node.is_cluster_queue and not share.infinite:
+        w = weights.history_weight.get(node.name, 0)
+        past = weights.history.get(node.name, 0)
+        if w and past:
+            # History-aware (kuota.core.quota.history): plus w times its decayed share.
+            return Share(False, share.value + Fraction(w * past, 1000 * 1000), share.resource)
+    return share
+
+
+def _current_share(node: QuotaNode, weights: Weights) -> Share:
+    """The DRS on the tree's current usage alone."""
     if node.parent is None:
         return ZERO
     borrowed: dict[str, int] = {}

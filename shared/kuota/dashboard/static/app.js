@@ -19,8 +19,9 @@ function el(tag, attrs, ...children) {
 }
 
 function workloadLink(key) {
-  const [ns, name] = key.split("/");
-  return el("a", { href: `/workload/${encodeURIComponent(ns)}/${encodeURIComponent(name)}` }, key);
+  // ns/name for a Job, ns/<kind>/name for another kind (docs/design/workload-identity.md)
+  const path = key.split("/").map(encodeURIComponent).join("/");
+  return el("a", { href: `/workload/${path}` }, key);
 }
 
 function fmt(v) {
