@@ -10,10 +10,11 @@ the stops waiting for that count to reach 0: one entry per stop decision
 (Preempted, Evicted, Deactivated, Finished with reason Deleted), added once the
 lane applied the stop (so a suspended Job and an orphaned one alike), and at
 start-up from the read model's stops without ``QuotaReleased`` (a restart loses
-no report). When the count is 0 on a synced watch, and the Job controller has
-taken the stop in (``settled``: the Job gone, replaced, finished or with its
-``Suspended`` condition True, so no pod it was still creating comes late), it
-journals ``WorkloadStopped``;
+no report). When the count is 0 on a synced watch, the stop has been watched
+for ``quiet`` seconds, and the Job controller has taken the stop in (``settled``:
+the Job gone, replaced, finished or with its ``Suspended`` condition True and its
+own ``active`` and ``terminating`` counts 0, so no pod it was still creating
+comes late), it journals ``WorkloadStopped``;
 until then it logs and writes a Warning Event every ``warn_every`` seconds. It
 runs beside the lanes: no decision waits for it.
 """
@@ -258,7 +259,11 @@ def job_settled(job: dict[str, Any] | None, uid: str) -> bool:
         if c.get("type") in ("Complete", "Failed", "SuccessCriteriaMet", "FailureTarget"):
             return True  # finished, or finishing: it creates no more pods
         if c.get("type") == "Suspended" and (job.get("spec") or {}).get("suspend") is True:
-            return True
+            # and the controller's own count agrees (Kueue's rule: active and
+            # terminating both 0), so a pod our watch has not delivered yet is no
+            # surprise; an absent count is 0 (a status never written)
+            status = job.get("status") or {}
+            return not status.get("active") and not status.get("terminating")
     return False
 
 
@@ -297,12 +302,16 @@ class Drains:
         warn: Warn | None = None,
         warn_every: float = 60.0,
         settled: Settled = lambda _stop: True,
+        quiet: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._pods = pods
         self._report = report
         self._warn = warn
         self._settled = settled
+        # seconds a stop is watched before it may be reported: a pod the Job
+        # controller was creating when the stop was applied surfaces by then
+        self.quiet = quiet
         self.warn_every = warn_every
         self._clock = clock
         self.pending: dict[str, _Pending] = {}  # stop decision id -> its wait
@@ -337,7 +346,7 @@ class Drains:
             d = wait.stop
             live = self._pods.live(d.uid) if d.uid else 0
             # not settled: the Job controller may still create a pod of the stopped run
-            if live == 0 and self._settled(d):
+            if live == 0 and now - wait.since >= self.quiet and self._settled(d):
                 waited = now - wait.since
                 report = self._report(
                     WorkloadStopped(
@@ -386,8 +395,13 @@ class Drains:
                 asyncio.ensure_future(self._wake.wait()),
                 asyncio.ensure_future(self._pods.changed.wait()),
             ]
+            timeout = 1.0
+            for wait in self.pending.values():  # wake when a quiet period ends
+                left = wait.since + self.quiet - self._clock()
+                if left > 0:
+                    timeout = min(timeout, left + 0.01)
             try:
-                await asyncio.wait(waits, timeout=1.0, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 for w in waits:
                     w.cancel()

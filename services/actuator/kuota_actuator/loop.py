@@ -180,6 +180,7 @@ class Service:
                 warn=warn,
                 warn_every=cfg.stop_timeout,
                 settled=settled,
+                quiet=cfg.stop_quiet,
             )
             for kept in self.model.draining():  # stops a previous incarnation watched
                 drains.watch(Stop(kept.stop_id, "stop", kept.workload, kept.uid, kept.at))

@@ -38,6 +38,7 @@ class Config(service.Identity):
     concurrency: int = 64
     max_in_flight: int = 1000
     stop_timeout: float = 60.0
+    stop_quiet: float = 1.0
     cq_selector: str | None = None
     job_selector: str | None = None
     max_backoff: float = 5.0
@@ -78,6 +79,7 @@ def load_config(env: Mapping[str, str] | None = None) -> Config:
         concurrency=service.integer(e, "KUOTA_ACTUATOR_CONCURRENCY", 64, minimum=1),
         max_in_flight=service.integer(e, "KUOTA_ACTUATOR_MAX_IN_FLIGHT", 1000, minimum=1),
         stop_timeout=service.number(e, "KUOTA_ACTUATOR_STOP_TIMEOUT", 60, minimum=0.1),
+        stop_quiet=service.number(e, "KUOTA_ACTUATOR_STOP_QUIET", 1, minimum=0),
         cq_selector=e.get("KUOTA_CLUSTERQUEUE_SELECTOR", "").strip() or None,
         job_selector=e.get("KUOTA_JOB_LABEL_SELECTOR", "").strip() or None,
         max_backoff=service.number(e, "KUOTA_ACTUATOR_MAX_BACKOFF", 5, minimum=0.01),

@@ -166,6 +166,31 @@ def test_job_settled() -> None:
     assert not job_settled(job("u1", True), "u1"), "suspended, not taken in yet"
     assert not job_settled(job("u1", False, "Suspended"), "u1"), "unsuspended again"
     assert job_settled(job("u1", True, "SuccessCriteriaMet"), "u1"), "stopped as it succeeded"
+    counting = job("u1", True, "Suspended")
+    counting["status"]["terminating"] = 1
+    assert not job_settled(counting, "u1"), "the controller still counts a terminating pod"
+    counting["status"].update(terminating=0, active=1)
+    assert not job_settled(counting, "u1"), "the controller still counts an active pod"
+    counting["status"]["active"] = 0
+    assert job_settled(counting, "u1"), "both counts 0"
+
+
+async def test_a_stop_waits_out_its_quiet_period_for_a_pod_still_being_created() -> None:
+    """A stop applied while the Job controller was creating a pod of the short run
+    (its Suspended condition still True from before that run): the pod surfaces
+    within the quiet period, and the stop waits for it (a fault run saw a late pod
+    of a stopped run beside kuota's own restart of the Job)."""
+    rig = Rig()
+    rig.drains.quiet = 1.0
+    rig.synced()
+    rig.drains.add(decision("Preempted", uid="u1", workload="team/low"))
+    assert await rig.drains.check() == 0, "no pod seen yet, but the quiet period is not over"
+    rig.now = 0.5
+    rig.pods.observe(pod("low-late", "u1"))  # the create that was in flight
+    rig.now = 1.5
+    assert await rig.drains.check() == 0, "the late pod holds the quota"
+    rig.pods.observe(gone("low-late", "u1"))
+    assert await rig.drains.check() == 1
 
 
 async def test_a_failed_report_is_retried_not_lost() -> None:
