@@ -380,6 +380,28 @@ def test_job_changed_while_admitted_keeps_its_admission_unless_its_podsets_chang
     assert d.apply(cpu_job("j", 2)) == []
 
 
+def test_an_admitted_job_moved_to_another_local_queue_is_evicted_and_queued_there() -> None:
+    """The label moved (lq -> lq2) while the Admitted decision was on its way (the
+    Job still suspended, so the webhook let it through): the admission in q's
+    ClusterQueue ends, and the Job waits in q2, so a later stop never puts it
+    back in lq."""
+    d = setup(cpu=2)
+    d.apply(cq("cq2").flavor("default", cpu=1))
+    d.apply(lq("ns", "lq2", "cq2"))
+    d.apply(cpu_job("j", 1))
+    assert d.usage("cq") == {("default", "cpu"): 1000}
+    moved = cpu_job("j", 1, queue="lq2")
+    out = d.apply(moved)
+    assert [(x.type, x.reason, x.cluster_queue) for x in out] == [
+        ("Evicted", "LocalQueueChanged", "cq"),
+        ("Requeued", "LocalQueueChanged", "cq"),
+        ("QuotaReleased", "PodsGone", "cq"),
+        ("Admitted", None, "cq2"),
+    ]
+    assert "from LocalQueue lq to lq2" in (out[0].message or "")
+    assert d.usage("cq") == {} and d.usage("cq2") == {("default", "cpu"): 1000}
+
+
 def test_deactivated_job() -> None:
     d = setup(cpu=2)
     inactive = cpu_job("j")

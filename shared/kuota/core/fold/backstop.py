@@ -25,6 +25,9 @@ from kuota.kinds import QUEUE_NAME_LABEL
 NO_LOCAL_QUEUE_NAMED = "NoLocalQueueNamed"
 QUEUE_LABEL_REMOVED = "QueueLabelRemoved"
 PODSETS_CHANGED = "PodSetsChanged"  # an admitted Job's podsets changed: evicted, requeued
+# an admitted Job (its start still on the way: the webhook refuses a running Job's
+# relabel) was moved to another LocalQueue: evicted, requeued in the new one
+LOCAL_QUEUE_CHANGED = "LocalQueueChanged"
 # The actuator found the Job at another generation than its Admitted decision's (it
 # changed after the decision): not started; evicted, requeued, admitted again once
 # the fold has seen the Job at that generation.

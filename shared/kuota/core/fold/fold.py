@@ -44,6 +44,7 @@ from kuota.core.assign.flavors import (
 from kuota.core.dra.charging import DraInventory
 from kuota.core.fold.backstop import (
     JOB_CHANGED,
+    LOCAL_QUEUE_CHANGED,
     PODSETS_CHANGED,
     QUEUE_LABEL_REMOVED,
     generation_seen,
@@ -352,8 +353,10 @@ class Fold(Cohorts):
 
     def _admitted_changed(self, rec: WorkloadRecord, spec: WorkloadSpec) -> None:
         """An admitted workload's Job changed: it keeps its admission unless it
-        was deactivated, lost its queue label, or its podsets changed (Kueue makes
-        a new Workload then: evicted and queued again, never charged the old shape)."""
+        was deactivated, lost its queue label, was moved to another LocalQueue (the
+        admission was in the old one's ClusterQueue: evicted and queued in the new
+        one), or its podsets changed (Kueue makes a new Workload then: evicted and
+        queued again, never charged the old shape)."""
         old = rec.spec
         if not spec.active:
             self._evict(rec, "InactiveWorkload", "the workload was deactivated", requeue=False)
@@ -364,11 +367,19 @@ class Fold(Cohorts):
                 "the queue label was removed from the admitted Job; its quota is released",
                 requeue=False,
             )
-        elif spec.podsets != old.podsets:
+        elif spec.podsets != old.podsets or spec.queue_name != old.queue_name:
             key, cq_name = rec.key, rec.cluster_queue
-            self._evict(rec, PODSETS_CHANGED, podsets_change(old, spec), requeue=False)
+            if spec.podsets != old.podsets:
+                reason, message = PODSETS_CHANGED, podsets_change(old, spec)
+            else:
+                reason = LOCAL_QUEUE_CHANGED
+                message = (
+                    f"the {old.owner_kind} was moved from LocalQueue {old.queue_name} to "
+                    f"{spec.queue_name} after it was admitted; it is queued there"
+                )
+            self._evict(rec, reason, message, requeue=False)
             self._out.append(
-                requeued(workload=key, uid=spec.uid, cluster_queue=cq_name, reason=PODSETS_CHANGED)
+                requeued(workload=key, uid=spec.uid, cluster_queue=cq_name, reason=reason)
             )
         else:
             if spec.generation != old.generation:  # the generation the next Admitted carries
