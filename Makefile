@@ -7,7 +7,7 @@ STACK := scripts/stack
 # Load the stack's addresses (Kafka, Redis, kubeconfig) for commands that need them.
 WITH_STACK := set -a; . $${KUOTA_STACK_DIR:-.stack}/stack.env; set +a;
 
-.PHONY: help venv native stack-up stack-down operators browser demo test test-unit check lint typecheck schemas \
+.PHONY: help venv native stack-up stack-down operators training browser demo test test-unit check lint typecheck schemas \
 	bench-core bench-kueue-baseline bench-kueue-large bench-replay bench-e2e chaos \
 	bench-template-churn plan kueue-install kueue-stack-up kueue-stack-down diff-kueue bench-vs-kueue
 
@@ -54,6 +54,10 @@ stack-down:
 operators: stack-up
 	$(STACK) up training kuberay
 
+# The Kubeflow training-operator alone: the demo's PyTorchJobs need it.
+training: stack-up
+	$(STACK) up training
+
 # Debian's chromium and chromium-driver for the dashboard's browser test
 # (tests/e2e/test_e2e_dashboard.py); apt-get only if they are missing.
 browser:
@@ -62,7 +66,7 @@ browser:
 # The main job: stack + the four services + a sample GPU cluster, the admission
 # stream printed live, a usage table at the end. `make demo DEMO_ARGS=--down` stops
 # everything afterwards.
-demo: native stack-up
+demo: native stack-up training
 	@$(STACK) versions
 	$(WITH_STACK) $(PY) scripts/demo $(DEMO_ARGS)
 

@@ -18,8 +18,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from demo_stream import (
-    MEMORY_RESOURCES,
     NAMESPACES,
+    PYTORCHJOB,
+    QUOTA_RESOURCES,
     REPO,
     STYLES,
     DemoError,
@@ -56,8 +57,25 @@ async def delete_previous_jobs(api: Any) -> int:
     from kubernetes_asyncio.client.exceptions import ApiException
 
     batch = client.BatchV1Api(api)
+    objects = client.CustomObjectsApi(api)
+
+    async def pytorchjobs(ns: str) -> list[Any]:
+        try:
+            listed = await objects.list_namespaced_custom_object(*PYTORCHJOB, ns)
+        except ApiException as err:
+            if err.status == 404:  # no namespace yet, or no training-operator CRD
+                return []
+            raise
+        return list(listed.get("items") or [])
+
     deleted = 0
     for ns in NAMESPACES:
+        for item in await pytorchjobs(ns):
+            with contextlib.suppress(ApiException):
+                await objects.delete_namespaced_custom_object(
+                    *PYTORCHJOB, ns, item["metadata"]["name"], propagation_policy="Background"
+                )
+            deleted += 1
         try:
             jobs = await batch.list_namespaced_job(ns)
         except ApiException as err:
@@ -73,6 +91,7 @@ async def delete_previous_jobs(api: Any) -> int:
         for ns in NAMESPACES:
             with contextlib.suppress(ApiException):
                 left += len((await batch.list_namespaced_job(ns)).items)
+            left += len(await pytorchjobs(ns))
         if not left:
             break
         if time.monotonic() > deadline:
@@ -144,14 +163,14 @@ async def read_quotas(api: Any) -> tuple[dict[str, QueueQuota], dict[str, int]]:
 
     objects = client.CustomObjectsApi(api)
     quotas: dict[str, QueueQuota] = {}
-    for cq_name in ("training", "inference", "inference-shared"):
+    for cq_name in ("training", "inference", "inference-shared", "training-ddp"):
         cq = await objects.get_cluster_custom_object(*KUEUE, "clusterqueues", cq_name)
         spec = cq.get("spec") or {}
         nominal, limit = 0, None
         for group in spec.get("resourceGroups") or []:
             for flavor in group.get("flavors") or []:
                 for r in flavor.get("resources") or []:
-                    if r.get("name") in MEMORY_RESOURCES:
+                    if r.get("name") in QUOTA_RESOURCES:
                         nominal += parse_quantity(str(r.get("nominalQuota", "0")))
                         if r.get("borrowingLimit") is not None:
                             limit = (limit or 0) + parse_quantity(str(r["borrowingLimit"]))
@@ -191,12 +210,19 @@ async def submit_jobs(api: Any, jobs: list[DemoJob], t0: float) -> None:
             await asyncio.sleep(delay)
         ns = job.manifest["metadata"]["namespace"]
         try:
-            await batch.create_namespaced_job(ns, job.manifest)
+            if job.kind == "PyTorchJob":
+                await client.CustomObjectsApi(api).create_namespaced_custom_object(
+                    *PYTORCHJOB, ns, job.manifest
+                )
+            else:
+                await batch.create_namespaced_job(ns, job.manifest)
         except ApiException as err:
             detail = err.reason
             with contextlib.suppress(ValueError, TypeError, AttributeError):
                 detail = json.loads(err.body).get("message", detail)
-            raise DemoError(f"creating Job {job.key}: {detail}") from None
+            if job.kind == "PyTorchJob" and err.status == 404:
+                detail += " (the training-operator's CRD is missing: `scripts/stack up training`)"
+            raise DemoError(f"creating {job.kind} {job.key}: {detail}") from None
         job.submitted = time.time()
         stream_line(
             elapsed(job.submitted - t0),

@@ -28,6 +28,9 @@ NAMESPACES = ("training", "inference")
 GPU_MEMORY = "gpu-memory"
 SHARE_MEMORY = "gpu-share-memory"  # the MPS H100's memory, charged per share
 MEMORY_RESOURCES = (GPU_MEMORY, SHARE_MEMORY)
+GPU_COUNT = "nvidia.com/gpu"  # the A100 node's GPUs, counted (device plugin)
+QUOTA_RESOURCES = (*MEMORY_RESOURCES, GPU_COUNT)
+PYTORCHJOB = ("kubeflow.org", "v1", "pytorchjobs")
 KWOK_READY = "pod-ready.stage.kwok.x-k8s.io/delay"
 KWOK_COMPLETE = "pod-complete.stage.kwok.x-k8s.io/delay"
 
@@ -65,7 +68,7 @@ COLUMNS = (
     ("decision", 12, "left"),
     ("ClusterQueue", 12, "left"),
     ("flavor", 6, "left"),
-    ("GPU memory", 10, "right"),
+    ("GPU charge", 10, "right"),
     ("reason", None, "left"),
 )
 
@@ -108,6 +111,7 @@ class DemoJob:
     key: str
     pods: int
     priority: str | None
+    kind: str = "Job"
     submitted: float | None = None  # wall clock
     admitted: float | None = None  # decision time
     finished: bool = False
@@ -124,25 +128,34 @@ def read_jobs(path: Path) -> list[DemoJob]:
 
     jobs: list[DemoJob] = []
     for doc in yaml.safe_load_all(path.read_text()):
-        if not isinstance(doc, dict) or doc.get("kind") != "Job":
+        if not isinstance(doc, dict) or doc.get("kind") not in ("Job", "PyTorchJob"):
             continue
         md = doc["metadata"]
         ann = md.get("annotations") or {}
         submit = micros_to_seconds(parse_duration(ann.get("kuota.dev/submit-at", "0s")))
         run = micros_to_seconds(parse_duration(ann.get("kuota.dev/run-for", "10s")))
-        # kwok runs each pod this long (scripts/kube/stages/pod.yaml)
-        template_md = doc["spec"]["template"].setdefault("metadata", {})
-        pod_ann = template_md.setdefault("annotations", {})
-        pod_ann.setdefault(KWOK_READY, "500ms")
-        pod_ann.setdefault(KWOK_COMPLETE, f"{run:g}s")
+        if doc["kind"] == "Job":
+            templates = [doc["spec"]["template"]]
+            pods = int(doc["spec"].get("parallelism") or 1)
+            key = f"{md['namespace']}/{md['name']}"
+        else:  # a PyTorchJob: one template per replica type, its key names the kind
+            replicas = doc["spec"]["pytorchReplicaSpecs"].values()
+            templates = [r["template"] for r in replicas]
+            pods = sum(int(r.get("replicas", 1)) for r in replicas)
+            key = f"{md['namespace']}/pytorchjob/{md['name']}"
+        for template in templates:  # kwok runs each pod this long (scripts/kube/stages)
+            pod_ann = template.setdefault("metadata", {}).setdefault("annotations", {})
+            pod_ann.setdefault(KWOK_READY, "500ms")
+            pod_ann.setdefault(KWOK_COMPLETE, f"{run:g}s")
         jobs.append(
             DemoJob(
                 manifest=doc,
                 submit_at=submit,
                 run_for=run,
-                key=f"{md['namespace']}/{md['name']}",
-                pods=int(doc["spec"].get("parallelism") or 1),
+                key=key,
+                pods=pods,
                 priority=(md.get("labels") or {}).get(PRIORITY_LABEL),
+                kind=doc["kind"],
             )
         )
     jobs.sort(key=lambda j: j.submit_at)
@@ -150,6 +163,12 @@ def read_jobs(path: Path) -> list[DemoJob]:
 
 
 def describe(job: DemoJob) -> str:
+    if job.kind == "PyTorchJob":
+        specs = job.manifest["spec"]["pytorchReplicaSpecs"]
+        roles = " + ".join(f"{int(r.get('replicas', 1))} {t.lower()}" for t, r in specs.items())
+        limits = next(iter(specs.values()))["template"]["spec"]["containers"][0]["resources"]
+        gpus = (limits.get("limits") or {}).get(GPU_COUNT, 0)
+        return f"PyTorchJob gang of {job.pods} pods ({roles}) x {gpus} A100s, runs {job.run_for:g}s"
     if job.queue == "shared-gpu-queue":
         unit = "20Gi share of the MPS H100"
     elif job.key.startswith("training/"):
@@ -168,7 +187,7 @@ def describe(job: DemoJob) -> str:
 class QueueQuota:
     name: str
     cohort: str | None
-    nominal: int  # milli-units of gpu-memory
+    nominal: int  # milli-units of gpu-memory (or of GPUs, for training-ddp)
     borrowing_limit: int | None
     usage: int = 0
     peak: int = 0
@@ -207,7 +226,7 @@ class Stream:
             amount = 0
             for fl, resources in (d.usage or {}).items():
                 flavor = fl
-                for name in MEMORY_RESOURCES:
+                for name in QUOTA_RESOURCES:
                     with contextlib.suppress(QuantityError):
                         amount += parse_quantity(resources.get(name, "0"))
             memory = gib(amount)

@@ -254,8 +254,10 @@ async def wait_nodes_ready(run: Run) -> None:
 # ====================================================================== the run fixture
 
 
-def run_fixture() -> Any:
-    """A module-scoped ``e2e_run`` fixture: one pipeline + hardware per test module."""
+def run_fixture(config_extra: dict[str, Any] | None = None) -> Any:
+    """A module-scoped ``e2e_run`` fixture: one pipeline + hardware per test module;
+    ``config_extra``: top-level sections added to the run's Kueue Configuration
+    (``waitForPodsReady``, say)."""
 
     @pytest_asyncio.fixture(scope="module", loop_scope="module")
     async def e2e_run(kafka_bootstrap: str, redis_url: str, kubeconfig: str) -> AsyncIterator[Run]:
@@ -270,7 +272,7 @@ def run_fixture() -> Any:
         tmp = Path(launcher.stack_dir()) / "run" / run_id
         tmp.mkdir(parents=True, exist_ok=True)
         config_file = tmp / "kueue-config.yaml"
-        cfg = configuration(run_id, driver)
+        cfg = configuration(run_id, driver) | (config_extra or {})
         config_file.write_text(yaml.safe_dump(cfg))
         pipeline = launcher.Pipeline(
             name=run_id,
