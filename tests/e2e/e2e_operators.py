@@ -25,6 +25,8 @@ NODE_LABEL = "e2e.kuota.dev/gpu-node"
 # the operator's pods must stay Running while the test looks.
 KEEP_RUNNING = {"pod-complete.stage.kwok.x-k8s.io/delay": "8760h"}
 HELD = 3.0  # seconds a test watches that nothing happens
+PYTORCHJOBS = ("kubeflow.org", "v1", "pytorchjobs")  # group, version, plural
+PYTORCHJOB_POD_LABEL = "training.kubeflow.org/job-name"  # on the operator's pods
 
 
 def gpu_pod(container: str, image: str) -> dict[str, Any]:
@@ -129,3 +131,25 @@ def history(run: Run, key: str) -> str:
         for _, d in run.decisions
         if d.workload == key
     )
+
+
+async def create_pytorchjob(run: Run, ns: str, manifest: dict[str, Any]) -> dict[str, Any]:
+    created: dict[str, Any] = await client.CustomObjectsApi(
+        run.api
+    ).create_namespaced_custom_object(*PYTORCHJOBS[:2], ns, PYTORCHJOBS[2], manifest)
+    return created
+
+
+async def get_pytorchjob(run: Run, ns: str, name: str) -> dict[str, Any]:
+    got: dict[str, Any] = await client.CustomObjectsApi(run.api).get_namespaced_custom_object(
+        *PYTORCHJOBS[:2], ns, PYTORCHJOBS[2], name
+    )
+    return got
+
+
+async def pytorchjob_pods(run: Run, ns: str, name: str) -> list[client.V1Pod]:
+    """The training-operator's pods of one PyTorchJob."""
+    listed = await client.CoreV1Api(run.api).list_namespaced_pod(
+        ns, label_selector=f"{PYTORCHJOB_POD_LABEL}={name}"
+    )
+    return list(listed.items)

@@ -32,11 +32,15 @@ from e2e_operators import (
     HELD,
     NODE_LABEL,
     PRIORITY_LABEL,
+    PYTORCHJOBS,
+    create_pytorchjob,
     decisions,
+    get_pytorchjob,
     gpu_node,
     gpu_pod,
     history,
     operator_up,
+    pytorchjob_pods,
     queue_objects,
 )
 from kubernetes_asyncio import client
@@ -51,8 +55,6 @@ pytestmark = [
 ]
 
 e2e_run = run_fixture()
-GROUP, VERSION, PLURAL = "kubeflow.org", "v1", "pytorchjobs"
-JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 
 
 def pytorchjob(run: Run, name: str, workers: int, *, priority: str) -> dict[str, Any]:
@@ -69,7 +71,7 @@ def pytorchjob(run: Run, name: str, workers: int, *, priority: str) -> dict[str,
     return labelled(
         run,
         {
-            "apiVersion": f"{GROUP}/{VERSION}",
+            "apiVersion": "/".join(PYTORCHJOBS[:2]),
             "kind": "PyTorchJob",
             "metadata": {"name": name, "labels": {QUEUE_LABEL: "lq", PRIORITY_LABEL: priority}},
             "spec": {"pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(workers)}},
@@ -77,38 +79,15 @@ def pytorchjob(run: Run, name: str, workers: int, *, priority: str) -> dict[str,
     )
 
 
-async def get(run: Run, ns: str, name: str) -> dict[str, Any]:
-    objects = client.CustomObjectsApi(run.api)
-    got: dict[str, Any] = await objects.get_namespaced_custom_object(
-        GROUP, VERSION, ns, PLURAL, name
-    )
-    return got
-
-
-async def pods(run: Run, ns: str, name: str) -> list[client.V1Pod]:
-    listed = await client.CoreV1Api(run.api).list_namespaced_pod(
-        ns, label_selector=f"{JOB_NAME_LABEL}={name}"
-    )
-    return list(listed.items)
-
-
 async def all_running(run: Run, ns: str, name: str, count: int) -> list[client.V1Pod]:
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
-        got = await pods(run, ns, name)
+        got = await pytorchjob_pods(run, ns, name)
         if len(got) == count and all(p.status.phase == "Running" for p in got):
             return got
         await asyncio.sleep(0.3)
-    got = await pods(run, ns, name)
+    got = await pytorchjob_pods(run, ns, name)
     pytest.fail(f"{ns}/{name}: want {count} pods Running, have {[p.status.phase for p in got]}")
-
-
-async def create(run: Run, ns: str, manifest: dict[str, Any]) -> dict[str, Any]:
-    objects = client.CustomObjectsApi(run.api)
-    created: dict[str, Any] = await objects.create_namespaced_custom_object(
-        GROUP, VERSION, ns, PLURAL, manifest
-    )
-    return created
 
 
 def templates(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -127,7 +106,7 @@ async def test_a_gang_runs_together_and_its_preemption_waits_for_its_pods(
     await wait_journaled(run, applied)
     gang = f"{ns}/pytorchjob/gang"
 
-    created = await create(run, ns, pytorchjob(run, "gang", 3, priority=f"{ns}-low"))
+    created = await create_pytorchjob(run, ns, pytorchjob(run, "gang", 3, priority=f"{ns}-low"))
     assert created["spec"]["runPolicy"]["suspend"] is True, "the webhook suspends it"
 
     (admitted,) = await run.until(
@@ -137,7 +116,7 @@ async def test_a_gang_runs_together_and_its_preemption_waits_for_its_pods(
     assert admitted.flavors == {"master": {GPU: ns}, "worker": {GPU: ns}}
     running = await all_running(run, ns, "gang", 4)
     assert {p.spec.node_name for p in running} == {node}, "together on the flavor's node"
-    stored = await get(run, ns, "gang")
+    stored = await get_pytorchjob(run, ns, "gang")
     assert stored["spec"]["runPolicy"]["suspend"] is False
     for rtype, spec in templates(stored).items():
         assert spec["nodeSelector"] == {NODE_LABEL: node}, rtype
@@ -152,7 +131,7 @@ async def test_a_gang_runs_together_and_its_preemption_waits_for_its_pods(
 
     # A higher-priority PyTorchJob preempts it; its quota returns once its pods are gone.
     urgent = f"{ns}/pytorchjob/urgent"
-    await create(run, ns, pytorchjob(run, "urgent", 1, priority=f"{ns}-high"))
+    await create_pytorchjob(run, ns, pytorchjob(run, "urgent", 1, priority=f"{ns}-high"))
     (preempted,) = await run.until(lambda: decisions(run, gang, "Preempted"), "gang preempted")
     assert preempted.preemptor == urgent
 
@@ -163,7 +142,7 @@ async def test_a_gang_runs_together_and_its_preemption_waits_for_its_pods(
     assert report.decision_id == preempted.id
     left = [
         (p.metadata.name, p.status.phase, p.metadata.deletion_timestamp)
-        for p in await pods(run, ns, "gang")
+        for p in await pytorchjob_pods(run, ns, "gang")
         if p.status.phase not in ("Succeeded", "Failed")  # a done pod holds nothing
     ]
     assert not left, "reported only once the operator deleted them"
@@ -175,7 +154,7 @@ async def test_a_gang_runs_together_and_its_preemption_waits_for_its_pods(
     order = [d.id for _, d in run.decisions]
     assert order.index(released.id) < order.index(urgent_admitted.id)
     await all_running(run, ns, "urgent", 2)
-    stopped_gang = await get(run, ns, "gang")
+    stopped_gang = await get_pytorchjob(run, ns, "gang")
     assert stopped_gang["spec"]["runPolicy"]["suspend"] is True
     for rtype, spec in templates(stopped_gang).items():
         assert "nodeSelector" not in spec and "tolerations" not in spec, f"{rtype} restored"
@@ -191,7 +170,7 @@ async def test_a_gang_too_big_is_never_partly_admitted_nor_unsuspended_by_a_user
     applied = await kubectl_apply(run, queue_objects(run, ns, node, gpus=4))
     await wait_journaled(run, applied)
     big = f"{ns}/pytorchjob/big"
-    await create(run, ns, pytorchjob(run, "big", 4, priority=f"{ns}-low"))
+    await create_pytorchjob(run, ns, pytorchjob(run, "big", 4, priority=f"{ns}-low"))
     (why, *_) = await run.until(lambda: decisions(run, big, "Inadmissible"), "big inadmissible")
     text = f"{why.reason}: {why.message}"
     assert "5" in text and GPU in text, text
@@ -217,8 +196,8 @@ async def test_a_gang_too_big_is_never_partly_admitted_nor_unsuspended_by_a_user
     assert proc.returncode != 0, "the webhook refuses a user's unsuspend"
     assert "spec.runPolicy.suspend: Forbidden" in err.decode(), err.decode()
     for _ in range(int(HELD / 0.5)):
-        assert not await pods(run, ns, "big"), "no pod of a gang that does not fit"
-        assert (await get(run, ns, "big"))["spec"]["runPolicy"]["suspend"] is True
+        assert not await pytorchjob_pods(run, ns, "big"), "no pod of a gang that does not fit"
+        assert (await get_pytorchjob(run, ns, "big"))["spec"]["runPolicy"]["suspend"] is True
         assert not decisions(run, big, "Admitted")
         await asyncio.sleep(0.5)
     with pytest.raises(ApiException):

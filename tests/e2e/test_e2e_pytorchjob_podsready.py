@@ -25,11 +25,15 @@ from e2e_objects import labelled
 from e2e_operators import (
     GPU,
     PRIORITY_LABEL,
+    PYTORCHJOBS,
+    create_pytorchjob,
     decisions,
+    get_pytorchjob,
     gpu_node,
     gpu_pod,
     history,
     operator_up,
+    pytorchjob_pods,
     queue_objects,
 )
 from kubernetes_asyncio import client
@@ -56,8 +60,6 @@ e2e_run = run_fixture(
         }
     }
 )
-GROUP, VERSION, PLURAL = "kubeflow.org", "v1", "pytorchjobs"
-JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 NOWHERE = {"e2e.kuota.dev/nowhere": "true"}  # no node has it: the workers stay Pending
 
 
@@ -68,7 +70,7 @@ def stuck_pytorchjob(run: Run, name: str, *, priority: str) -> dict[str, Any]:
     return labelled(
         run,
         {
-            "apiVersion": f"{GROUP}/{VERSION}",
+            "apiVersion": "/".join(PYTORCHJOBS[:2]),
             "kind": "PyTorchJob",
             "metadata": {"name": name, "labels": {QUEUE_LABEL: "lq", PRIORITY_LABEL: priority}},
             "spec": {
@@ -81,18 +83,9 @@ def stuck_pytorchjob(run: Run, name: str, *, priority: str) -> dict[str, Any]:
     )
 
 
-async def get(run: Run, ns: str, name: str) -> dict[str, Any]:
-    got: dict[str, Any] = await client.CustomObjectsApi(run.api).get_namespaced_custom_object(
-        GROUP, VERSION, ns, PLURAL, name
-    )
-    return got
-
-
 async def live_pods(run: Run, ns: str, name: str) -> list[client.V1Pod]:
-    listed = await client.CoreV1Api(run.api).list_namespaced_pod(
-        ns, label_selector=f"{JOB_NAME_LABEL}={name}"
-    )
-    return [p for p in listed.items if p.status.phase not in ("Succeeded", "Failed")]
+    done = ("Succeeded", "Failed")
+    return [p for p in await pytorchjob_pods(run, ns, name) if p.status.phase not in done]
 
 
 async def phases_when_started(run: Run, ns: str, name: str) -> dict[str, str]:
@@ -117,9 +110,7 @@ async def test_a_pytorchjob_whose_workers_never_get_ready_is_evicted_then_deacti
     await wait_journaled(run, applied)
     key = f"{ns}/pytorchjob/stuck"
     manifest = stuck_pytorchjob(run, "stuck", priority=f"{ns}-low")
-    await client.CustomObjectsApi(run.api).create_namespaced_custom_object(
-        GROUP, VERSION, ns, PLURAL, manifest
-    )
+    await create_pytorchjob(run, ns, manifest)
 
     (first,) = await run.until(
         lambda: decisions(run, key, "Admitted")[:1], lambda: f"admitted ({history(run, key)})"
@@ -157,7 +148,7 @@ async def test_a_pytorchjob_whose_workers_never_get_ready_is_evicted_then_deacti
     )
 
     async def suspended_and_empty() -> bool:
-        obj = await get(run, ns, "stuck")
+        obj = await get_pytorchjob(run, ns, "stuck")
         return obj["spec"]["runPolicy"]["suspend"] is True and not await live_pods(run, ns, "stuck")
 
     deadline = time.monotonic() + 60
