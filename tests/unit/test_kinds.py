@@ -449,3 +449,28 @@ def test_a_leader_worker_set_group_key_names_its_index() -> None:
     assert kinds.workload_identity(ref.key) == ("LeaderWorkerSet", "leaderworkerset.x-k8s.io/v1")
     for bad in ("ns/leaderworkerset/lws/x", "ns/pytorchjob/p/0", "ns/leaderworkerset//0"):
         assert kinds.workload_ref(bad) is None, bad
+
+
+# --------------------------------------------------------------------------- pods of workloads
+
+
+def test_the_owners_whose_pods_are_not_pod_group_members() -> None:
+    """Every workload kind kuota reads but the Pod, and Kueue's other job kinds; a
+    ReplicaSet or a StatefulSet (Kueue manages their pods as pods) is not one."""
+    for k in KINDS:
+        if k.role == "workload" and k.kind != "Pod":
+            assert (k.group, k.kind) in kinds.MANAGED_OWNERS, k.kind
+    assert ("kubeflow.org", "TFJob") in kinds.MANAGED_OWNERS
+    assert ("", "Pod") not in kinds.MANAGED_OWNERS
+
+    def pod(*refs: dict[str, Any]) -> dict[str, Any]:
+        return {"kind": "Pod", "metadata": {"name": "p", "ownerReferences": list(refs)}}
+
+    job = {"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u", "controller": True}
+    assert kinds.managed_owner(pod(job)) == "Job"
+    assert kinds.managed_owner(pod({**job, "controller": False})) is None, "not its controller"
+    assert kinds.managed_owner(pod({**job, "apiVersion": "apps/v1", "kind": "ReplicaSet"})) is None
+    assert kinds.managed_owner(pod({**job, "apiVersion": "other.io/v1"})) is None, "another Job"
+    tf = {**job, "apiVersion": "kubeflow.org/v1", "kind": "TFJob"}
+    assert kinds.managed_owner(pod({**job, "controller": False}, tf)) == "TFJob"
+    assert kinds.managed_owner({"kind": "Pod", "metadata": {"ownerReferences": "x"}}) is None
