@@ -127,7 +127,7 @@ KINDS: tuple[Kind, ...] = (
     Kind("ray.io", ("v1",), "RayJob", "rayjobs", True, "workload", "", crd=True),
     Kind("jobset.x-k8s.io", ("v1alpha2",), "JobSet", "jobsets", True, "workload", crd=True),
     # pod groups and single Pods: only Pods with the queue label are watched
-    Kind("", ("v1",), "Pod", "pods", True, "workload", "", selector=QUEUE_NAME_LABEL),
+    Kind("", ("v1",), "Pod", "pods", True, "workload", selector=QUEUE_NAME_LABEL),
     Kind(
         "leaderworkerset.x-k8s.io",
         ("v1",),

@@ -107,11 +107,14 @@ def test_each_kind_and_plural_once_and_the_roles() -> None:
         "Pod",
     }
     # the training kinds are read from files and journals; ingest watches those wired
-    # into the services (#18: PyTorchJob, RayCluster, JobSet), not the others yet
-    wired = ("Job", "PyTorchJob", "RayCluster", "JobSet")
+    # into the services (#18: PyTorchJob, RayCluster, JobSet, pod groups), not the others yet
+    wired = ("Job", "PyTorchJob", "RayCluster", "JobSet", "Pod")
     others = [k for k in KINDS if k.role == "workload" and k.kind not in wired]
-    assert all(not k.watch and (k.crd or k.kind == "Pod") for k in others)
-    assert all(kinds.get(k).watch == "cluster" and kinds.get(k).crd for k in wired[1:])
+    assert [k.kind for k in others] == ["RayJob", "LeaderWorkerSet"]
+    assert all(not k.watch and k.crd for k in others)
+    assert all(kinds.get(k).watch == "cluster" and kinds.get(k).crd for k in wired[1:-1])
+    pod = kinds.get("Pod")
+    assert (pod.watch, pod.crd, pod.selector) == ("cluster", False, kinds.QUEUE_NAME_LABEL)
     assert kinds.names("config") == {"ConfigMap", "Configuration", "Kueue"}
     assert kinds.names("dra") == {
         "DeviceClass",
@@ -127,7 +130,8 @@ def test_each_kind_and_plural_once_and_the_roles() -> None:
         "WorkloadPriorityClass",
     }
     assert all(k.crd for k in KINDS if k.role == "queue")
-    assert not hasattr(kinds.get("Job"), "label_selector"), "Jobs are watched all (#22)"
+    assert kinds.get("Job").selector == "", "Jobs are watched all (#22)"
+    assert [k.kind for k in KINDS if k.selector] == ["Pod"], "a Pod is kuota's by its label"
 
 
 def test_what_ingest_watches_and_journals() -> None:
@@ -145,6 +149,7 @@ def test_what_ingest_watches_and_journals() -> None:
         "PyTorchJob",
         "RayCluster",
         "JobSet",
+        "Pod",
     ]
     assert [k.kind for k in kinds.JOURNALED] == [*(k.kind for k in kinds.WATCHED), "ConfigMap"]
     assert all(k.served for k in kinds.JOURNALED)
@@ -169,6 +174,7 @@ def test_translate_fills_in_the_watched_version() -> None:
         "PyTorchJob": "kubeflow.org/v1",
         "RayCluster": "ray.io/v1",
         "JobSet": "jobset.x-k8s.io/v1alpha2",
+        "Pod": "v1",
     }
     assert {"Configuration", "Kueue", "ConfigMap"} == translate.CONFIG_KINDS
 
@@ -181,12 +187,15 @@ def test_ingest_watches_the_registrys_paths() -> None:
     assert got == {
         k.kind: (
             k.path(),
-            None,  # every object of the kind: a Job whose queue label goes is still seen
+            # every object of the kind (a Job whose queue label goes is still seen),
+            # but Pods: only those with the queue label are kuota's
+            k.selector or None,
             f"{k.plural}.{k.group}" if k.crd else None,
         )
         for k in kinds.WATCHED
     }
     assert got["Job"] == ("/apis/batch/v1/jobs", None, None)
+    assert got["Pod"] == ("/api/v1/pods", "kueue.x-k8s.io/queue-name", None)
     assert got["LocalQueue"][0] == "/apis/kueue.x-k8s.io/v1beta2/localqueues"
     cm = sources.config_map_watch(NAMESPACE, CONFIG)
     assert cm.resource.path == f"/api/v1/namespaces/{NAMESPACE}/configmaps"
