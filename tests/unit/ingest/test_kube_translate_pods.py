@@ -12,10 +12,14 @@ import json
 from typing import Any
 
 import pytest
+from builders.driver import Driver, kinds
+from builders.manifests import cluster_queue, flavor, local_queue
 from builders.workloads import pod
 
+from kuota.actuation.patch import read_flavor
+from kuota.actuation.workloads import admit_pod
 from kuota.api.parse import parse_object
-from kuota.api.types import PodMember
+from kuota.api.types import PodMember, ResourceFlavor
 from kuota.events.schema import ObjectDeleted, ObjectUpserted, PodsReady, WorkloadFinished
 from kuota.kube.pod_status import PodGroups
 from kuota.kube.translate import Seen, fold_digest, journal_object, translate_upsert
@@ -249,8 +253,8 @@ async def test_the_sources_journal_the_groups_status_beside_its_pods() -> None:
     src, writer = sources()
     for i in range(3):
         await src.observe("Pod", "UPSERT", running(cluster_pod(f"g-{i}"), rv="2"))
-    kinds = [type(e) for e in writer.events()]
-    assert kinds == [ObjectUpserted, ObjectUpserted, ObjectUpserted, PodsReady]
+    journaled = [type(e) for e in writer.events()]
+    assert journaled == [ObjectUpserted, ObjectUpserted, ObjectUpserted, PodsReady]
     assert writer.items[-1].key == "Pod/ns/g-2", "in the same journal item as the Pod"
 
 
@@ -324,3 +328,50 @@ async def test_after_a_restart_every_pod_is_read_again_to_know_its_group() -> No
 def test_the_digest_moves_with_the_phase(phase: str) -> None:
     p = running(cluster_pod(), rv="2")
     assert fold_digest("Pod", p) != fold_digest("Pod", ended(p, phase, rv="3"))
+
+
+# --------------------------------------------------------------------------- through the fold
+
+
+def test_the_fold_admits_the_journaled_group_keeps_it_and_ends_it_on_its_pods() -> None:
+    """Ingest's events into the fold: the group admitted once its three Pods are
+    journaled, kept admitted through kuota's own admission writes (gate gone, the
+    flavor's selector in), ended (quota free) when ingest sees all three Succeeded,
+    and quiet while the done Pods are deleted."""
+    d = Driver()
+    d.apply(
+        flavor("h100", spec={"nodeLabels": {"gpu": "h100"}}),
+        cluster_queue("cq", gpus=4),
+        local_queue("lq", namespace="ns", cluster_queue="cq"),
+    )
+    groups = PodGroups()
+    memory: dict[str, Seen] = {}
+
+    def ingest(m: dict[str, Any], at: float) -> list[Any]:
+        key = f"Pod/ns/{m['metadata']['name']}"
+        t = translate_upsert("Pod", m, memory.get(key), at=at)
+        assert t.seen is not None
+        memory[key] = t.seen
+        out = []
+        for e in (*t.events, *groups.upsert(m, at=at)):
+            out += d.feed(e)
+        return out
+
+    pods = [cluster_pod(f"g-{i}") for i in range(3)]
+    for p in pods:
+        p["spec"].pop("nodeSelector")
+    decided = [x for p in pods for x in ingest(p, 1.0)]
+    (admitted,) = [x for x in decided if x.type == "Admitted"]
+    h100 = read_flavor({"metadata": {"name": "h100"}, "spec": {"nodeLabels": {"gpu": "h100"}}})
+    assert isinstance(h100, ResourceFlavor)
+    for i, p in enumerate(pods):
+        ungated = admit_pod(p, admitted, {"h100": h100})
+        assert ungated["spec"]["nodeSelector"] == {"gpu": "h100"}
+        assert ingest(running(ungated, rv="5"), 2.0 + i) == [], "its own write: no re-decision"
+    assert d.state(GROUP) == "Admitted"
+    assert {r: q for (_, r), q in d.usage("cq").items()} == {"nvidia.com/gpu": 3000}
+    out = [x for i, p in enumerate(pods) for x in ingest(ended(p, "Succeeded", rv="9"), 5.0 + i)]
+    assert kinds(out) == [("Finished", GROUP)] and out[0].reason == "Succeeded"
+    assert d.usage("cq") == {}
+    gone = [x for p in pods for x in d.delete("Pod", p["metadata"]["name"], "ns")]
+    assert gone == []
