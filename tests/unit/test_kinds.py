@@ -215,16 +215,24 @@ def test_the_webhook_mutates_the_registrys_job() -> None:
     assert admission_review.QUEUE_NAME_LABEL is kinds.QUEUE_NAME_LABEL
     hooks = [d for d in _documents("webhook.yaml") if d["kind"] == "MutatingWebhookConfiguration"]
     entries = [w for d in hooks for w in d["webhooks"]]
-    assert len(entries) == 6, (
-        "queued Jobs, the others (#22); PyTorchJobs, RayClusters, JobSets; template deletes"
+    assert len(entries) == 7, (
+        "queued Jobs, the others (#22); PyTorchJobs, RayClusters, JobSets, Pods; template deletes"
     )
     guard = entries.pop()
     assert guard["clientConfig"]["service"]["path"] == template_guard.PATH
     assert guard["rules"][0]["resources"] == ["resourceclaimtemplates"]
-    for kind in ("JobSet", "RayCluster", "PyTorchJob"):
+    for kind in ("Pod", "JobSet", "RayCluster", "PyTorchJob"):
         hook = entries.pop()
-        assert hook["clientConfig"]["service"]["path"] == kinds.get(kind).mutate_path()
+        k = kinds.get(kind)
+        assert hook["clientConfig"]["service"]["path"] == k.mutate_path()
         assert hook["clientConfig"]["service"]["path"] in webhook.PATHS
+        (rule,) = hook["rules"]
+        assert (rule["apiGroups"], rule["apiVersions"], rule["resources"]) == (
+            [k.group],
+            [k.version],
+            [k.plural],
+        )
+    assert kinds.get("Pod").mutate_path() == "/mutate--v1-pod", "Kueue's pod webhook path"
     for hook in entries:
         assert hook["clientConfig"]["service"]["path"] == webhook.PATH
         (rule,) = hook["rules"]
