@@ -378,7 +378,9 @@ ACTUATOR_MORE: dict[tuple[str, str], set[str]] = {
     ("ResourceFlavor", ""): {"list", "watch"},
     ("ClusterQueue", ""): {"list", "watch"},
     ("ClusterQueue", "status"): {"patch"},
-    ("Pod", ""): {"list", "watch"},  # a stopped Job's pods, until they are gone (drains)
+    # a stopped Job's pods, until they are gone (drains); a pod group's Pods ungated at
+    # admission (patch), deleted at a stop (#18)
+    ("Pod", ""): {"list", "watch", "patch", "delete"},
     ("LocalQueue", "status"): {"patch"},  # admission fair sharing's status.fairSharing
     ("PyTorchJob", ""): {"list", "watch", "patch"},  # admit, stop, the drains' cache (#18)
     ("RayCluster", ""): {"list", "watch", "patch"},
