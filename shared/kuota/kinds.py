@@ -15,8 +15,9 @@ See docs/design/kinds.md.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 #: A workload's LocalQueue (Kueue's label; a workload without it is not kuota's).
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
@@ -53,6 +54,9 @@ class Kind:
     watch: Watch = "cluster"
     crd: bool = False  # served by a CRD that may not be installed
     served: bool = True  # False: never an apiserver object (a file's document only)
+    # the label selector of ingest's watch ("": every object of the kind; a Pod's
+    # watch selects the queue label: a Pod is kuota's only with it, #18)
+    selector: str = ""
 
     @property
     def version(self) -> str:
@@ -117,12 +121,13 @@ KINDS: tuple[Kind, ...] = (
     Kind("batch", ("v1",), "Job", "jobs", True, "workload"),
     # The distributed-training kinds (#18): read in files, the simulator and the
     # fold; ingest watches those wired into the services (PyTorchJob, RayCluster,
-    # JobSet), not the others yet (watch="").
+    # JobSet, Pod), not the others yet (watch="").
     Kind("kubeflow.org", ("v1",), "PyTorchJob", "pytorchjobs", True, "workload", crd=True),
     Kind("ray.io", ("v1",), "RayCluster", "rayclusters", True, "workload", crd=True),
     Kind("ray.io", ("v1",), "RayJob", "rayjobs", True, "workload", "", crd=True),
     Kind("jobset.x-k8s.io", ("v1alpha2",), "JobSet", "jobsets", True, "workload", crd=True),
-    Kind("", ("v1",), "Pod", "pods", True, "workload", ""),  # pod groups and single Pods
+    # pod groups and single Pods: only Pods with the queue label are watched
+    Kind("", ("v1",), "Pod", "pods", True, "workload", selector=QUEUE_NAME_LABEL),
     Kind(
         "leaderworkerset.x-k8s.io",
         ("v1",),
@@ -278,3 +283,47 @@ def workload_identity(key: str) -> tuple[str, str] | None:
 def segments() -> tuple[str, ...]:
     """Every key segment, sorted (for messages that list them)."""
     return tuple(sorted(_BY_SEGMENT))
+
+
+# --------------------------------------------------------------------------- pods of workloads
+
+#: The other kinds Kueue v0.19.2 admits as jobs of their own (its batch
+#: integrations beyond those in :data:`KINDS`), by (API group, kind).
+KUEUE_JOB_OWNERS: tuple[tuple[str, str], ...] = (
+    ("kubeflow.org", "TFJob"),
+    ("kubeflow.org", "XGBoostJob"),
+    ("kubeflow.org", "PaddleJob"),
+    ("kubeflow.org", "JAXJob"),
+    ("kubeflow.org", "MPIJob"),
+    ("trainer.kubeflow.org", "TrainJob"),
+    ("ray.io", "RayService"),
+    ("workload.codeflare.dev", "AppWrapper"),
+    ("sparkoperator.k8s.io", "SparkApplication"),
+)
+#: A Pod whose controller owner is of one of these kinds is that workload's pod,
+#: never a pod-group member, even with the queue label copied into its template:
+#: the owner is what is admitted (Kueue's pod webhook and reconciler leave such a
+#: Pod alone). Every workload kind kuota reads but the Pod, and
+#: :data:`KUEUE_JOB_OWNERS`. A JobSet's pods are owned by its Jobs, a RayJob's
+#: submitter by a Job. Not listed: ReplicaSet and StatefulSet, whose pods Kueue's
+#: Deployment, StatefulSet and LeaderWorkerSet integrations manage AS pod groups.
+MANAGED_OWNERS: frozenset[tuple[str, str]] = frozenset(
+    {(k.group, k.kind) for k in KINDS if k.role == "workload" and k.kind != "Pod"}
+    | set(KUEUE_JOB_OWNERS)
+)
+
+
+def managed_owner(obj: Mapping[str, Any]) -> str | None:
+    """The kind of ``obj``'s controller owner (``metadata.ownerReferences`` with
+    ``controller: true``) when it is one of :data:`MANAGED_OWNERS`, else None."""
+    meta = obj.get("metadata")
+    refs = meta.get("ownerReferences") if isinstance(meta, Mapping) else None
+    for ref in refs if isinstance(refs, list) else ():
+        if not isinstance(ref, Mapping) or ref.get("controller") is not True:
+            continue
+        api_version, kind = ref.get("apiVersion"), ref.get("kind")
+        if not isinstance(api_version, str) or not isinstance(kind, str):
+            return None
+        group = api_version.rpartition("/")[0]  # "" for the core group's "v1"
+        return kind if (group, kind) in MANAGED_OWNERS else None
+    return None

@@ -343,7 +343,14 @@ def test_webhook_service_and_registration(overlay: list[dict[str, Any]]) -> None
     config = one(overlay, "MutatingWebhookConfiguration", "kuota-webhook")
     # Two entries on one path (docs/design/webhook-registration.md): queued Jobs,
     # failing closed; unlabelled Jobs (managed namespaces), Ignore in deploy/base.
-    queued, unlabelled, pytorch, ray, jobset, guard = config["webhooks"]
+    queued, unlabelled, pytorch, ray, jobset, pods, guard = config["webhooks"]
+    # labelled Pods (#18, pod groups): gated at creation, on Kueue's pod webhook path
+    assert pods["name"] == "mutate--v1-pod.kuota.dev"
+    assert pods["clientConfig"]["service"]["path"] == "/mutate--v1-pod"
+    assert (pods["failurePolicy"], pods["rules"][0]["resources"]) == ("Fail", ["pods"])
+    assert pods["objectSelector"]["matchExpressions"] == [
+        {"key": "kueue.x-k8s.io/queue-name", "operator": "Exists"}
+    ]
     # a ResourceClaimTemplate's delete, refused while a running Job uses it
     # (docs/design/template-guard.md): every template, failing closed
     assert guard["clientConfig"]["service"] == {

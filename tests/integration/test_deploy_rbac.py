@@ -79,6 +79,7 @@ EXPECTED: dict[str, set[Question]] = {
     | everywhere(("patch",), JOBS_STATUS)
     | everywhere(("create",), EVENTS)
     | everywhere(("list", "watch"), PODS)  # a stopped Job's pods, until gone (#23 items 2-3)
+    | everywhere(("patch", "delete"), PODS)  # a pod group ungated, its pods deleted (#18)
     | everywhere(("list", "watch"), RESOURCEFLAVORS, CLUSTERQUEUES)
     | everywhere(("patch",), CLUSTERQUEUES_STATUS)
     | everywhere(("patch",), LOCALQUEUES_STATUS),  # admission fair sharing's status (#19)

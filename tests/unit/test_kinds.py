@@ -107,11 +107,14 @@ def test_each_kind_and_plural_once_and_the_roles() -> None:
         "Pod",
     }
     # the training kinds are read from files and journals; ingest watches those wired
-    # into the services (#18: PyTorchJob, RayCluster, JobSet), not the others yet
-    wired = ("Job", "PyTorchJob", "RayCluster", "JobSet")
+    # into the services (#18: PyTorchJob, RayCluster, JobSet, pod groups), not the others yet
+    wired = ("Job", "PyTorchJob", "RayCluster", "JobSet", "Pod")
     others = [k for k in KINDS if k.role == "workload" and k.kind not in wired]
-    assert all(not k.watch and (k.crd or k.kind == "Pod") for k in others)
-    assert all(kinds.get(k).watch == "cluster" and kinds.get(k).crd for k in wired[1:])
+    assert [k.kind for k in others] == ["RayJob", "LeaderWorkerSet"]
+    assert all(not k.watch and k.crd for k in others)
+    assert all(kinds.get(k).watch == "cluster" and kinds.get(k).crd for k in wired[1:-1])
+    pod = kinds.get("Pod")
+    assert (pod.watch, pod.crd, pod.selector) == ("cluster", False, kinds.QUEUE_NAME_LABEL)
     assert kinds.names("config") == {"ConfigMap", "Configuration", "Kueue"}
     assert kinds.names("dra") == {
         "DeviceClass",
@@ -127,7 +130,8 @@ def test_each_kind_and_plural_once_and_the_roles() -> None:
         "WorkloadPriorityClass",
     }
     assert all(k.crd for k in KINDS if k.role == "queue")
-    assert not hasattr(kinds.get("Job"), "label_selector"), "Jobs are watched all (#22)"
+    assert kinds.get("Job").selector == "", "Jobs are watched all (#22)"
+    assert [k.kind for k in KINDS if k.selector] == ["Pod"], "a Pod is kuota's by its label"
 
 
 def test_what_ingest_watches_and_journals() -> None:
@@ -145,6 +149,7 @@ def test_what_ingest_watches_and_journals() -> None:
         "PyTorchJob",
         "RayCluster",
         "JobSet",
+        "Pod",
     ]
     assert [k.kind for k in kinds.JOURNALED] == [*(k.kind for k in kinds.WATCHED), "ConfigMap"]
     assert all(k.served for k in kinds.JOURNALED)
@@ -169,6 +174,7 @@ def test_translate_fills_in_the_watched_version() -> None:
         "PyTorchJob": "kubeflow.org/v1",
         "RayCluster": "ray.io/v1",
         "JobSet": "jobset.x-k8s.io/v1alpha2",
+        "Pod": "v1",
     }
     assert {"Configuration", "Kueue", "ConfigMap"} == translate.CONFIG_KINDS
 
@@ -181,12 +187,15 @@ def test_ingest_watches_the_registrys_paths() -> None:
     assert got == {
         k.kind: (
             k.path(),
-            None,  # every object of the kind: a Job whose queue label goes is still seen
+            # every object of the kind (a Job whose queue label goes is still seen),
+            # but Pods: only those with the queue label are kuota's
+            k.selector or None,
             f"{k.plural}.{k.group}" if k.crd else None,
         )
         for k in kinds.WATCHED
     }
     assert got["Job"] == ("/apis/batch/v1/jobs", None, None)
+    assert got["Pod"] == ("/api/v1/pods", "kueue.x-k8s.io/queue-name", None)
     assert got["LocalQueue"][0] == "/apis/kueue.x-k8s.io/v1beta2/localqueues"
     cm = sources.config_map_watch(NAMESPACE, CONFIG)
     assert cm.resource.path == f"/api/v1/namespaces/{NAMESPACE}/configmaps"
@@ -206,16 +215,24 @@ def test_the_webhook_mutates_the_registrys_job() -> None:
     assert admission_review.QUEUE_NAME_LABEL is kinds.QUEUE_NAME_LABEL
     hooks = [d for d in _documents("webhook.yaml") if d["kind"] == "MutatingWebhookConfiguration"]
     entries = [w for d in hooks for w in d["webhooks"]]
-    assert len(entries) == 6, (
-        "queued Jobs, the others (#22); PyTorchJobs, RayClusters, JobSets; template deletes"
+    assert len(entries) == 7, (
+        "queued Jobs, the others (#22); PyTorchJobs, RayClusters, JobSets, Pods; template deletes"
     )
     guard = entries.pop()
     assert guard["clientConfig"]["service"]["path"] == template_guard.PATH
     assert guard["rules"][0]["resources"] == ["resourceclaimtemplates"]
-    for kind in ("JobSet", "RayCluster", "PyTorchJob"):
+    for kind in ("Pod", "JobSet", "RayCluster", "PyTorchJob"):
         hook = entries.pop()
-        assert hook["clientConfig"]["service"]["path"] == kinds.get(kind).mutate_path()
+        k = kinds.get(kind)
+        assert hook["clientConfig"]["service"]["path"] == k.mutate_path()
         assert hook["clientConfig"]["service"]["path"] in webhook.PATHS
+        (rule,) = hook["rules"]
+        assert (rule["apiGroups"], rule["apiVersions"], rule["resources"]) == (
+            [k.group],
+            [k.version],
+            [k.plural],
+        )
+    assert kinds.get("Pod").mutate_path() == "/mutate--v1-pod", "Kueue's pod webhook path"
     for hook in entries:
         assert hook["clientConfig"]["service"]["path"] == webhook.PATH
         (rule,) = hook["rules"]
@@ -361,7 +378,9 @@ ACTUATOR_MORE: dict[tuple[str, str], set[str]] = {
     ("ResourceFlavor", ""): {"list", "watch"},
     ("ClusterQueue", ""): {"list", "watch"},
     ("ClusterQueue", "status"): {"patch"},
-    ("Pod", ""): {"list", "watch"},  # a stopped Job's pods, until they are gone (drains)
+    # a stopped Job's pods, until they are gone (drains); a pod group's Pods ungated at
+    # admission (patch), deleted at a stop (#18)
+    ("Pod", ""): {"list", "watch", "patch", "delete"},
     ("LocalQueue", "status"): {"patch"},  # admission fair sharing's status.fairSharing
     ("PyTorchJob", ""): {"list", "watch", "patch"},  # admit, stop, the drains' cache (#18)
     ("RayCluster", ""): {"list", "watch", "patch"},
@@ -449,3 +468,28 @@ def test_a_leader_worker_set_group_key_names_its_index() -> None:
     assert kinds.workload_identity(ref.key) == ("LeaderWorkerSet", "leaderworkerset.x-k8s.io/v1")
     for bad in ("ns/leaderworkerset/lws/x", "ns/pytorchjob/p/0", "ns/leaderworkerset//0"):
         assert kinds.workload_ref(bad) is None, bad
+
+
+# --------------------------------------------------------------------------- pods of workloads
+
+
+def test_the_owners_whose_pods_are_not_pod_group_members() -> None:
+    """Every workload kind kuota reads but the Pod, and Kueue's other job kinds; a
+    ReplicaSet or a StatefulSet (Kueue manages their pods as pods) is not one."""
+    for k in KINDS:
+        if k.role == "workload" and k.kind != "Pod":
+            assert (k.group, k.kind) in kinds.MANAGED_OWNERS, k.kind
+    assert ("kubeflow.org", "TFJob") in kinds.MANAGED_OWNERS
+    assert ("", "Pod") not in kinds.MANAGED_OWNERS
+
+    def pod(*refs: dict[str, Any]) -> dict[str, Any]:
+        return {"kind": "Pod", "metadata": {"name": "p", "ownerReferences": list(refs)}}
+
+    job = {"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u", "controller": True}
+    assert kinds.managed_owner(pod(job)) == "Job"
+    assert kinds.managed_owner(pod({**job, "controller": False})) is None, "not its controller"
+    assert kinds.managed_owner(pod({**job, "apiVersion": "apps/v1", "kind": "ReplicaSet"})) is None
+    assert kinds.managed_owner(pod({**job, "apiVersion": "other.io/v1"})) is None, "another Job"
+    tf = {**job, "apiVersion": "kubeflow.org/v1", "kind": "TFJob"}
+    assert kinds.managed_owner(pod({**job, "controller": False}, tf)) == "TFJob"
+    assert kinds.managed_owner({"kind": "Pod", "metadata": {"ownerReferences": "x"}}) is None

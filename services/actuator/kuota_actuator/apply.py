@@ -13,6 +13,14 @@ transient errors forever with capped backoff (a success wakes every waiting
 decision), and permanent ones are reported as ``ActuationFailed``. At most
 ``slots`` steps make API calls at once; Events go to ``kuota_actuator.events``.
 The errors, why a decision is never applied twice, latencies: docs/design/actuator.md.
+
+A pod group or a single Pod (``ns/podgroup/<group>``, ``ns/pod/<name>``, #18)
+has no object to suspend: its Pods are listed (by the group label in the
+namespace, or the one Pod by name) and :func:`kuota.actuation.plan_pods.plan_pods`
+says what to write: one conditional merge patch per gated Pod for an admission
+(its flavors in, its gate out, the decision recorded), one delete per running Pod
+for a stop (Kueue stops a pod group by deleting its Pods). A conflict lists
+them again; the Pods already written are then found done.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from kuota import kinds
 from kuota.actuation.patch import (
@@ -40,7 +49,9 @@ from kuota.actuation.patch import (
     plan,
     read_flavor,
 )
+from kuota.actuation.plan_pods import DeletePod, UpdatePod, members, plan_pods
 from kuota.actuation.plan_workloads import WIRED, decision_flavors, plan_workload
+from kuota.api.parse_workloads import POD_GROUP_NAME_LABEL
 from kuota.events.schema import ActuationFailed, Decision
 from kuota_actuator.events import EventSink, Target, job_ref
 from kuota_actuator.jobcache import JobCache
@@ -55,6 +66,7 @@ MAX_STEPS = 6  # writes per decision: a stop is suspend, reset startTime, restor
 # Rejected objects: any kind ingest journals from the apiserver, by name.
 _KINDS = {k.kind: k for k in kinds.JOURNALED}
 _JOB_PATH = kinds.get("Job").path("{ns}", "{name}")  # a template: workload keys are not checked
+_POD = kinds.get("Pod")
 
 
 def job_path(workload: str) -> str:
@@ -69,6 +81,23 @@ def other_kind(workload: str) -> kinds.WorkloadRef | None:
         return None
     ref = kinds.workload_ref(workload)
     return ref if ref is not None and ref.kind in WIRED and ref.group is None else None
+
+
+def pod_workload(workload: str) -> kinds.WorkloadRef | None:
+    """What a pod group's or a single Pod's key names (``ns/podgroup/g``,
+    ``ns/pod/p``, #18); None for any other key."""
+    if workload.count("/") != 2:
+        return None
+    ref = kinds.workload_ref(workload)
+    return ref if ref is not None and ref.kind == "Pod" else None
+
+
+def pods_path(ref: kinds.WorkloadRef) -> str:
+    """The LIST of a pod group's Pods (its label, in its namespace), or a single Pod's path."""
+    if not ref.pod_group:
+        return _POD.path(ref.namespace, ref.name)
+    selector = quote(f"{POD_GROUP_NAME_LABEL}={ref.name}", safe="")
+    return f"{_POD.path(ref.namespace)}?labelSelector={selector}"
 
 
 def object_path(workload: str) -> str:
@@ -260,7 +289,8 @@ class Actuator:
     async def _flavors(self, decision: Decision) -> Flavors:
         """The decision's ResourceFlavors, read with the fold's parser (``read_flavor``)."""
         objects = self._flavor_objects()
-        pick = decision_flavors if other_kind(decision.workload or "") else assigned_flavors
+        key = decision.workload or ""
+        pick = decision_flavors if other_kind(key) or pod_workload(key) else assigned_flavors
         names = pick(decision) if decision.type == "Admitted" else []
         flavors = {name: read_flavor(objects[name]) for name in names if name in objects}
         for name in names:
@@ -382,6 +412,9 @@ class Actuator:
     ) -> Outcome | Wait | None:
         """One plan and at most one write. None: ask again at once."""
         assert decision.workload is not None
+        pods = pod_workload(decision.workload)
+        if pods is not None:
+            return await self._step_pods(decision, order, p, pods)
         other = other_kind(decision.workload)
         path = object_path(decision.workload)
         job, cached = await self._read(decision.workload, p)
@@ -448,6 +481,55 @@ class Actuator:
         self.metrics.completion.labels(decision.type).observe(now - decision.at)
         return Outcome("applied", step.what, p.effective)
 
+    async def _pods(self, ref: kinds.WorkloadRef) -> list[dict[str, Any]]:
+        """The Pods of a pod group (its label's LIST) or the single Pod, as read now."""
+        got = await self.kube.get(pods_path(ref))
+        if got is None:
+            return []
+        items = got.get("items") if ref.pod_group else [got]
+        return [
+            slim({**item, "apiVersion": "v1", "kind": "Pod"})
+            for item in items or ()
+            if isinstance(item, dict)
+        ]
+
+    async def _step_pods(
+        self, decision: Decision, order: DecisionOrder, p: _Progress, ref: kinds.WorkloadRef
+    ) -> Outcome:
+        """A pod group's decision: its Pods' writes, each conditional (module docstring).
+        A 409 raises to the step loop, which lists the Pods again."""
+        pods = await self._pods(ref)
+        step = plan_pods(pods, decision, order=order, flavors=await self._flavors(decision))
+        if isinstance(step, Skip):
+            self._log(decision, f"skipped, {step.why}", logging.DEBUG)
+            return Outcome("skipped", step.why)
+        if isinstance(step, Fail):
+            return await self._fail(decision, step.reason, step.message, step.generation)
+        read = {str((pod.get("metadata") or {}).get("name")): pod for pod in pods}
+        for write in step.writes:
+            old = read[write.name]
+            path = _POD.path(ref.namespace, write.name)
+            if isinstance(write, UpdatePod):
+                written = await self.kube.merge_patch(
+                    path, with_precondition(merge_patch(old, write.pod), old)
+                )
+                if written is None:
+                    continue  # deleted meanwhile: nothing of it to start
+                target = job_ref({**written, "apiVersion": "v1", "kind": "Pod"})
+            else:
+                assert isinstance(write, DeletePod)
+                options = {"apiVersion": "v1", "kind": "DeleteOptions"}
+                await self.kube.delete(path, {**options, "preconditions": {"uid": write.uid}})
+                target = job_ref(old)
+            p.writes += 1
+            if p.effective is None:
+                p.effective = self._clock() - decision.at
+            self.events.emit(decision.id, write.events, target=target, decision=decision)
+        self._log(decision, step.what, logging.DEBUG)
+        self._count(decision)
+        self.metrics.completion.labels(decision.type).observe(self._clock() - decision.at)
+        return Outcome("applied", step.what, p.effective)
+
     def busy(self) -> bool:
         """Half the API slots or more in use: Events wait (``EventSink``)."""
         return self.steps_in_flight * 2 >= self.slots
@@ -507,6 +589,18 @@ class Actuator:
         if decision.type == "Inadmissible" and decision.workload:
             workload = decision.workload
             ns, _, name = workload.partition("/")
+            pods = pod_workload(workload)
+            if pods is not None:  # on its Pods' first (the one named by uid, if listed)
+
+                async def resolve_pod() -> Target | None:
+                    assert pods is not None
+                    found = members(await self._pods(pods), workload)
+                    uid = decision.uid
+                    first = [x for x in found if (x.get("metadata") or {}).get("uid") == uid]
+                    return job_ref(dict((first or found)[0])) if found else None
+
+                self.events.emit(decision.id, specs, resolve=resolve_pod)
+                return
             other = other_kind(workload)
             uid = decision.uid or ((self.jobs.get(workload) or {}).get("metadata") or {}).get("uid")
             ref = {"apiVersion": "batch/v1", "kind": "Job", "namespace": ns, "name": name}

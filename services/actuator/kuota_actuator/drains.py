@@ -17,6 +17,17 @@ own ``active`` and ``terminating`` counts 0, so no pod it was still creating
 comes late), it journals ``WorkloadStopped``;
 until then it logs and writes a Warning Event every ``warn_every`` seconds. It
 runs beside the lanes: no decision waits for it.
+
+A pod group or a single Pod (#18) has no uid of its own that its Pods carry: the
+group's uid is the uid of its first Pod (``kuota.api.parse_workloads.
+pod_group_workload``), which the other Pods know nothing of. So its Pods are
+watched by the queue label and counted by the group's workload key
+(:class:`PodGroupCache`: ``ns/podgroup/<group>``, ``ns/pod/<name>``), and a
+stop of a pod group waits for that key's count: its Pods not ended and not
+gated (a Pod still gated never ran and never will without an admission; Kueue
+leaves it too). Nothing but the group's owner makes its Pods again, and a new
+Pod is gated at creation, so the stop is settled once they are gone
+(:func:`pods_settled`).
 """
 
 from __future__ import annotations
@@ -31,9 +42,11 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
+from kuota import kinds
 from kuota.actuation.patch import STOPPING, EventSpec
 from kuota.actuation.plan_workloads import finished
 from kuota.actuation.workloads import suspended
+from kuota.api.parse_workloads import ADMISSION_GATE, POD_GROUP_NAME_LABEL, pod_workload_key
 from kuota.events.schema import Decision, WorkloadStopped
 from kuota.kube.watch import Change, Resource, Watcher
 
@@ -117,7 +130,8 @@ def _running(pod: dict[str, Any]) -> bool:
 class PodCache:
     """Job pods by their Job's uid: how many are not done (module docstring).
     ``selector``: the pods watched (a Job's; a PyTorchJob's by ``TRAINING_JOB_NAME``,
-    counted by their controller owner's uid, #18)."""
+    counted by their controller owner's uid, #18). Subclasses say otherwise how a
+    pod is counted (:meth:`key_of`, :meth:`holds`, :meth:`_slim`)."""
 
     def __init__(
         self,
@@ -142,12 +156,20 @@ class PodCache:
             return None
         return len(self._live.get(uid, ()))
 
+    def key_of(self, pod: dict[str, Any]) -> str | None:
+        """What the pod is counted under: its workload's uid (None: not counted)."""
+        return _job_uid(pod, self._key)
+
+    def holds(self, pod: dict[str, Any]) -> bool:
+        """The pod still holds what its workload was charged: not done."""
+        return _running(pod)
+
     def observe(self, change: Change) -> None:
-        uid = _job_uid(change.object, self._key)
+        uid = self.key_of(change.object)
         if uid is None:
             return
         pods = self._live.setdefault(uid, set())
-        if change.type == "UPSERT" and _running(change.object):
+        if change.type == "UPSERT" and self.holds(change.object):
             pods.add(change.key)
         else:
             pods.discard(change.key)
@@ -158,8 +180,8 @@ class PodCache:
     def _rebuild(self, known: dict[tuple[str, str], dict[str, Any]]) -> None:
         live: dict[str, set[tuple[str, str]]] = {}
         for key, pod in known.items():
-            uid = _job_uid(pod, self._key)
-            if uid is not None and _running(pod):
+            uid = self.key_of(pod)
+            if uid is not None and self.holds(pod):
                 live.setdefault(uid, set()).add(key)
         self._live = live
 
@@ -202,15 +224,75 @@ class PodCache:
         self.changed.set()
 
 
+def _gated(pod: dict[str, Any]) -> bool:
+    gates = (pod.get("spec") or {}).get("schedulingGates")
+    return isinstance(gates, list) and any(
+        isinstance(g, dict) and g.get("name") == ADMISSION_GATE for g in gates
+    )
+
+
+class PodGroupCache(PodCache):
+    """The Pods of pod groups and single Pods (#18): those with the queue label, but a
+    Job's (or another admitted kind's) pod, counted by their group's workload key
+    while they hold anything: not ended, and not gated (module docstring)."""
+
+    def __init__(self, api: client.ApiClient | None, changed: asyncio.Event | None = None):
+        super().__init__(api, kinds.QUEUE_NAME_LABEL, changed)
+
+    def key_of(self, pod: dict[str, Any]) -> str | None:
+        return pod_workload_key(pod)
+
+    def holds(self, pod: dict[str, Any]) -> bool:
+        return _running(pod) and not _gated(pod)
+
+    def _slim(self, pod: dict[str, Any]) -> dict[str, Any]:
+        md = pod.get("metadata") or {}
+        labels = md.get("labels") or {}
+        kept = (kinds.QUEUE_NAME_LABEL, POD_GROUP_NAME_LABEL)
+        owners = [
+            {k: ref.get(k) for k in ("apiVersion", "kind", "controller")}
+            for ref in md.get("ownerReferences") or ()
+            if isinstance(ref, dict) and ref.get("controller") is True
+        ]
+        return {
+            "metadata": {
+                "name": md.get("name"),
+                "namespace": md.get("namespace"),
+                "uid": md.get("uid"),
+                "resourceVersion": md.get("resourceVersion"),
+                "labels": {k: labels[k] for k in kept if k in labels},
+                "ownerReferences": owners,
+                "deletionTimestamp": md.get("deletionTimestamp"),
+            },
+            "spec": {"schedulingGates": [{"name": ADMISSION_GATE}] if _gated(pod) else []},
+            "status": {"phase": (pod.get("status") or {}).get("phase")},
+        }
+
+
+def pod_stop(workload: str) -> bool:
+    """The stop is a pod group's or a single Pod's: its Pods are counted by its key."""
+    ref = kinds.workload_ref(workload) if workload.count("/") == 2 else None
+    return ref is not None and ref.kind == "Pod"
+
+
+def pods_settled(_stop: Stop) -> bool:
+    """A stopped pod group is settled once its Pods are gone: no controller of kuota's
+    makes them again (its owner's new Pods are gated at creation)."""
+    return True
+
+
 class PodCaches:
-    """Several :class:`PodCache` (one per selector of :data:`POD_SELECTORS`) read as
-    one: a workload's pods not done over all of them, None until each has listed."""
+    """Several :class:`PodCache` (one per selector of :data:`POD_SELECTORS`, and the
+    pod groups' :class:`PodGroupCache`) read as one: a workload's pods not done over
+    all of them, None until each has listed. A Job's uid is no pod group's key, nor
+    the reverse, so each count comes from the caches that know it."""
 
     def __init__(self, api: client.ApiClient | None) -> None:
         self.changed = asyncio.Event()
         self.caches = [
             PodCache(api, sel, self.changed, by_label=by_label) for sel, by_label in POD_SELECTORS
         ]
+        self.caches.append(PodGroupCache(api, self.changed))
 
     def live(self, uid: str) -> int | None:
         total = 0
@@ -344,7 +426,9 @@ class Drains:
         now = self._clock()
         for stop_id, wait in list(self.pending.items()):
             d = wait.stop
-            live = self._pods.live(d.uid) if d.uid else 0
+            # a pod group's Pods by its key (module docstring), any other's by its uid
+            counted = d.workload if pod_stop(d.workload) else d.uid
+            live = self._pods.live(counted) if counted else 0
             # not settled: the Job controller may still create a pod of the stopped run
             if live == 0 and now - wait.since >= self.quiet and self._settled(d):
                 waited = now - wait.since

@@ -178,6 +178,12 @@ class Kube:
         _, data = await self._call("PATCH", path, body, content_type=MERGE_PATCH)
         return data if isinstance(data, dict) else None
 
+    async def delete(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """DELETE ``path`` (``body``: DeleteOptions, its preconditions a 409 when they
+        fail); None when it was gone already (404)."""
+        _, data = await self._call("DELETE", path, body)
+        return data if isinstance(data, dict) else None
+
 
 class Mirror:
     """A list+watch copy of one cluster-scoped kind, by name.

@@ -38,7 +38,14 @@ from kuota.service import Unavailable
 from kuota.status.model import ClusterQueueReadModel
 from kuota.store.settings import redis_client
 from kuota_actuator.apply import FLAVORS_PATH, Actuator, Outcome
-from kuota_actuator.drains import Drains, PodCaches, Stop, job_settled, workload_settled
+from kuota_actuator.drains import (
+    Drains,
+    PodCaches,
+    Stop,
+    job_settled,
+    pods_settled,
+    workload_settled,
+)
 from kuota_actuator.events import EventSink
 from kuota_actuator.jobcache import JobCache
 from kuota_actuator.kubeapi import Kube, Mirror, api_client
@@ -91,7 +98,7 @@ class Service:
             k: JobCache(api, cfg.job_selector, kind=k)
             for k in ("PyTorchJob", "RayCluster", "JobSet")
         }
-        pods = PodCaches(api)  # Jobs' pods, and PyTorchJobs' (#18)
+        pods = PodCaches(api)  # Jobs' pods, PyTorchJobs' ..., and pod groups' (#18)
         # Job writes first: Events wait while the actuator's API slots are busy.
         gate: list[Actuator] = []
         events = EventSink(
@@ -169,6 +176,8 @@ class Service:
                 ref = kinds.workload_ref(stop.workload) if stop.workload.count("/") > 1 else None
                 if ref is None:
                     return job_settled(jobs.get(stop.workload), stop.uid)
+                if ref.kind == "Pod":
+                    return pods_settled(stop)  # its Pods gone: nothing makes them again
                 cache = wired.get(ref.kind)
                 if cache is None:
                     return True

@@ -11,6 +11,16 @@ with a placeholder per remembered object: its first LIST then reports only
 objects whose resourceVersion moved, and reports remembered objects that are gone as
 deletes. So a restart re-journals nothing unchanged and misses no delete that
 happened while ingest was down.
+
+Pods (#18): only those with the queue label are watched, and of them only pod
+group members are journaled: a Pod whose controller owner is a workload kind
+admitted itself (``kuota.kinds.managed_owner``: a Job's pod with the label
+copied into its template) never is, and one journaled before that gains such an
+owner (or leaves ``KUOTA_JOB_LABEL_SELECTOR``) is journaled as deleted.
+:class:`kuota.kube.pod_status.PodGroups` turns each group's Pods into the
+group's ``PodsReady`` / ``WorkloadFinished``; to fill it after a restart the Pod
+watcher is seeded without resourceVersions, so its first LIST reports every Pod
+once (an unchanged one is not journaled again).
 """
 
 from __future__ import annotations
@@ -28,8 +38,9 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from kuota import kinds
 from kuota.api.types import LabelSelector
-from kuota.kinds import QUEUE_NAME_LABEL, SYSTEM_NAMESPACES, Kind
+from kuota.kinds import QUEUE_NAME_LABEL, SYSTEM_NAMESPACES, Kind, managed_owner
 from kuota.kube.label_selector import parse_selector, selects
+from kuota.kube.pod_status import PodGroups
 from kuota.kube.translate import (
     Seen,
     Translation,
@@ -56,8 +67,10 @@ class Watched:
     selector: tuple[str, LabelSelector] | None = None
 
 
-def _watched(kind: Kind, selector: str = "") -> Watched:
-    resource = Resource(kind.kind, kind.path(), label_selector=selector or None)
+def _watched(kind: Kind) -> Watched:
+    """The kind's list+watch, narrowed by the apiserver to its selector (a Pod's: the
+    queue label), if it has one."""
+    resource = Resource(kind.kind, kind.path(), label_selector=kind.selector or None)
     return Watched(resource, f"{kind.plural}.{kind.group}" if kind.crd else None)
 
 
@@ -132,6 +145,7 @@ class Sources:
         self._watchers: dict[str, Watcher] = {}
         self.missing: set[str] = set()  # kinds whose CRD is not installed
         self.config_file_read = False  # config_file has read the file once
+        self.pod_groups = PodGroups()  # each pod group's Pods: its PodsReady / Finished
 
     # ------------------------------------------------------------------ shared
 
@@ -157,11 +171,24 @@ class Sources:
             if prev is None:
                 return  # never this pipeline's
             outside = selector[0]  # journaled before: it left the selector, a stop
+            if kind == "Pod":
+                change_type = "DELETE"  # a Pod has no stop of its own: it leaves its group
+        if kind == "Pod" and isinstance(obj, dict) and managed_owner(obj) is not None:
+            if prev is None:
+                return  # its owner's pod, not a pod-group member: never journaled
+            change_type = "DELETE"  # it was one: it leaves its group
         at = self._clock()
         if change_type == "DELETE":
             t = translate_delete(kind, obj, prev, at=at)
         else:
             t = translate_upsert(kind, obj, prev, at=at, outside=outside)
+        if kind == "Pod" and isinstance(obj, dict) and t.problem is None:
+            groups = self.pod_groups
+            more = (
+                groups.delete(obj, at=at) if change_type == "DELETE" else groups.upsert(obj, at=at)
+            )
+            if more:
+                t = replace(t, events=(*t.events, *more))
         await self._apply(kind, key, prev, t)
 
     async def _apply(self, kind: str, key: str | None, prev: Seen | None, t: Translation) -> None:
@@ -193,6 +220,8 @@ class Sources:
                 continue
             obj = stub(kind, key, seen)
             md = obj["metadata"]
+            if kind == "Pod":
+                md["resourceVersion"] = ""  # reported again: the pod groups' memory
             w.known[(md.get("namespace", ""), md["name"])] = obj
         old = self._watchers.get(kind)
         if old is not None:

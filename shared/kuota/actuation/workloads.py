@@ -14,8 +14,10 @@ own template as :func:`kuota.actuation.patch.inject` does for a Job (Kueue's
 a Pod's podset flavors and removes its gate (a gated Pod's scheduling
 directives may still change; a Pod is never gated again: a stop deletes it, as
 Kueue does). Every function returns a new manifest and never raises but
-:class:`PatchError` (with a CamelCase reason). The services do not call these
-yet (#18): docs/design/workload-kinds.md ("Actuation").
+:class:`PatchError` (with a CamelCase reason). The actuator calls them for the
+kinds wired into the services (``kuota.actuation.plan_workloads``, and
+``kuota.actuation.plan_pods`` for pod groups, #18): docs/design/workload-kinds.md
+("Actuation").
 """
 
 from __future__ import annotations

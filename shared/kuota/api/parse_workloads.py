@@ -33,6 +33,7 @@ Rules in full: docs/design/workload-kinds.md.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import replace
 
 from kuota.api.fields import (
@@ -51,6 +52,7 @@ from kuota.api.fields import (
 )
 from kuota.api.parse_job import MAX_PODS, Header, pod_set, read_header
 from kuota.api.types import PodMember, PodSet, WorkloadGroup, WorkloadSpec
+from kuota.kinds import QUEUE_NAME_LABEL, managed_owner, workload_key
 
 #: The replica types of a PyTorchJob, in Kueue's podset order.
 PYTORCH_REPLICA_TYPES = ("Master", "Worker")
@@ -340,11 +342,36 @@ def role_of(podset: PodSet) -> str:
     return hashlib.sha256(shape.encode()).hexdigest()[:8]
 
 
+def pod_workload_key(raw: Raw) -> str | None:
+    """The workload key of a Pod that is kuota's as a Pod: ``ns/podgroup/<group>``
+    for a member of a pod group, ``ns/pod/<name>`` for a single Pod; None for a Pod
+    without the queue label, or one whose controller owner is a workload kind kuota
+    or Kueue admits itself (``kuota.kinds.managed_owner``: a Job's, a PyTorchJob's
+    pod). Lenient: the fold's reader says what is wrong with a bad one."""
+    meta = raw.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    labels = meta.get("labels")
+    labels = labels if isinstance(labels, Mapping) else {}
+    if not labels.get(QUEUE_NAME_LABEL) or managed_owner(raw) is not None:
+        return None
+    namespace = meta.get("namespace") or "default"
+    group = labels.get(POD_GROUP_NAME_LABEL)
+    if isinstance(group, str) and group:
+        return workload_key("Pod", str(namespace), group, pod_group=True)
+    name = meta.get("name")
+    return workload_key("Pod", str(namespace), name) if isinstance(name, str) and name else None
+
+
 def read_pod(raw: Raw, *, at: float) -> PodMember | None:
     """A Pod with the queue label: one member of its pod group (label
     ``kueue.x-k8s.io/pod-group-name``, annotation
-    ``kueue.x-k8s.io/pod-group-total-count``), or a group of one (podset ``main``)."""
+    ``kueue.x-k8s.io/pod-group-total-count``), or a group of one (podset ``main``).
+    None without the label, or for the pod of a workload kuota or Kueue admits
+    itself (its controller owner: ``kuota.kinds.managed_owner``), as Kueue leaves
+    such a Pod to its owner even when the queue label was copied into its template."""
     _kind_is(raw, "Pod")
+    if managed_owner(raw) is not None:
+        return None
     header = read_header(raw, at=at)
     if header is None:
         return None

@@ -12,6 +12,17 @@ is complete (the webhook's first LISTs), an unlabelled Job outside the system
 namespaces is possibly managed: the rules apply to it, and its CREATE
 unsuspended is refused as retryable (503). Why: docs/design/ingest.md ("The
 webhook"), docs/design/webhook-registration.md ("Before the view is complete").
+
+A Pod has no suspend field (#18, pod groups): a labelled Pod's CREATE gets the
+scheduling gate ``kueue.x-k8s.io/admission`` (once) and the label
+``kueue.x-k8s.io/managed: "true"``, as Kueue's pod webhook does; only kuota
+removes the gate, at admission, so a user's UPDATE that removes it is refused,
+as is a change of its queue label while it runs (not gated) and of its group
+label; a group label without a count annotation (or the reverse, or a count that
+is not a whole number of pods) is refused at once rather than rejected later. A
+Pod whose controller owner is a workload kind admitted itself (a Job's pod with
+the label copied: ``kuota.kinds.managed_owner``) is let through untouched.
+docs/design/workload-kinds.md.
 """
 
 from __future__ import annotations
@@ -24,13 +35,21 @@ from typing import Any, Literal, Protocol
 
 from kuota.actuation.patch import ANN_DECISION_ID, ANN_DECISION_OFFSET, ANN_ORIGINAL
 from kuota.actuation.workloads import SUSPEND_FIELDS
-from kuota.api.parse_job import ACTIVE_ANNOTATION, CREATED_AT_ANNOTATION
-from kuota.kinds import QUEUE_NAME_LABEL, SYSTEM_NAMESPACES, Kind, get
+from kuota.api.parse_job import ACTIVE_ANNOTATION, CREATED_AT_ANNOTATION, MAX_PODS
+from kuota.api.parse_workloads import (
+    ADMISSION_GATE,
+    POD_GROUP_NAME_LABEL,
+    POD_GROUP_TOTAL_COUNT_ANNOTATION,
+)
+from kuota.kinds import QUEUE_NAME_LABEL, SYSTEM_NAMESPACES, Kind, get, managed_owner
 
 JOB = get("Job")  # the kind this webhook mutates
+POD = get("Pod")  # pod groups and single Pods (#18): gated, not suspended
 #: Every kind this webhook mutates: Jobs, and the training kinds wired into the
 #: services (#18), labelled ones only (manageJobsWithoutQueueName is for Jobs).
-KINDS: tuple[Kind, ...] = (JOB, get("PyTorchJob"), get("RayCluster"), get("JobSet"))
+KINDS: tuple[Kind, ...] = (JOB, get("PyTorchJob"), get("RayCluster"), get("JobSet"), POD)
+#: The label Kueue's pod webhook puts on every Pod it gates.
+MANAGED_LABEL = "kueue.x-k8s.io/managed"
 _BY_GROUP_KIND = {(k.group, k.kind): k for k in KINDS}
 
 SUSPEND_PATCH = [{"op": "add", "path": "/spec/suspend", "value": True}]
@@ -50,7 +69,7 @@ _SIMULATION = frozenset(
     {"kuota.dev/submit-at", "kuota.dev/run-for", "kuota.dev/ready-after", "kuota.dev/delete-at"}
 )
 
-Outcome = Literal["suspended", "unchanged", "refused", "malformed"]
+Outcome = Literal["suspended", "gated", "unchanged", "refused", "malformed"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,6 +377,8 @@ def mutate_job(
     operation = request.get("operation")
     if operation not in ("CREATE", "UPDATE"):
         return Answer(_review(uid), "unchanged", f"operation {operation}")
+    if reviewed is POD:
+        return _mutate_pod(request, uid, str(operation), trusted_users)
     job = request.get("object")
     metadata = job.get("metadata") if isinstance(job, Mapping) else None
     spec = job.get("spec") if isinstance(job, Mapping) else None
@@ -421,3 +442,197 @@ class _LabelsOnly:
 
     def complete(self) -> bool:
         return True
+
+
+# --------------------------------------------------------------------------- Pods (#18)
+
+
+def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    spec = obj.get("spec")
+    return spec if isinstance(spec, Mapping) else {}
+
+
+def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    md = obj.get("metadata")
+    labels = md.get("labels") if isinstance(md, Mapping) else None
+    return labels if isinstance(labels, Mapping) else {}
+
+
+def gated(pod: Mapping[str, Any]) -> bool:
+    """The Pod still carries kuota's (Kueue's) admission gate."""
+    gates = _spec(pod).get("schedulingGates")
+    return isinstance(gates, list) and any(
+        isinstance(g, Mapping) and g.get("name") == ADMISSION_GATE for g in gates
+    )
+
+
+def _escape(key: str) -> str:
+    """A map key as one JSON-pointer token (RFC 6901)."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def gate_patch(pod: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The JSON patch that holds a Pod until admission: the admission gate added to
+    ``spec.schedulingGates`` (once), the ``kueue.x-k8s.io/managed: "true"`` label."""
+    ops: list[dict[str, Any]] = []
+    gates = _spec(pod).get("schedulingGates")
+    gate = {"name": ADMISSION_GATE}
+    if not isinstance(gates, list) or not gates:
+        ops.append({"op": "add", "path": "/spec/schedulingGates", "value": [gate]})
+    elif not gated(pod):
+        ops.append({"op": "add", "path": "/spec/schedulingGates/-", "value": gate})
+    if _labels(pod).get(MANAGED_LABEL) != "true":
+        path = f"/metadata/labels/{_escape(MANAGED_LABEL)}"  # labels exist: the queue label
+        ops.append({"op": "add", "path": path, "value": "true"})
+    return ops
+
+
+def _pod_whose(change: Change) -> str:
+    queue = queue_of(change.old) or queue_of(change.new)
+    group = _labels(change.old).get(POD_GROUP_NAME_LABEL) or _labels(change.new).get(
+        POD_GROUP_NAME_LABEL
+    )
+    where = f' (pod group "{group}")' if isinstance(group, str) and group else ""
+    return f'the Pod is queued in LocalQueue "{queue}"{where}'
+
+
+def no_ungate(change: Change) -> list[str]:
+    """Refuse a user's removal of the admission gate: only kuota starts a queued Pod."""
+    if change.trusted or change.operation != "UPDATE":
+        return []
+    if not gated(change.old) or gated(change.new):
+        return []
+    return [
+        f"spec.schedulingGates: Forbidden: {_who(change)} may not remove the "
+        f"{ADMISSION_GATE} gate: {_pod_whose(change)}, and only kuota removes it, when it "
+        "admits the Pod's group within its ClusterQueue's quota; leave it and kuota starts "
+        "the Pod"
+    ]
+
+
+def _ended(pod: Mapping[str, Any]) -> bool:
+    status = pod.get("status")
+    return isinstance(status, Mapping) and status.get("phase") in ("Succeeded", "Failed")
+
+
+def pod_queue_label(change: Change) -> list[str]:
+    """Refuse a user's change (or removal, or addition) of a Pod's queue label while
+    it runs: neither gated nor ended (Kueue holds it immutable then too)."""
+    if change.trusted or change.operation != "UPDATE" or not change.old:
+        return []
+    before, after = queue_of(change.old), queue_of(change.new)
+    if before == after or gated(change.old) or _ended(change.old):
+        return []
+    verb = "remove" if after is None else "add" if before is None else "change"
+    return [
+        f"{_LABEL}: Forbidden: {_who(change)} may not {verb} it while the Pod runs (its "
+        f"{ADMISSION_GATE} gate is gone): it was admitted through LocalQueue "
+        f'"{before}" and runs on that quota'
+        if before is not None
+        else f"{_LABEL}: Forbidden: {_who(change)} may not add it to a Pod that runs: kuota "
+        "would count a Pod it never admitted; create a new Pod with the label instead"
+    ]
+
+
+_GROUP_LABEL = f"metadata.labels[{POD_GROUP_NAME_LABEL}]"
+_COUNT = f"metadata.annotations[{POD_GROUP_TOTAL_COUNT_ANNOTATION}]"
+
+
+def group_name(change: Change) -> list[str]:
+    """Refuse a user's change or removal of a Pod's group label once set (immutable,
+    as Kueue holds it): a Pod does not move between groups."""
+    if change.trusted or change.operation != "UPDATE" or not change.old:
+        return []
+    before = _labels(change.old).get(POD_GROUP_NAME_LABEL)
+    after = _labels(change.new).get(POD_GROUP_NAME_LABEL)
+    if before is None or before == after:
+        return []
+    return [
+        f'{_GROUP_LABEL}: Forbidden: {_who(change)} may not change it from "{before}" to '
+        f'"{after}" or remove it: a Pod does not move between pod groups; create a new Pod'
+        if after is not None
+        else f'{_GROUP_LABEL}: Forbidden: {_who(change)} may not remove it ("{before}"): '
+        "a Pod does not leave its pod group; delete the Pod"
+    ]
+
+
+def _group_of(pod: Mapping[str, Any]) -> tuple[object, object]:
+    """The Pod's group label and count annotation (None where absent)."""
+    md = pod.get("metadata")
+    annotations = md.get("annotations") if isinstance(md, Mapping) else None
+    count = (
+        annotations.get(POD_GROUP_TOTAL_COUNT_ANNOTATION)
+        if isinstance(annotations, Mapping)
+        else None
+    )
+    return _labels(pod).get(POD_GROUP_NAME_LABEL), count
+
+
+def group_metadata(change: Change) -> list[str]:
+    """Refuse a Pod whose group label and count annotation do not go together, or whose
+    count is not a whole number of pods (from 1 to the most kuota reads): the group
+    would never be read (the fold would reject it)."""
+    group, count = _group_of(change.new)
+    if change.operation == "UPDATE" and (group, count) == _group_of(change.old):
+        return []  # as it was stored: an update of something else goes through
+    if group is None and count is None:
+        return []
+    if group is None:
+        return [
+            f"{_GROUP_LABEL}: Required: a Pod that says how many pods its group has "
+            f"({_COUNT}) names its group too"
+        ]
+    if count is None:
+        return [
+            f"{_COUNT}: Required: a Pod of pod group {group!r} says how many pods the "
+            "group has; kuota admits the group once they all exist"
+        ]
+    if not isinstance(count, str) or not count.isdigit() or not 1 <= int(count) <= MAX_PODS:
+        return [f"{_COUNT}: Invalid value {count!r}: a whole number of pods from 1 to {MAX_PODS}"]
+    return []
+
+
+#: Every rule a CREATE or UPDATE of a labelled Pod must pass, in order.
+POD_RULES: tuple[Rule, ...] = (
+    no_ungate,
+    pod_queue_label,
+    group_name,
+    group_metadata,
+    kuota_annotations,
+)
+
+
+def _mutate_pod(
+    request: Mapping[str, Any], uid: str, operation: str, trusted_users: Collection[str]
+) -> Answer:
+    """The answer for a Pod (see the module docstring)."""
+    pod = request.get("object")
+    metadata = pod.get("metadata") if isinstance(pod, Mapping) else None
+    if (
+        not isinstance(pod, Mapping)
+        or not isinstance(metadata, Mapping)
+        or (operation == "CREATE" and not isinstance(pod.get("spec"), Mapping))
+    ):
+        why = "the Pod has no metadata or spec"
+        return Answer(_review(uid, warning=f"kuota: {why}; allowed unchanged"), "malformed", why)
+    old = request.get("oldObject") if operation == "UPDATE" else None
+    old = old if isinstance(old, Mapping) else {}
+    owner = managed_owner(pod) or (managed_owner(old) if old else None)
+    if owner is not None:
+        return Answer(_review(uid), "unchanged", f"a {owner}'s pod: the {owner} is the workload")
+    if not (queued(pod) or queued(old)):
+        return Answer(_review(uid), "unchanged", f"no {QUEUE_NAME_LABEL} label")
+    namespace = request.get("namespace")
+    namespace = namespace if isinstance(namespace, str) else ""
+    user = _user(request)
+    trusted = user in trusted_users
+    change = Change(operation, user, trusted, old, pod, namespace)
+    reasons = refusals(change, POD_RULES)
+    if reasons:
+        return Answer(_refusal(uid, "; ".join(reasons)), "refused", f"{operation} by {user}")
+    if operation == "UPDATE" or not queued(pod):
+        return Answer(_review(uid), "unchanged", "update allowed")
+    patch = gate_patch(pod)
+    if not patch:
+        return Answer(_review(uid), "unchanged", "already gated")
+    return Answer(_review(uid, patch=patch), "gated", f"queue {queue_of(pod)}")

@@ -31,6 +31,11 @@ from kuota import kinds
 from kuota.actuation.workloads import user_templates
 from kuota.api.not_journaled import NOT_JOURNALED_ANNOTATION
 from kuota.api.parse_job import ACTIVE_ANNOTATION, CREATED_AT_ANNOTATION, DECISION_ID_ANNOTATION
+from kuota.api.parse_workloads import (
+    POD_GROUP_NAME_LABEL,
+    POD_GROUP_TOTAL_COUNT_ANNOTATION,
+    ROLE_HASH_ANNOTATION,
+)
 from kuota.events.schema import (
     JournalEvent,
     ObjectDeleted,
@@ -256,16 +261,82 @@ def _job_projection(obj: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+# What the fold reads of a Pod (kuota.api.parse_workloads.read_pod), and so all of a
+# Pod that is journaled: a Job's metadata, the pod-group label and annotations, the
+# pod spec as a Job's template (no env, args, images, volumes) with its scheduling
+# gates, the phase (a Failed Pod does not count) and the deletion mark; its
+# controller owner (a Job's pod is no group member: kuota.kinds.managed_owner).
+POD_METADATA = (*JOB_METADATA, "deletionTimestamp")
+POD_LABELS = (*JOB_LABELS, POD_GROUP_NAME_LABEL)
+POD_ANNOTATIONS = (ACTIVE_ANNOTATION, POD_GROUP_TOTAL_COUNT_ANNOTATION, ROLE_HASH_ANNOTATION)
+POD_SPEC_PODS = (*POD_SPEC, "schedulingGates")
+OWNER_REFERENCE = ("apiVersion", "kind", "name", "uid", "controller")
+
+
+def _owners(value: object) -> object:
+    """The controller owner references (the only ones the fold reads), trimmed."""
+    if not isinstance(value, list):
+        return copy.deepcopy(value)
+    return [
+        _pick(ref, OWNER_REFERENCE)
+        for ref in value
+        if isinstance(ref, Mapping) and ref.get("controller") is True
+    ]
+
+
+def _pod_spec_projection(pod: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {k: copy.deepcopy(pod[k]) for k in POD_SPEC_PODS if k in pod}
+    for k in ("containers", "initContainers"):
+        if k in pod:
+            out[k] = _containers(pod[k])
+    if "affinity" in pod:
+        out["affinity"] = _affinity(pod["affinity"])
+    return out
+
+
+def _pod_projection(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """What the fold reads of a Pod (:data:`POD_METADATA` ... :data:`POD_SPEC_PODS`),
+    each field copied as found, as for a Job."""
+    out: dict[str, Any] = {k: copy.deepcopy(obj[k]) for k in ("apiVersion", "kind") if k in obj}
+    md = obj.get("metadata")
+    if isinstance(md, Mapping):
+        meta: dict[str, Any] = {k: copy.deepcopy(md[k]) for k in POD_METADATA if k in md}
+        for field, keys in (("labels", POD_LABELS), ("annotations", POD_ANNOTATIONS)):
+            if field in md:
+                picked = _pick(md[field], keys)
+                if picked != {}:
+                    meta[field] = picked
+        if "ownerReferences" in md:
+            owners = _owners(md["ownerReferences"])
+            if owners != []:
+                meta["ownerReferences"] = owners
+        out["metadata"] = meta
+    elif "metadata" in obj:
+        out["metadata"] = copy.deepcopy(md)
+    spec = obj.get("spec")
+    if isinstance(spec, Mapping):
+        out["spec"] = _pod_spec_projection(spec)
+    elif "spec" in obj:
+        out["spec"] = copy.deepcopy(spec)
+    status = obj.get("status")
+    if isinstance(status, Mapping) and "phase" in status:
+        out["status"] = {"phase": copy.deepcopy(status["phase"])}
+    return out
+
+
 def journal_object(kind: str, obj: Mapping[str, Any]) -> dict[str, Any]:
     """The manifest as journaled, kind and apiVersion set. A Job: only what the fold
     reads (:data:`JOB_METADATA` ... :data:`REQUIRED_AFFINITY`; no status, no
     simulation-only annotation), its pod template with the user's own node selector
-    and tolerations. Any other kind: all but status and managed fields (a training
+    and tolerations. A Pod: only what the fold reads (:data:`POD_METADATA` ...), its
+    phase the one status field. Any other kind: all but status and managed fields (a training
     kind's pod templates with the user's own node selector and tolerations, from
     the actuator's record: ``kuota.actuation.workloads.user_templates``). Never
     ingest's stand-in marker (``kuota.api.not_journaled``): only :func:`stand_in` sets it."""
     if kind == "Job":
         out = _job_projection(obj)
+    elif kind == "Pod":
+        out = _pod_projection(obj)
     else:
         source = user_templates(obj) if kind in STATUS_KINDS else obj
         out = {k: copy.deepcopy(v) for k, v in source.items() if k != "status"}
@@ -290,9 +361,10 @@ def stand_in(event: ObjectUpserted, size: int, limit: int) -> ObjectUpserted:
     md = _meta(obj)
     meta: dict[str, Any] = {k: md[k] for k in JOB_METADATA if isinstance(md.get(k), str | int)}
     labels = md.get("labels")
-    if kind == "Job" and isinstance(labels, Mapping):
-        meta["labels"] = {k: labels[k] for k in JOB_LABELS if isinstance(labels.get(k), str)}
-    what = "its projection (what the fold reads)" if kind == "Job" else "the object"
+    if kind in ("Job", "Pod") and isinstance(labels, Mapping):
+        keys = JOB_LABELS if kind == "Job" else POD_LABELS
+        meta["labels"] = {k: labels[k] for k in keys if isinstance(labels.get(k), str)}
+    what = "its projection (what the fold reads)" if kind in ("Job", "Pod") else "the object"
     meta["annotations"] = {
         NOT_JOURNALED_ANNOTATION: (
             f"{what} is {size:,} bytes as a journal event, over the journal's limit of "
@@ -325,7 +397,15 @@ def _job_spec_projection(obj: Mapping[str, Any]) -> object:
 
 
 def fold_digest(kind: str, obj: Mapping[str, Any]) -> str:
-    """A digest of what the fold reads of ``obj`` (docs/design/ingest.md, the digest rule)."""
+    """A digest of what the fold reads of ``obj`` (docs/design/ingest.md, the digest rule).
+    A Pod's: of its projection but the resourceVersion (its phase counts: a Failed
+    Pod leaves its group's count; its other status, kubelet's, does not)."""
+    if kind == "Pod":
+        pod = _pod_projection(obj)
+        if isinstance(pod.get("metadata"), dict):
+            pod["metadata"].pop("resourceVersion", None)
+        text = json.dumps(pod, sort_keys=True, separators=(",", ":"), default=str)
+        return hashlib.sha256(f"Pod:{text}".encode()).hexdigest()[:32]
     md = _meta(obj)
     annotations = md.get("annotations")
     if kind == "Job" and isinstance(annotations, Mapping):

@@ -25,8 +25,11 @@ from kuota_actuator.drains import (
     Drains,
     PodCache,
     PodCaches,
+    PodGroupCache,
     Stop,
     job_settled,
+    pod_stop,
+    pods_settled,
     workload_settled,
 )
 
@@ -239,7 +242,7 @@ def owned(name: str, owner_uid: str, phase: str = "Running") -> Change:
 
 def test_a_pytorchjobs_pods_are_counted_by_their_owner_over_every_cache() -> None:
     caches = PodCaches(None)
-    jobs_cache, training_cache, ray_cache, _ = caches.caches
+    jobs_cache, training_cache, ray_cache, _, _ = caches.caches
     assert caches.live("pt") is None, "not listed yet"
     for c in caches.caches:
         c.synced.set()
@@ -299,7 +302,7 @@ def job_set_pod(name: str, job_set_uid: str, child_job_uid: str) -> Change:
 
 def test_a_job_sets_pods_are_counted_by_the_job_set_uid_not_their_jobs() -> None:
     caches = PodCaches(None)
-    jobs_cache, _, _, job_set_cache = caches.caches
+    jobs_cache, _, _, job_set_cache, _ = caches.caches
     for c in caches.caches:
         c.synced.set()
     change = job_set_pod("js-w-0-0", "js", "child")
@@ -331,3 +334,97 @@ def test_a_stopped_job_set_is_settled_by_its_controller_or_when_none_reconciled_
     pt: dict[str, Any] = {"kind": "PyTorchJob", "metadata": {"uid": "pt"}}
     pt["spec"] = {"runPolicy": {"suspend": True}}
     assert not workload_settled(pt, "pt"), "only a JobSet settles without its controller"
+
+
+# --------------------------------------------------------------------------- pod groups (#18)
+
+QUEUE = "kueue.x-k8s.io/queue-name"
+GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
+GATE = {"name": "kueue.x-k8s.io/admission"}
+
+
+def group_pod(
+    name: str,
+    group: str | None = "g",
+    phase: str = "Running",
+    *,
+    gated: bool = False,
+    terminating: bool = False,
+    owner: str | None = None,
+) -> Change:
+    """A Pod with the queue label: of pod group ``group`` (None: a single Pod)."""
+    labels = {QUEUE: "lq"} | ({GROUP_LABEL: group} if group else {})
+    md: dict[str, Any] = {"name": name, "namespace": "ns", "uid": f"uid-{name}", "labels": labels}
+    if terminating:
+        md["deletionTimestamp"] = "2026-12-01T00:00:00Z"
+    if owner is not None:
+        md["ownerReferences"] = [
+            {"apiVersion": "batch/v1", "kind": owner, "name": "j", "uid": "j", "controller": True}
+        ]
+    spec = {"schedulingGates": [GATE]} if gated else {}
+    return Change("UPSERT", "Pod", {"metadata": md, "spec": spec, "status": {"phase": phase}})
+
+
+def test_a_pod_groups_pods_are_counted_by_its_key_while_they_hold_anything() -> None:
+    """The group's uid is its first Pod's: the others do not carry it. So its Pods are
+    counted under the group's key: not ended, not gated, terminating ones included;
+    a Job's pod with the queue label copied is its Job's, not a group's."""
+    cache = PodGroupCache(None)
+    cache.synced.set()
+    cache.observe(group_pod("g-0", terminating=True))
+    cache.observe(group_pod("g-1"))
+    cache.observe(group_pod("g-2", gated=True))  # never started: holds nothing
+    cache.observe(group_pod("g-3", phase="Succeeded"))
+    cache.observe(group_pod("solo", group=None))
+    cache.observe(group_pod("j-abc", owner="Job"))
+    assert cache.live("ns/podgroup/g") == 2
+    assert cache.live("uid-g-0") == 0, "not by the uid of any one Pod"
+    assert cache.live("ns/pod/solo") == 1
+    cache.observe(Change("DELETE", "Pod", group_pod("g-0").object))
+    cache.observe(group_pod("g-1", phase="Failed"))  # kwok ends a deleted pod Failed first
+    assert cache.live("ns/podgroup/g") == 0
+    # the first list goes through the slim copy: still keyed by the group, still gated
+    slim = {("ns", n): cache._slim(group_pod(n, **kw).object) for n, kw in
+            (("g-1", {}), ("g-2", {"gated": True}), ("j-abc", {"owner": "Job"}))}  # fmt: skip
+    cache._rebuild(slim)
+    assert cache.live("ns/podgroup/g") == 1
+
+
+async def test_a_pod_groups_stop_is_reported_once_its_pods_are_gone() -> None:
+    now = [0.0]
+    reports: list[WorkloadStopped] = []
+
+    async def report(event: WorkloadStopped) -> None:
+        reports.append(event)
+
+    caches = PodCaches(None)
+    for c in caches.caches:
+        c.synced.set()
+    group_cache = caches.caches[-1]
+    assert isinstance(group_cache, PodGroupCache)
+    drains = Drains(caches, report, settled=pods_settled, clock=lambda: now[0])
+    for name in ("g-0", "g-1", "g-2"):
+        group_cache.observe(group_pod(name))
+    stop = decision("Preempted", workload="ns/podgroup/g", uid="uid-g-0")
+    drains.add(stop)
+    group_cache.observe(Change("DELETE", "Pod", group_pod("g-0").object))  # its uid's Pod
+    assert await drains.check() == 0, "the group's other Pods still run"
+    group_cache.observe(group_pod("g-1", terminating=True))
+    group_cache.observe(Change("DELETE", "Pod", group_pod("g-2").object))
+    assert await drains.check() == 0, "a terminating Pod still holds its GPUs"
+    group_cache.observe(Change("DELETE", "Pod", group_pod("g-1").object))
+    group_cache.observe(group_pod("g-0", gated=True))  # its owner made it again: gated
+    assert await drains.check() == 1
+    (stopped,) = reports
+    assert (stopped.workload, stopped.uid, stopped.decision_id) == (
+        "ns/podgroup/g",
+        "uid-g-0",
+        stop.id,
+    )
+
+
+def test_which_stops_are_a_pod_groups() -> None:
+    assert pod_stop("ns/podgroup/g") and pod_stop("ns/pod/p")
+    assert not pod_stop("ns/train") and not pod_stop("ns/pytorchjob/p")
+    assert not pod_stop("ns/leaderworkerset/l/0")
+    assert pods_settled(Stop("s", "Preempted", "ns/podgroup/g", "uid-g-0", 1.0))

@@ -10,6 +10,7 @@ from builders.workloads import (
     GPU,
     job_set,
     leader_worker_set,
+    pod,
     pod_template,
     pytorch_job,
     ray_cluster,
@@ -17,7 +18,8 @@ from builders.workloads import (
 )
 
 from kuota.api.parse import parse_object
-from kuota.api.types import ObjectRef, ValidationError, WorkloadGroup, WorkloadSpec
+from kuota.api.parse_workloads import pod_workload_key
+from kuota.api.types import ObjectRef, PodMember, ValidationError, WorkloadGroup, WorkloadSpec
 
 ONE_GPU = ((GPU, 1000),)
 
@@ -223,3 +225,51 @@ def test_a_leader_worker_set_without_a_worker_template_is_refused() -> None:
     m = leader_worker_set("lws")
     del m["spec"]["leaderWorkerTemplate"]["workerTemplate"]
     assert refused(m).field == "spec.leaderWorkerTemplate.workerTemplate"
+
+
+# --------------------------------------------------------------------------- Pods
+
+
+def owned(
+    manifest: dict[str, Any], api_version: str, kind: str, *, controller: bool = True
+) -> dict[str, Any]:
+    ref = {"apiVersion": api_version, "kind": kind, "name": "o", "uid": "o1"}
+    manifest["metadata"]["ownerReferences"] = [{**ref, "controller": controller}]
+    return manifest
+
+
+@pytest.mark.parametrize(
+    ("api_version", "kind"),
+    [
+        ("batch/v1", "Job"),  # a Job's pod, a JobSet's (owned by its Jobs), a RayJob submitter
+        ("kubeflow.org/v1", "PyTorchJob"),
+        ("ray.io/v1", "RayCluster"),
+        ("kubeflow.org/v2beta1", "MPIJob"),  # a kind Kueue admits and kuota does not read
+    ],
+)
+def test_the_pod_of_a_workload_admitted_itself_is_no_pod_group_member(
+    api_version: str, kind: str
+) -> None:
+    """The queue label copied into a template does not make its pods workloads: their
+    owner is admitted (Kueue's pod webhook and reconciler skip them too)."""
+    for manifest in (pod("w-0"), pod("w-0", group="g", total=2)):
+        assert parse_object(owned(manifest, api_version, kind), at=5.0) is None
+        assert pod_workload_key(manifest) is None
+
+
+def test_a_pod_of_a_replica_set_or_not_the_controller_is_still_a_member() -> None:
+    """Kueue manages a Deployment's or a StatefulSet's labelled pods AS pods; an owner
+    that is not the controller does not count."""
+    by_rs = owned(pod("rs-0", group="g", total=2), "apps/v1", "ReplicaSet")
+    assert isinstance(parse_object(by_rs, at=5.0), PodMember)
+    assert pod_workload_key(by_rs) == "ns/podgroup/g"
+    not_controller = owned(pod("solo"), "batch/v1", "Job", controller=False)
+    member = parse_object(not_controller, at=5.0)
+    assert isinstance(member, PodMember) and not member.pod_group
+    assert pod_workload_key(not_controller) == "ns/pod/solo"
+
+
+def test_a_pods_workload_key() -> None:
+    assert pod_workload_key(pod("g-0", group="g", total=3)) == "ns/podgroup/g"
+    assert pod_workload_key(pod("solo", namespace="team")) == "team/pod/solo"
+    assert pod_workload_key(pod("x", queue=None)) is None, "no queue label: not kuota's"

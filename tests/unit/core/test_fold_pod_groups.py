@@ -5,7 +5,7 @@ with the queue label are groups of one."""
 from __future__ import annotations
 
 from builders.driver import Driver, kinds
-from builders.manifests import cluster_queue, flavor, local_queue
+from builders.manifests import cluster_queue, flavor, local_queue, priority_class
 from builders.workloads import pod
 
 GPU = "nvidia.com/gpu"
@@ -105,3 +105,55 @@ def test_bad_pod_group_input_is_rejected_with_a_reason() -> None:
     ]
     assert "says how many pods it has" in (out[0].message or "")
     assert "must be from 1 to" in (out[1].message or "")
+
+
+def test_a_finished_group_stays_finished_while_its_pods_go_and_its_name_is_free_after() -> None:
+    """WorkloadFinished (ingest's, from the Pods' phases) ends the group and frees its
+    quota; its Pods, done, are deleted one by one without announcing the group as
+    incomplete; once the last is gone a new group of that name is a new workload."""
+    d = queue(4)
+    d.apply(*(pod(f"g-{i}", group="g", total=2, gated=False) for i in range(2)))
+    assert d.state("ns/podgroup/g") == "Admitted"
+    out = d.finish("ns/podgroup/g", succeeded=True)
+    assert kinds(out)[0] == ("Finished", "ns/podgroup/g") and out[0].reason == "Succeeded"
+    assert d.usage("cq") == {}
+    done = [pod(f"g-{i}", group="g", total=2, gated=False, phase="Succeeded") for i in range(2)]
+    assert d.apply(*done) == [], "seen done: still finished"
+    assert d.delete("Pod", "g-0", "ns") == [], "no 1 of 2 announcement for a finished group"
+    assert d.delete("Pod", "g-1", "ns") == []
+    assert d.state("ns/podgroup/g") is None
+    again = [pod(f"g-{i}", group="g", total=2) for i in range(2)]
+    again[0]["metadata"]["uid"] = "new-0"
+    out = d.apply(*again)
+    assert kinds(out) == [("Inadmissible", "ns/podgroup/g"), ("Admitted", "ns/podgroup/g")]
+
+
+def test_a_preempted_group_gives_its_quota_back_once_its_pods_are_gone() -> None:
+    """The actuator deletes a stopped group's Pods; the fold takes the group out of its
+    queue as they go, and releases its quota on the actuator's WorkloadStopped."""
+    d = Driver(auto_stop=False)
+    d.apply(
+        flavor("h100"),
+        cluster_queue("cq", gpus=2, within="LowerPriority"),
+        local_queue("lq", namespace="ns", cluster_queue="cq"),
+        priority_class("low", value=0),
+        priority_class("high", value=100),
+    )
+    low = [pod(f"g-{i}", group="g", total=2) for i in range(2)]
+    for p in low:
+        p["metadata"]["uid"] = f"uid-{p['metadata']['name']}"
+        p["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "low"
+    (admitted,) = [x for x in d.apply(*low) if x.type == "Admitted"]
+    assert admitted.uid == "uid-g-0", "the group's uid: its first Pod's"
+    urgent = pod("urgent", gpus=2)
+    urgent["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "high"
+    out = d.apply(urgent)
+    (stop,) = [x for x in out if x.type == "Preempted"]
+    assert stop.workload == "ns/podgroup/g" and stop.uid == "uid-g-0"
+    assert ("Admitted", "ns/pod/urgent") not in kinds(out), "its pods still hold the quota"
+    for name in ("g-0", "g-1"):
+        d.delete("Pod", name, "ns")
+    assert ("Admitted", "ns/pod/urgent") not in kinds(d.decisions)
+    out = d.stopped(stop)
+    assert kinds(out) == [("QuotaReleased", "ns/podgroup/g"), ("Admitted", "ns/pod/urgent")]
+    assert out[0].stop_id == stop.id

@@ -62,6 +62,10 @@ def patch_of(answer: dict[str, Any]) -> list[dict[str, Any]] | None:
 
 
 SUSPEND = [{"op": "add", "path": "/spec/suspend", "value": True}]
+GATE = [  # a Pod (#18): held by Kueue's scheduling gate, marked managed
+    {"op": "add", "path": "/spec/schedulingGates", "value": [{"name": "kueue.x-k8s.io/admission"}]},
+    {"op": "add", "path": "/metadata/labels/kueue.x-k8s.io~1managed", "value": "true"},
+]
 
 
 @pytest.mark.parametrize(
@@ -72,9 +76,10 @@ SUSPEND = [{"op": "add", "path": "/spec/suspend", "value": True}]
         (review(labels={QUEUE: "lq"}, suspend=True), "unchanged", None),
         (review(labels={"other": "x"}, suspend=False), "unchanged", None),
         (review(operation="UPDATE", labels={QUEUE: "lq"}, suspend=False), "unchanged", None),
-        (review(kind=("", "Pod"), labels={QUEUE: "lq"}), "unchanged", None),
+        (review(kind=("", "Pod"), labels={QUEUE: "lq"}), "gated", GATE),
+        (review(kind=("apps", "Deployment"), labels={QUEUE: "lq"}), "unchanged", None),
     ],
-    ids=["label+false", "label+absent", "label+true", "no label", "update", "pod"],
+    ids=["label+false", "label+absent", "label+true", "no label", "update", "pod", "other"],
 )
 def test_answers(body: dict[str, Any], outcome: str, patch: Any) -> None:
     a = mutate_job(body)

@@ -270,6 +270,7 @@ def _entries(docs: list[Any]) -> dict[str, Any]:
 PYTORCH_ENTRY = "mutate-kubeflow-org-v1-pytorchjob.kuota.dev"
 RAY_ENTRY = "mutate-ray-io-v1-raycluster.kuota.dev"
 JOBSET_ENTRY = "mutate-jobset-x-k8s-io-v1alpha2-jobset.kuota.dev"
+POD_ENTRY = "mutate--v1-pod.kuota.dev"
 TEMPLATE_ENTRY = "guard-resource-k8s-io-resourceclaimtemplate.kuota.dev"
 
 
@@ -280,6 +281,7 @@ def _check(entries: dict[str, Any]) -> None:
         PYTORCH_ENTRY,
         RAY_ENTRY,
         JOBSET_ENTRY,
+        POD_ENTRY,
         TEMPLATE_ENTRY,
     }
     queued, other, pytorch = (
@@ -304,6 +306,13 @@ def _check(entries: dict[str, Any]) -> None:
     assert js["objectSelector"]["matchExpressions"] == [{"key": QUEUE, "operator": "Exists"}]
     where = js["clientConfig"].get("url") or js["clientConfig"]["service"]["path"]
     assert where.endswith(kinds.get("JobSet").mutate_path())
+    # Pods with the queue label (#18, pod groups): gated at creation, failing closed
+    pods = entries[POD_ENTRY]
+    assert (pods["failurePolicy"], pods["rules"][0]["resources"]) == ("Fail", ["pods"])
+    assert (pods["rules"][0]["apiGroups"], pods["rules"][0]["apiVersions"]) == ([""], ["v1"])
+    assert pods["objectSelector"]["matchExpressions"] == [{"key": QUEUE, "operator": "Exists"}]
+    where = pods["clientConfig"].get("url") or pods["clientConfig"]["service"]["path"]
+    assert where.endswith("/mutate--v1-pod") and where.endswith(kinds.get("Pod").mutate_path())
     # a ResourceClaimTemplate's DELETE (template-guard.md): failing closed, no queue label
     guard = entries[TEMPLATE_ENTRY]
     assert guard["failurePolicy"] == "Fail"
@@ -318,7 +327,7 @@ def _check(entries: dict[str, Any]) -> None:
     assert other["objectSelector"]["matchExpressions"] == [
         {"key": QUEUE, "operator": "DoesNotExist"}
     ]
-    for hook in (queued, other, pytorch, ray, guard):
+    for hook in (queued, other, pytorch, ray, js, pods, guard):
         (rule,) = hook["rules"]
         assert rule["operations"] == (["DELETE"] if hook is guard else ["CREATE", "UPDATE"])
         (expr,) = hook["namespaceSelector"]["matchExpressions"]

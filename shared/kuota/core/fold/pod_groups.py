@@ -13,7 +13,10 @@ are its roles (``kuota.api.parse_workloads.pod_group_workload``) and queued as
 any other. Before admission a change of its members re-reads it (a Pod lost
 takes it out of its queue, back to waiting); once admitted, members may come
 and go (their pods run and end) and the admission stays, until the last Pod is
-deleted: then it is ``Finished`` (``Deleted``). docs/design/workload-kinds.md.
+deleted: then it is ``Finished`` (``Deleted``), unless ingest said before that it
+ended (``WorkloadFinished`` from its Pods' phases: ``kuota.kube.pod_status``); a
+finished group stays finished, without a word, while its Pods go, and its name
+is free once the last is gone. docs/design/workload-kinds.md.
 """
 
 from __future__ import annotations
@@ -60,11 +63,12 @@ def _changed(fold: Fold, key: str) -> None:
     if not members:  # the last Pod is gone
         fold._pod_groups.pop(key, None)
         fold._pod_waiting.pop(key, None)
-        if rec is not None:
-            fold._delete_workload(key)
+        fold._delete_workload(key)  # a finished group's name is free again too
         return
     if rec is not None and rec.state == ADMITTED:
         return  # its pods run and end; the admission stays until the last is deleted
+    if rec is None and key in fold._finished_uids:
+        return  # finished (WorkloadFinished): its done Pods go one by one, quietly
     live = [m for m in members.values() if not m.failed]
     first = min(members.values(), key=lambda m: (m.creation_seconds, m.pod))
     total = first.total
