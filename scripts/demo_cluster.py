@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from demo_stream import (
+    GPU_COUNT,
     NAMESPACES,
     PYTORCHJOB,
     QUOTA_RESOURCES,
@@ -58,10 +59,11 @@ async def delete_previous_jobs(api: Any) -> int:
 
     batch = client.BatchV1Api(api)
     objects = client.CustomObjectsApi(api)
+    group, version, plural = PYTORCHJOB
 
     async def pytorchjobs(ns: str) -> list[Any]:
         try:
-            listed = await objects.list_namespaced_custom_object(*PYTORCHJOB, ns)
+            listed = await objects.list_namespaced_custom_object(group, version, ns, plural)
         except ApiException as err:
             if err.status == 404:  # no namespace yet, or no training-operator CRD
                 return []
@@ -73,7 +75,7 @@ async def delete_previous_jobs(api: Any) -> int:
         for item in await pytorchjobs(ns):
             with contextlib.suppress(ApiException):
                 await objects.delete_namespaced_custom_object(
-                    *PYTORCHJOB, ns, item["metadata"]["name"], propagation_policy="Background"
+                    group, version, ns, plural, item["metadata"]["name"]
                 )
             deleted += 1
         try:
@@ -105,7 +107,9 @@ async def wait_ingested(env: Mapping[str, str], applied: list[dict[str, Any]]) -
 
     Ingest remembers, per object, the last resourceVersion it journaled or skipped
     in the Redis hash ``kuota:ingest:seen`` (docs/design/ingest.md), written only
-    after Kafka acknowledged the journal records.
+    after Kafka acknowledged the journal records; each entry is signed,
+    ``s1.<hmac>.<JSON>`` (services/ingest/kuota_ingest/seen_store.py): the demo
+    reads the JSON's resourceVersion and does not check the signature.
     """
     import redis.asyncio as aioredis
 
@@ -139,7 +143,8 @@ async def wait_ingested(env: Mapping[str, str], applied: list[dict[str, Any]]) -
             values = await redis.hmget(seen_key, list(want))
             for (k, rv), raw in zip(want.items(), values, strict=True):
                 try:
-                    ok = raw is not None and int(json.loads(raw)[0]) >= rv
+                    body = raw.decode().split(".", 2)[2] if raw is not None else "null"
+                    ok = raw is not None and int(json.loads(body)[0]) >= rv
                 except (ValueError, TypeError, IndexError):
                     ok = False
                 if not ok:
@@ -166,16 +171,18 @@ async def read_quotas(api: Any) -> tuple[dict[str, QueueQuota], dict[str, int]]:
     for cq_name in ("training", "inference", "inference-shared", "training-ddp"):
         cq = await objects.get_cluster_custom_object(*KUEUE, "clusterqueues", cq_name)
         spec = cq.get("spec") or {}
-        nominal, limit = 0, None
+        nominal, limit, what = 0, None, "of GPU memory"
         for group in spec.get("resourceGroups") or []:
             for flavor in group.get("flavors") or []:
                 for r in flavor.get("resources") or []:
+                    if r.get("name") == GPU_COUNT:
+                        what = f"GPUs ({GPU_COUNT}, flavor {flavor.get('name')})"
                     if r.get("name") in QUOTA_RESOURCES:
                         nominal += parse_quantity(str(r.get("nominalQuota", "0")))
                         if r.get("borrowingLimit") is not None:
                             limit = (limit or 0) + parse_quantity(str(r["borrowingLimit"]))
         quotas[cq_name] = QueueQuota(
-            cq_name, spec.get("cohortName") or spec.get("cohort"), nominal, limit
+            cq_name, spec.get("cohortName") or spec.get("cohort"), nominal, limit, what
         )
     classes = await objects.list_cluster_custom_object(*KUEUE, "workloadpriorityclasses")
     priorities = {c["metadata"]["name"]: int(c.get("value", 0)) for c in classes.get("items") or []}
@@ -211,8 +218,9 @@ async def submit_jobs(api: Any, jobs: list[DemoJob], t0: float) -> None:
         ns = job.manifest["metadata"]["namespace"]
         try:
             if job.kind == "PyTorchJob":
+                group, version, plural = PYTORCHJOB
                 await client.CustomObjectsApi(api).create_namespaced_custom_object(
-                    *PYTORCHJOB, ns, job.manifest
+                    group, version, ns, plural, job.manifest
                 )
             else:
                 await batch.create_namespaced_job(ns, job.manifest)

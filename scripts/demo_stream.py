@@ -64,7 +64,7 @@ STYLES = {
 }
 COLUMNS = (
     ("time", 8, "right"),
-    ("workload", 22, "left"),
+    ("workload", 30, "left"),
     ("decision", 12, "left"),
     ("ClusterQueue", 12, "left"),
     ("flavor", 6, "left"),
@@ -189,6 +189,7 @@ class QueueQuota:
     cohort: str | None
     nominal: int  # milli-units of gpu-memory (or of GPUs, for training-ddp)
     borrowing_limit: int | None
+    what: str = "of GPU memory"  # what the quota counts, after the amount
     usage: int = 0
     peak: int = 0
     admitted: int = 0
