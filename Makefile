@@ -93,10 +93,13 @@ diff-kueue: native kueue-stack-up
 bench-vs-kueue: native stack-up kueue-stack-up
 	$(WITH_STACK) $(PY) scripts/bench_vs_kueue.py $(BENCH_ARGS)
 
-# Two passes: everything on the compiled core, then tests/pure on the pure-Python one.
+# Two passes: everything on the compiled core, then tests/pure on the pure-Python one;
+# then the demo itself, last (it applies its sample cluster to the shared stack), so
+# `make demo` cannot break unseen; it fails unless every workload finishes.
 test: native stack-up operators browser kueue-install
 	$(WITH_STACK) .venv/bin/pytest -q -p no:cacheprovider
 	KUOTA_NATIVE=0 .venv/bin/pytest -q -p no:cacheprovider tests/pure
+	$(WITH_STACK) $(PY) scripts/demo --stop-services
 
 test-unit: native
 	.venv/bin/pytest -q tests/unit
