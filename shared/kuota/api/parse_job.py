@@ -45,7 +45,7 @@ from kuota.api.fields import (
     tolerations,
 )
 from kuota.api.types import ClaimRef, NodeSelectorTerm, PodSet, WorkloadSpec
-from kuota.kinds import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
+from kuota.kinds import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL, managed_owner
 
 CREATED_AT_ANNOTATION = "kuota.dev/created-at"
 ACTIVE_ANNOTATION = "kuota.dev/active"
@@ -321,8 +321,13 @@ class Header:
 
 def read_header(raw: Raw, *, at: float, managed: bool = False) -> Header | None:
     """The metadata of a workload of any kind, read as a Job's is; ``None``
-    without a queue label unless ``managed``."""
+    without a queue label unless ``managed``, and for an object whose controller
+    owner is a workload kind admitted itself (``kuota.kinds.managed_owner``: the
+    RayCluster KubeRay makes for a RayJob, its labels copied): the owner is the
+    workload, as Kueue skips such an object."""
     meta = meta_of(raw)
+    if managed_owner(raw) is not None:
+        return None
     labels = mapping(meta.get("labels"), "metadata.labels")
     queue = string(labels.get(QUEUE_NAME_LABEL), _QUEUE_PATH)
     if queue:
@@ -352,11 +357,15 @@ def read_header(raw: Raw, *, at: float, managed: bool = False) -> Header | None:
 
 
 def read_job(raw: Raw, *, at: float, managed: bool = False) -> WorkloadSpec | None:
-    """The Job as a workload; ``None`` without a queue label unless ``managed``."""
+    """The Job as a workload; ``None`` without a queue label unless ``managed``, and
+    for a Job whose controller owner is a workload kind admitted itself (a JobSet's
+    Job, a RayJob's submitter: ``kuota.kinds.managed_owner``), as Kueue skips it."""
     kind = raw.get("kind")
     if kind is not None and kind != "Job":
         raise FieldError("kind", f"expected a Job, not {kind!r}")
     meta = meta_of(raw)
+    if managed_owner(raw) is not None:
+        return None
     labels = mapping(meta.get("labels"), "metadata.labels")
     queue = string(labels.get(QUEUE_NAME_LABEL), _QUEUE_PATH)
     if queue:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from builders.manifests import job
 from builders.workloads import (
     GPU,
     job_set,
@@ -273,3 +274,24 @@ def test_a_pods_workload_key() -> None:
     assert pod_workload_key(pod("g-0", group="g", total=3)) == "ns/podgroup/g"
     assert pod_workload_key(pod("solo", namespace="team")) == "team/pod/solo"
     assert pod_workload_key(pod("x", queue=None)) is None, "no queue label: not kuota's"
+
+
+# --------------------------------------------------------------------------- owned objects
+
+
+def test_kuberays_ray_cluster_and_submitter_job_of_a_ray_job_are_no_workloads() -> None:
+    """KubeRay v1.5.0 copies a RayJob's labels (the queue label too) onto the RayCluster
+    it makes and owns, and owns the submitter Job: both are the RayJob's, never queued
+    a second time (Kueue skips them too); without a controller owner they are read."""
+    cluster = ray_cluster("rj-x7k2p", workers={"gpu": 2})
+    assert isinstance(parse_object(cluster, at=5.0), WorkloadSpec), "a RayCluster of its own"
+    assert parse_object(owned(cluster, "ray.io/v1", "RayJob"), at=5.0) is None
+    submitter = job("rj", namespace="ns", gpus=0)
+    assert isinstance(parse_object(submitter, at=5.0), WorkloadSpec), "a labelled Job"
+    assert parse_object(owned(submitter, "ray.io/v1", "RayJob"), at=5.0) is None
+    by_job_set = owned(job("js-w-0", namespace="ns", gpus=1), "jobset.x-k8s.io/v1alpha2", "JobSet")
+    assert parse_object(by_job_set, at=5.0) is None, "a JobSet's Job"
+    loose = owned(ray_cluster("rc"), "ray.io/v1", "RayJob", controller=False)
+    assert isinstance(parse_object(loose, at=5.0), WorkloadSpec), "not its controller"
+    rj = owned(ray_job("rj"), "ray.io/v1", "RayService")
+    assert parse_object(rj, at=5.0) is None, "any managed owner, for every kind"
