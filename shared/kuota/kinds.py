@@ -121,10 +121,10 @@ KINDS: tuple[Kind, ...] = (
     Kind("batch", ("v1",), "Job", "jobs", True, "workload"),
     # The distributed-training kinds (#18): read in files, the simulator and the
     # fold; ingest watches those wired into the services (PyTorchJob, RayCluster,
-    # JobSet, Pod), not the others yet (watch="").
+    # RayJob, JobSet, Pod), not the others yet (watch="").
     Kind("kubeflow.org", ("v1",), "PyTorchJob", "pytorchjobs", True, "workload", crd=True),
     Kind("ray.io", ("v1",), "RayCluster", "rayclusters", True, "workload", crd=True),
-    Kind("ray.io", ("v1",), "RayJob", "rayjobs", True, "workload", "", crd=True),
+    Kind("ray.io", ("v1",), "RayJob", "rayjobs", True, "workload", crd=True),
     Kind("jobset.x-k8s.io", ("v1alpha2",), "JobSet", "jobsets", True, "workload", crd=True),
     # pod groups and single Pods: only Pods with the queue label are watched
     Kind("", ("v1",), "Pod", "pods", True, "workload", selector=QUEUE_NAME_LABEL),
@@ -305,8 +305,12 @@ KUEUE_JOB_OWNERS: tuple[tuple[str, str], ...] = (
 #: the owner is what is admitted (Kueue's pod webhook and reconciler leave such a
 #: Pod alone). Every workload kind kuota reads but the Pod, and
 #: :data:`KUEUE_JOB_OWNERS`. A JobSet's pods are owned by its Jobs, a RayJob's
-#: submitter by a Job. Not listed: ReplicaSet and StatefulSet, whose pods Kueue's
-#: Deployment, StatefulSet and LeaderWorkerSet integrations manage AS pod groups.
+#: submitter by a Job. The same rule holds for the objects of workload kinds: a
+#: RayCluster or a submitter Job that KubeRay makes for a RayJob (its labels, the
+#: queue label included, copied from the RayJob) is the RayJob's, never a workload
+#: of its own (:func:`managed_owner`; Kueue skips them too). Not listed: ReplicaSet
+#: and StatefulSet, whose pods Kueue's Deployment, StatefulSet and LeaderWorkerSet
+#: integrations manage AS pod groups.
 MANAGED_OWNERS: frozenset[tuple[str, str]] = frozenset(
     {(k.group, k.kind) for k in KINDS if k.role == "workload" and k.kind != "Pod"}
     | set(KUEUE_JOB_OWNERS)

@@ -343,7 +343,7 @@ def test_webhook_service_and_registration(overlay: list[dict[str, Any]]) -> None
     config = one(overlay, "MutatingWebhookConfiguration", "kuota-webhook")
     # Two entries on one path (docs/design/webhook-registration.md): queued Jobs,
     # failing closed; unlabelled Jobs (managed namespaces), Ignore in deploy/base.
-    queued, unlabelled, pytorch, ray, jobset, pods, guard = config["webhooks"]
+    queued, unlabelled, pytorch, ray, rayjob, jobset, pods, guard = config["webhooks"]
     # labelled Pods (#18, pod groups): gated at creation, on Kueue's pod webhook path
     assert pods["name"] == "mutate--v1-pod.kuota.dev"
     assert pods["clientConfig"]["service"]["path"] == "/mutate--v1-pod"
@@ -362,6 +362,8 @@ def test_webhook_service_and_registration(overlay: list[dict[str, Any]]) -> None
     assert (guard["failurePolicy"], guard["rules"][0]["operations"]) == ("Fail", ["DELETE"])
     assert "objectSelector" not in guard
     assert ray["clientConfig"]["service"]["path"] == "/mutate-ray-io-v1-raycluster"  # (#18)
+    assert rayjob["clientConfig"]["service"]["path"] == "/mutate-ray-io-v1-rayjob"
+    assert (rayjob["failurePolicy"], rayjob["rules"][0]["resources"]) == ("Fail", ["rayjobs"])
     assert jobset["clientConfig"]["service"]["path"] == "/mutate-jobset-x-k8s-io-v1alpha2-jobset"
     assert (jobset["failurePolicy"], jobset["rules"][0]["resources"]) == ("Fail", ["jobsets"])
     assert pytorch["name"] == "mutate-kubeflow-org-v1-pytorchjob.kuota.dev"  # (#18)

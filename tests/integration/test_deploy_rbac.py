@@ -75,7 +75,13 @@ EXPECTED: dict[str, set[Question]] = {
     "kuota-actuator": everywhere(("get",), *(of(k.kind) for k in kinds.WATCHED))
     | {("get", CONFIGMAPS, HERE, CONFIG)}
     | everywhere(("list", "watch", "patch"), JOBS)
-    | everywhere(("list", "watch", "patch"), of("PyTorchJob"), of("RayCluster"), of("JobSet"))
+    | everywhere(
+        ("list", "watch", "patch"),
+        of("PyTorchJob"),
+        of("RayCluster"),
+        of("RayJob"),
+        of("JobSet"),
+    )
     | everywhere(("patch",), JOBS_STATUS)
     | everywhere(("create",), EVENTS)
     | everywhere(("list", "watch"), PODS)  # a stopped Job's pods, until gone (#23 items 2-3)

@@ -107,10 +107,11 @@ def test_each_kind_and_plural_once_and_the_roles() -> None:
         "Pod",
     }
     # the training kinds are read from files and journals; ingest watches those wired
-    # into the services (#18: PyTorchJob, RayCluster, JobSet, pod groups), not the others yet
-    wired = ("Job", "PyTorchJob", "RayCluster", "JobSet", "Pod")
+    # into the services (#18: PyTorchJob, RayCluster, RayJob, JobSet, pod groups), not the
+    # LeaderWorkerSet yet
+    wired = ("Job", "PyTorchJob", "RayCluster", "RayJob", "JobSet", "Pod")
     others = [k for k in KINDS if k.role == "workload" and k.kind not in wired]
-    assert [k.kind for k in others] == ["RayJob", "LeaderWorkerSet"]
+    assert [k.kind for k in others] == ["LeaderWorkerSet"]
     assert all(not k.watch and k.crd for k in others)
     assert all(kinds.get(k).watch == "cluster" and kinds.get(k).crd for k in wired[1:-1])
     pod = kinds.get("Pod")
@@ -148,6 +149,7 @@ def test_what_ingest_watches_and_journals() -> None:
         "Job",
         "PyTorchJob",
         "RayCluster",
+        "RayJob",
         "JobSet",
         "Pod",
     ]
@@ -173,6 +175,7 @@ def test_translate_fills_in_the_watched_version() -> None:
         "WorkloadPriorityClass": "kueue.x-k8s.io/v1beta2",
         "PyTorchJob": "kubeflow.org/v1",
         "RayCluster": "ray.io/v1",
+        "RayJob": "ray.io/v1",
         "JobSet": "jobset.x-k8s.io/v1alpha2",
         "Pod": "v1",
     }
@@ -215,13 +218,14 @@ def test_the_webhook_mutates_the_registrys_job() -> None:
     assert admission_review.QUEUE_NAME_LABEL is kinds.QUEUE_NAME_LABEL
     hooks = [d for d in _documents("webhook.yaml") if d["kind"] == "MutatingWebhookConfiguration"]
     entries = [w for d in hooks for w in d["webhooks"]]
-    assert len(entries) == 7, (
-        "queued Jobs, the others (#22); PyTorchJobs, RayClusters, JobSets, Pods; template deletes"
+    assert len(entries) == 8, (
+        "queued Jobs, the others (#22); PyTorchJobs, RayClusters, RayJobs, JobSets, Pods; "
+        "template deletes"
     )
     guard = entries.pop()
     assert guard["clientConfig"]["service"]["path"] == template_guard.PATH
     assert guard["rules"][0]["resources"] == ["resourceclaimtemplates"]
-    for kind in ("Pod", "JobSet", "RayCluster", "PyTorchJob"):
+    for kind in ("Pod", "JobSet", "RayJob", "RayCluster", "PyTorchJob"):
         hook = entries.pop()
         k = kinds.get(kind)
         assert hook["clientConfig"]["service"]["path"] == k.mutate_path()
@@ -384,6 +388,7 @@ ACTUATOR_MORE: dict[tuple[str, str], set[str]] = {
     ("LocalQueue", "status"): {"patch"},  # admission fair sharing's status.fairSharing
     ("PyTorchJob", ""): {"list", "watch", "patch"},  # admit, stop, the drains' cache (#18)
     ("RayCluster", ""): {"list", "watch", "patch"},
+    ("RayJob", ""): {"list", "watch", "patch"},
     ("JobSet", ""): {"list", "watch", "patch"},
 }
 

@@ -1,5 +1,6 @@
 """The mutating webhook's HTTPS server: ``POST /mutate-batch-v1-job`` (and one path
-per training kind kuota queues, ``/mutate-kubeflow-org-v1-pytorchjob``, and Kueue's
+per training kind kuota queues, ``/mutate-kubeflow-org-v1-pytorchjob``,
+``/mutate-ray-io-v1-raycluster``, ``/mutate-ray-io-v1-rayjob``, ..., and Kueue's
 pod path ``/mutate--v1-pod`` for labelled Pods, gated at creation: #18).
 
 The answer itself is ``kuota.kube.admission_review.mutate_job`` (CREATE: the

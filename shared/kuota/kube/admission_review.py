@@ -22,6 +22,13 @@ label; a group label without a count annotation (or the reverse, or a count that
 is not a whole number of pods) is refused at once rather than rejected later. A
 Pod whose controller owner is a workload kind admitted itself (a Job's pod with
 the label copied: ``kuota.kinds.managed_owner``) is let through untouched.
+
+The same owner rule holds for every kind reviewed: the RayCluster and the submitter
+Job KubeRay makes for a RayJob carry the RayJob's labels (the queue label too) and
+annotations (kuota's among them), and are let through untouched. A RayJob has two
+rules of its own: a CREATE without ``spec.shutdownAfterJobFinishes: true`` is
+refused (Kueue's rule; KubeRay fails a suspended RayJob that keeps its cluster), and
+one with a ``clusterSelector`` is no workload (let through, never suspended).
 docs/design/workload-kinds.md.
 """
 
@@ -47,7 +54,14 @@ JOB = get("Job")  # the kind this webhook mutates
 POD = get("Pod")  # pod groups and single Pods (#18): gated, not suspended
 #: Every kind this webhook mutates: Jobs, and the training kinds wired into the
 #: services (#18), labelled ones only (manageJobsWithoutQueueName is for Jobs).
-KINDS: tuple[Kind, ...] = (JOB, get("PyTorchJob"), get("RayCluster"), get("JobSet"), POD)
+KINDS: tuple[Kind, ...] = (
+    JOB,
+    get("PyTorchJob"),
+    get("RayCluster"),
+    get("RayJob"),
+    get("JobSet"),
+    POD,
+)
 #: The label Kueue's pod webhook puts on every Pod it gates.
 MANAGED_LABEL = "kueue.x-k8s.io/managed"
 _BY_GROUP_KIND = {(k.group, k.kind): k for k in KINDS}
@@ -299,9 +313,37 @@ def kuota_annotations(change: Change) -> list[str]:
     return out
 
 
+def _cluster_selector(obj: Mapping[str, Any]) -> bool:
+    """A RayJob that names an existing RayCluster (``spec.clusterSelector``): that
+    cluster is the workload, if any (KubeRay refuses to suspend such a RayJob)."""
+    selector = _spec(obj).get("clusterSelector")
+    return isinstance(selector, Mapping) and bool(selector)
+
+
+def ray_job_shutdown(change: Change) -> list[str]:
+    """Refuse a RayJob CREATE without ``spec.shutdownAfterJobFinishes: true`` (Kueue's
+    rule): KubeRay fails a suspended RayJob that keeps its cluster (validation), so
+    kuota could never hold it, and a kept cluster would hold its quota after the end."""
+    if change.operation != "CREATE" or change.new.get("kind") != "RayJob":
+        return []
+    if _spec(change.new).get("shutdownAfterJobFinishes") is True:
+        return []
+    return [
+        "spec.shutdownAfterJobFinishes: Invalid value: a RayJob queued by kuota must delete "
+        "its RayCluster when it finishes (set it to true): KubeRay does not suspend a RayJob "
+        "that keeps its cluster, and the cluster would hold the quota after the job"
+    ]
+
+
 Rule = Callable[[Change], list[str]]
 #: Every rule a CREATE or UPDATE of a managed Job must pass, in order.
-RULES: tuple[Rule, ...] = (no_unsuspend, queue_label, no_resize, kuota_annotations)
+RULES: tuple[Rule, ...] = (
+    no_unsuspend,
+    queue_label,
+    no_resize,
+    kuota_annotations,
+    ray_job_shutdown,
+)
 
 
 def refusals(change: Change, rules: tuple[Rule, ...] = RULES) -> list[str]:
@@ -392,6 +434,13 @@ def mutate_job(
     job = {**job, "kind": reviewed.kind}  # the rules read the kind's suspend field
     old = request.get("oldObject") if operation == "UPDATE" else None
     old = {**old, "kind": reviewed.kind} if isinstance(old, Mapping) and old else {}
+    owner = managed_owner(job) or (managed_owner(old) if old else None)
+    if owner is not None:  # KubeRay's RayCluster or submitter Job of a RayJob, a JobSet's Job
+        why = f"a {owner}'s {reviewed.kind}: the {owner} is the workload"
+        return Answer(_review(uid), "unchanged", why)
+    if reviewed.kind == "RayJob" and _cluster_selector(job):
+        why = "a RayJob with a clusterSelector runs on a cluster it does not own: not a workload"
+        return Answer(_review(uid), "unchanged", why)
     if reviewed is not JOB:
         managed = _LabelsOnly(managed)
     namespace = request.get("namespace")

@@ -269,6 +269,7 @@ def _entries(docs: list[Any]) -> dict[str, Any]:
 
 PYTORCH_ENTRY = "mutate-kubeflow-org-v1-pytorchjob.kuota.dev"
 RAY_ENTRY = "mutate-ray-io-v1-raycluster.kuota.dev"
+RAYJOB_ENTRY = "mutate-ray-io-v1-rayjob.kuota.dev"
 JOBSET_ENTRY = "mutate-jobset-x-k8s-io-v1alpha2-jobset.kuota.dev"
 POD_ENTRY = "mutate--v1-pod.kuota.dev"
 TEMPLATE_ENTRY = "guard-resource-k8s-io-resourceclaimtemplate.kuota.dev"
@@ -280,6 +281,7 @@ def _check(entries: dict[str, Any]) -> None:
         "unlabelled-batch-v1-job.kuota.dev",
         PYTORCH_ENTRY,
         RAY_ENTRY,
+        RAYJOB_ENTRY,
         JOBSET_ENTRY,
         POD_ENTRY,
         TEMPLATE_ENTRY,
@@ -300,6 +302,13 @@ def _check(entries: dict[str, Any]) -> None:
     assert (ray["failurePolicy"], ray["rules"][0]["resources"]) == ("Fail", ["rayclusters"])
     where = ray["clientConfig"].get("url") or ray["clientConfig"]["service"]["path"]
     assert where.endswith(kinds.get("RayCluster").mutate_path())
+    rj = entries[RAYJOB_ENTRY]
+    assert (rj["failurePolicy"], rj["rules"][0]["resources"]) == ("Fail", ["rayjobs"])
+    assert (rj["rules"][0]["apiGroups"], rj["rules"][0]["apiVersions"]) == (["ray.io"], ["v1"])
+    assert rj["objectSelector"]["matchExpressions"] == [{"key": QUEUE, "operator": "Exists"}]
+    where = rj["clientConfig"].get("url") or rj["clientConfig"]["service"]["path"]
+    assert where.endswith("/mutate-ray-io-v1-rayjob")
+    assert where.endswith(kinds.get("RayJob").mutate_path())
     js = entries[JOBSET_ENTRY]
     assert (js["failurePolicy"], js["rules"][0]["resources"]) == ("Fail", ["jobsets"])
     assert js["rules"][0]["apiVersions"] == ["v1alpha2"]
