@@ -16,7 +16,10 @@ Pods (#18): only those with the queue label are watched, and of them only pod
 group members are journaled: a Pod whose controller owner is a workload kind
 admitted itself (``kuota.kinds.managed_owner``: a Job's pod with the label
 copied into its template) never is, and one journaled before that gains such an
-owner (or leaves ``KUOTA_JOB_LABEL_SELECTOR``) is journaled as deleted.
+owner (or leaves ``KUOTA_JOB_LABEL_SELECTOR``) is journaled as deleted. The same
+owner rule holds for every workload kind: the RayCluster and the submitter Job
+KubeRay makes for a RayJob (the RayJob's labels, the queue label too, copied
+onto the RayCluster) are the RayJob's, never journaled.
 :class:`kuota.kube.pod_status.PodGroups` turns each group's Pods into the
 group's ``PodsReady`` / ``WorkloadFinished``; to fill it after a restart the Pod
 watcher is seeded without resourceVersions, so its first LIST reports every Pod
@@ -56,6 +59,10 @@ from kuota_ingest import metrics
 from kuota_ingest.journal import Item, JournalWriter
 
 log = logging.getLogger("kuota_ingest.sources")
+
+
+#: The kinds whose objects may be another workload's own (kuota.kinds.managed_owner).
+_WORKLOAD_KINDS = kinds.names("workload")
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,10 +180,10 @@ class Sources:
             outside = selector[0]  # journaled before: it left the selector, a stop
             if kind == "Pod":
                 change_type = "DELETE"  # a Pod has no stop of its own: it leaves its group
-        if kind == "Pod" and isinstance(obj, dict) and managed_owner(obj) is not None:
+        if kind in _WORKLOAD_KINDS and isinstance(obj, dict) and managed_owner(obj) is not None:
             if prev is None:
-                return  # its owner's pod, not a pod-group member: never journaled
-            change_type = "DELETE"  # it was one: it leaves its group
+                return  # its owner's (a Job's pod, a RayJob's RayCluster): never journaled
+            change_type = "DELETE"  # it was a workload (or a group's Pod): no more
         at = self._clock()
         if change_type == "DELETE":
             t = translate_delete(kind, obj, prev, at=at)

@@ -2,7 +2,8 @@
 
 Theory of operation: the counterpart of :func:`kuota.actuation.patch.plan` for a
 workload kind with its own suspend field other than a Job (the kinds of
-:data:`WIRED`: a PyTorchJob, a RayCluster, a JobSet). Such an object has no ``startTime`` rule that
+:data:`WIRED`: a PyTorchJob, a RayCluster, a RayJob, a JobSet). Such an object has no
+``startTime`` rule that
 freezes its pod templates while it runs, so every decision is ONE write: an
 admission unsuspends it with each podset's flavors in its own template
 (:func:`kuota.actuation.workloads.admit`), a stop suspends it and restores the
@@ -41,17 +42,28 @@ from kuota.actuation.patch import (
 from kuota.actuation.workloads import PatchError, admit, flavors_by_podset, stop, suspended
 from kuota.events.schema import Decision
 
-__all__ = ["FINISHED_CONDITIONS", "WIRED", "decision_flavors", "finished", "plan_workload"]
+__all__ = [
+    "FINISHED_CONDITIONS",
+    "RAY_JOB_FINISHED",
+    "WIRED",
+    "decision_flavors",
+    "finished",
+    "plan_workload",
+]
 
 #: The kinds beyond Job the services admit and stop (#18).
-WIRED = frozenset({"PyTorchJob", "RayCluster", "JobSet"})
+WIRED = frozenset({"PyTorchJob", "RayCluster", "RayJob", "JobSet"})
 #: The status conditions that end each kind's run (True: its operator creates no more pods);
-#: a RayCluster runs until it is deleted.
+#: a RayCluster runs until it is deleted; a RayJob ends by its deployment status.
 FINISHED_CONDITIONS: dict[str, tuple[str, ...]] = {
     "PyTorchJob": ("Succeeded", "Failed"),
     "RayCluster": (),
+    "RayJob": (),
     "JobSet": ("Completed", "Failed"),
 }
+#: KubeRay's final ``status.jobDeploymentStatus`` of a RayJob (Kueue's ``Finished``; a
+#: Failed run that KubeRay retries, ``spec.backoffLimit``, is written Retrying instead).
+RAY_JOB_FINISHED = ("Complete", "Failed")
 
 
 def _mapping(value: object) -> Mapping[str, Any]:
@@ -59,8 +71,11 @@ def _mapping(value: object) -> Mapping[str, Any]:
 
 
 def finished(obj: Mapping[str, Any]) -> bool:
-    """The object's operator says it succeeded or failed."""
+    """The object's operator says it succeeded or failed (a RayJob: its
+    ``status.jobDeploymentStatus`` is Complete or Failed)."""
     kind = obj.get("kind")
+    if kind == "RayJob":
+        return _mapping(obj.get("status")).get("jobDeploymentStatus") in RAY_JOB_FINISHED
     types = FINISHED_CONDITIONS.get(kind if isinstance(kind, str) else "", ())
     conditions = _mapping(obj.get("status")).get("conditions")
     for c in conditions if isinstance(conditions, list) else ():

@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from kuota import kinds
+from kuota.actuation.plan_workloads import RAY_JOB_FINISHED
 from kuota.actuation.workloads import user_templates
 from kuota.api.not_journaled import NOT_JOURNALED_ANNOTATION
 from kuota.api.parse_job import ACTIVE_ANNOTATION, CREATED_AT_ANNOTATION, DECISION_ID_ANNOTATION
@@ -68,7 +69,7 @@ CONFIG_KINDS = kinds.names("config")
 CONFIG_FILE_NAME = "kuota-config-file"  # metadata.name of a file Configuration without one
 # The workload kinds beyond Job that ingest journals (#18): each one's pod templates
 # are journaled as the user wrote them, and its status gives PodsReady/WorkloadFinished.
-STATUS_KINDS = frozenset({"PyTorchJob", "RayCluster", "JobSet"})
+STATUS_KINDS = frozenset({"PyTorchJob", "RayCluster", "RayJob", "JobSet"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -511,6 +512,35 @@ def ray_cluster_ready(obj: Mapping[str, Any]) -> bool:
     return isinstance(status, Mapping) and status.get("state") == "ready"
 
 
+def ray_job_ready(obj: Mapping[str, Any]) -> bool:
+    """Not suspended, and KubeRay's copy of its cluster's status says ``ready``
+    (``status.rayClusterStatus.state``, Kueue's rule). KubeRay copies it only in a
+    reconcile that reached the Ray dashboard."""
+    spec = obj.get("spec")
+    if isinstance(spec, Mapping) and spec.get("suspend") is True:
+        return False
+    status = obj.get("status")
+    cluster = status.get("rayClusterStatus") if isinstance(status, Mapping) else None
+    return isinstance(cluster, Mapping) and cluster.get("state") == "ready"
+
+
+def ray_job_finished(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """A RayJob's end as a finished condition would say it: ``type`` Succeeded when
+    the Ray job's ``status.jobStatus`` is ``SUCCEEDED`` (Kueue's success), else
+    Failed, ``message`` KubeRay's ``status.message`` (or the deployment status);
+    None while ``status.jobDeploymentStatus`` is not Complete or Failed."""
+    status = obj.get("status")
+    status = status if isinstance(status, Mapping) else {}
+    deployment = status.get("jobDeploymentStatus")
+    if deployment not in RAY_JOB_FINISHED:
+        return None
+    succeeded = status.get("jobStatus") == "SUCCEEDED"
+    return {
+        "type": "Succeeded" if succeeded else "Failed",
+        "message": _str(status.get("message")) or f"jobDeploymentStatus {deployment}",
+    }
+
+
 def job_set_ready(obj: Mapping[str, Any]) -> bool:
     """Not suspended, and the JobSet controller counts, for every replicatedJob,
     all its Jobs (``replicas``) ready or succeeded in ``status.replicatedJobsStatus``
@@ -544,8 +574,14 @@ _STATUS_RULES = {
     "Job": (job_ready, ("Complete", "Failed"), "Complete"),
     "PyTorchJob": (pytorch_job_ready, ("Succeeded", "Failed"), "Succeeded"),
     "RayCluster": (ray_cluster_ready, (), ""),  # a RayCluster never finishes by itself
+    # a RayJob finishes by its jobDeploymentStatus, not a condition: _FINISHED
+    "RayJob": (ray_job_ready, (), "Succeeded"),
     "JobSet": (job_set_ready, ("Completed", "Failed"), "Completed"),
 }
+
+
+#: The kinds whose end is not a status condition: how it is read instead.
+_FINISHED = {"RayJob": ray_job_finished}
 
 
 def tick(at: float) -> Tick:
@@ -630,7 +666,8 @@ def _status_events(
     label = f"{ns}/{name}" if workload is None else workload
     uid = seen.uid or label
     ready = is_ready(obj)
-    done = _condition_true(status, finishing)
+    ended = _FINISHED.get(kind)
+    done = ended(obj) if ended is not None else _condition_true(status, finishing)
     # Readiness first: a Job that completes in one step was ready on its way there.
     if ready != seen.ready:
         out.append(

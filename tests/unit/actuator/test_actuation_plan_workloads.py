@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from actuator_builders import decision, flavor, tol
-from builders.workloads import pytorch_job, ray_cluster
+from builders.workloads import pytorch_job, ray_cluster, ray_job
 
 from kuota.actuation.patch import (
     ANN_DECISION_ID,
@@ -127,3 +127,62 @@ def test_a_ray_cluster_is_admitted_and_stopped_the_same_way() -> None:
     assert isinstance(stop, UpdateJob) and stop.job["spec"]["suspend"] is True
     assert stop.job["spec"]["headGroupSpec"] == rc["spec"]["headGroupSpec"]
     assert stop.job["spec"]["workerGroupSpecs"] == rc["spec"]["workerGroupSpecs"]
+
+
+def test_a_ray_job_is_admitted_in_every_podset_and_stopped_in_one_write_each() -> None:
+    """Head, worker group and submitter (an explicit template of the user's) each get
+    their own flavor; the stop suspends it and gives every template back."""
+    rj = ray_job("rj", workers={"gpu": 2}, suspend=True)
+    rj["spec"]["shutdownAfterJobFinishes"] = True
+    rj["spec"]["submitterPodTemplate"] = {
+        "spec": {
+            "restartPolicy": "Never",
+            "nodeSelector": {"pool": "cpu"},
+            "containers": [{"name": "ray-job-submitter", "image": "rayproject/ray"}],
+        }
+    }
+    rj["metadata"].update({"uid": "rj1", "generation": 1})
+    key = "ns/rayjob/rj"
+    cpu = flavor("cpu", {"pool": "cpu"}, [])
+    flavors = {"head": {GPU: "h100"}, "gpu": {GPU: "h100"}, "submitter": {"cpu": "cpu"}}
+    d = decision("Admitted", workload=key, uid="rj1", flavors=flavors, generation=1)
+    step = plan_workload(rj, d, order=ORDER, flavors={**FLAVORS, "cpu": cpu})
+    assert isinstance(step, UpdateJob) and step.final
+    new = step.job
+    assert new["spec"]["suspend"] is False
+    cluster = new["spec"]["rayClusterSpec"]
+    head = cluster["headGroupSpec"]["template"]["spec"]
+    group = cluster["workerGroupSpecs"][0]["template"]["spec"]
+    submitter = new["spec"]["submitterPodTemplate"]["spec"]
+    assert head["nodeSelector"] == group["nodeSelector"] == {"gpu": "h100"}
+    assert head["tolerations"] == [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}]
+    assert submitter["nodeSelector"] == {"pool": "cpu"} and "tolerations" not in submitter
+    assert new["metadata"]["annotations"][ANN_DECISION_ID] == d.id
+    assert step.what == "unsuspend the RayJob with h100, cpu"
+    again = plan_workload(new, d, order=ORDER, flavors={**FLAVORS, "cpu": cpu})
+    assert isinstance(again, Skip), "a redelivered admission writes nothing"
+
+    d2 = decision("Evicted", workload=key, uid="rj1", reason="InactiveWorkload")
+    stop = plan_workload(new, d2, order=DecisionOrder(11, 0), flavors={})
+    assert isinstance(stop, UpdateJob) and stop.job["spec"]["suspend"] is True
+    assert stop.job["spec"]["rayClusterSpec"] == rj["spec"]["rayClusterSpec"]
+    assert stop.job["spec"]["submitterPodTemplate"] == rj["spec"]["submitterPodTemplate"]
+    assert ANN_ORIGINAL not in stop.job["metadata"]["annotations"]
+
+
+def test_a_ray_job_is_finished_by_its_deployment_status() -> None:
+    rj = ray_job("rj", suspend=False)
+    rj["metadata"].update({"uid": "rj1", "generation": 1})
+    for status, done in (
+        ("Running", False),
+        ("Suspended", False),
+        ("Retrying", False),
+        ("Complete", True),
+        ("Failed", True),
+    ):
+        assert finished({**rj, "status": {"jobDeploymentStatus": status}}) is done, status
+    assert not finished({**rj, "status": {"conditions": [{"type": "Failed", "status": "True"}]}})
+    d = decision("Evicted", workload="ns/rayjob/rj", uid="rj1", reason="InactiveWorkload")
+    ended = {**rj, "status": {"jobDeploymentStatus": "Complete"}}
+    step = plan_workload(ended, d, order=ORDER, flavors={})
+    assert isinstance(step, Skip) and "finished" in step.why

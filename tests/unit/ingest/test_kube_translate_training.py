@@ -2,28 +2,41 @@
 user's templates (the actuator's injected flavors never look like a podset change),
 and the training-operator's status becomes PodsReady (replicaStatuses) and
 WorkloadFinished (Succeeded/Failed) under the workload key ``ns/pytorchjob/name``;
-a RayCluster is ready on KubeRay's ``state: ready`` and never finishes; a JobSet is
-ready when every replicatedJob's Jobs are ready or succeeded and finishes on
-Completed/Failed."""
+a RayCluster is ready on KubeRay's ``state: ready`` and never finishes; a RayJob is
+ready on KubeRay's copy of its cluster's state and finishes on its
+``jobDeploymentStatus`` (Complete/Failed), and the RayCluster and submitter Job
+KubeRay makes for it are never journaled; a JobSet is ready when every
+replicatedJob's Jobs are ready or succeeded and finishes on Completed/Failed."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
-from builders.workloads import job_set, pytorch_job, ray_cluster
+from builders.workloads import job_set, pytorch_job, ray_cluster, ray_job
 
 from kuota.actuation.patch import DecisionOrder, UpdateJob, read_flavor
 from kuota.actuation.plan_workloads import plan_workload
 from kuota.api.parse import parse_object
 from kuota.api.types import ResourceFlavor, WorkloadSpec
-from kuota.events.schema import Decision, ObjectUpserted, PodsReady, WorkloadFinished
+from kuota.events.schema import (
+    Decision,
+    ObjectDeleted,
+    ObjectUpserted,
+    PodsReady,
+    WorkloadFinished,
+)
 from kuota.kube.translate import (
     job_set_ready,
     journal_object,
     pytorch_job_ready,
     ray_cluster_ready,
+    ray_job_finished,
+    ray_job_ready,
     translate_upsert,
 )
+from kuota_ingest.journal import Item
+from kuota_ingest.sources import Clock, Sources
 
 GPU = "nvidia.com/gpu"
 KEY = "ns/pytorchjob/p"
@@ -192,3 +205,147 @@ def test_the_fold_reads_a_job_sets_user_templates_not_the_injected_flavors() -> 
     after = parse_object(journal_object("JobSet", running), at=0.0)
     assert isinstance(before, WorkloadSpec) and isinstance(after, WorkloadSpec)
     assert after.podsets == before.podsets and (before.suspended, after.suspended) == (True, False)
+
+
+# --------------------------------------------------------------------------- RayJob
+
+
+def ray_job_status(**status: Any) -> dict[str, Any]:
+    rj = ray_job("rj", workers={"gpu": 2}, suspend=False)
+    rj["metadata"].update(uid="rj1", resourceVersion="1")
+    return {**rj, "status": status}
+
+
+def test_a_ray_job_is_ready_on_its_clusters_state_as_kuberay_copies_it() -> None:
+    ready = ray_job_status(jobDeploymentStatus="Running", rayClusterStatus={"state": "ready"})
+    t = translate_upsert("RayJob", ready, None, at=1.0)
+    (event,) = [e for e in t.events if isinstance(e, PodsReady)]
+    assert (event.workload, event.ready) == ("ns/rayjob/rj", True)
+    assert not any(isinstance(e, WorkloadFinished) for e in t.events), "running: not finished"
+    assert not ray_job_ready(ray_job_status(jobDeploymentStatus="Initializing"))
+    assert not ray_job_ready(ray_job_status(rayClusterStatus={"state": "unhealthy"}))
+    held = {**ready, "spec": {**ready["spec"], "suspend": True}}
+    assert not ray_job_ready(held), "a suspended RayJob is never ready"
+    # a RayCluster's own status.state on the RayJob is not KubeRay's copy
+    assert not ray_job_ready(ray_job_status(state="ready"))
+
+
+def test_a_ray_job_finishes_on_its_deployment_status_succeeded_by_its_job_status() -> None:
+    done = ray_job_status(
+        jobDeploymentStatus="Complete", jobStatus="SUCCEEDED", message="done in 3s"
+    )
+    (fin,) = [
+        e
+        for e in translate_upsert("RayJob", done, None, at=1.0).events
+        if isinstance(e, WorkloadFinished)
+    ]
+    assert (fin.workload, fin.succeeded, fin.message) == ("ns/rayjob/rj", True, "done in 3s")
+    failed = ray_job_status(jobDeploymentStatus="Failed", jobStatus="FAILED")
+    (fin,) = [
+        e
+        for e in translate_upsert("RayJob", failed, None, at=1.0).events
+        if isinstance(e, WorkloadFinished)
+    ]
+    assert (fin.succeeded, fin.message) == (False, "jobDeploymentStatus Failed")
+    # Complete with a Ray job STOPPED is no success (Kueue: jobStatus SUCCEEDED only)
+    stopped = ray_job_status(jobDeploymentStatus="Complete", jobStatus="STOPPED")
+    assert ray_job_finished(stopped) == {
+        "type": "Failed",
+        "message": "jobDeploymentStatus Complete",
+    }
+    for going in ("Running", "Suspended", "Retrying", "ValidationFailed", None):
+        assert ray_job_finished(ray_job_status(jobDeploymentStatus=going)) is None, going
+    # conditions are not what ends a RayJob
+    by_condition = ray_job_status(conditions=[{"type": "Failed", "status": "True"}])
+    assert not any(
+        isinstance(e, WorkloadFinished)
+        for e in translate_upsert("RayJob", by_condition, None, at=1.0).events
+    )
+
+
+def test_a_ray_job_is_journaled_with_the_users_templates_after_an_admission() -> None:
+    rj = ray_job("rj", workers={"gpu": 2}, suspend=True)
+    rj["spec"]["shutdownAfterJobFinishes"] = True
+    rj["metadata"].update(uid="rj1", generation=1, resourceVersion="1")
+    flavors = {"head": {GPU: "h100"}, "gpu": {GPU: "h100"}, "submitter": {}}
+    d = Decision(
+        id="d1",
+        cause="e1",
+        at=1.0,
+        type="Admitted",
+        workload="ns/rayjob/rj",
+        uid="rj1",
+        flavors=flavors,
+        generation=1,
+    )
+    spec = {"nodeLabels": {"gpu": "h100"}, "tolerations": [{"key": GPU, "operator": "Exists"}]}
+    h100 = read_flavor({"metadata": {"name": "h100"}, "spec": spec})
+    assert isinstance(h100, ResourceFlavor)
+    step = plan_workload(rj, d, order=DecisionOrder(1, 0), flavors={"h100": h100})
+    assert isinstance(step, UpdateJob)
+    running = step.job
+    head = running["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
+    assert head["nodeSelector"] == {"gpu": "h100"}, "the actuator injected the flavor"
+    journaled = journal_object("RayJob", running)
+    jhead = journaled["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
+    assert "nodeSelector" not in jhead and "tolerations" not in jhead, "the user's own"
+    before = parse_object(journal_object("RayJob", rj), at=0.0)
+    after = parse_object(journaled, at=0.0)
+    assert isinstance(before, WorkloadSpec) and isinstance(after, WorkloadSpec)
+    assert [p.name for p in after.podsets] == ["head", "gpu", "submitter"]
+    assert before.podsets == after.podsets, "the admission's own write is no podset change"
+    assert (before.suspended, after.suspended) == (True, False)
+
+
+class Writer:
+    """The journal writer's queue, as the sources see it."""
+
+    def __init__(self) -> None:
+        self.items: list[Item] = []
+
+    async def put(self, item: Item) -> None:
+        self.items.append(item)
+
+
+async def test_kuberays_ray_cluster_and_submitter_job_of_a_ray_job_are_never_journaled() -> None:
+    """The RayCluster KubeRay makes for a RayJob carries the RayJob's labels (the queue
+    label too) and its controller reference; the submitter Job its reference: both are
+    the RayJob's, so ingest journals neither (the RayJob itself is)."""
+    writer = Writer()
+    src = Sources(None, writer, memory={}, clock=Clock())  # type: ignore[arg-type]
+    owner = {"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "rj", "uid": "rj1"}
+    cluster = ray_cluster("rj-x7k2p", workers={"gpu": 2}, suspend=False)
+    cluster["metadata"].update(uid="c1", resourceVersion="5")
+    cluster["metadata"]["ownerReferences"] = [{**owner, "controller": True}]
+    submitter = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "rj",
+            "namespace": "ns",
+            "uid": "j1",
+            "resourceVersion": "6",
+            "labels": {"ray.io/originated-from-crd": "RayJob"},
+            "ownerReferences": [{**owner, "controller": True}],
+        },
+        "spec": {"template": {"spec": {"containers": [{"name": "ray-job-submitter"}]}}},
+    }
+    await src.observe("RayCluster", "UPSERT", cluster)
+    await src.observe("RayCluster", "UPSERT", {**cluster, "status": {"state": "ready"}})
+    await src.observe("Job", "UPSERT", submitter)
+    await src.observe("RayCluster", "DELETE", cluster)
+    assert writer.items == [] and src.memory == {}
+    rj = ray_job("rj", workers={"gpu": 2}, suspend=True)
+    rj["metadata"].update(uid="rj1", resourceVersion="1")
+    await src.observe("RayJob", "UPSERT", rj)
+    (item,) = writer.items
+    assert [type(e) for e in item.events] == [ObjectUpserted], "the RayJob is journaled"
+    # a RayCluster journaled before it gained such an owner leaves the journal
+    own = ray_cluster("mine", suspend=True)
+    own["metadata"].update(uid="m1", resourceVersion="1")
+    await src.observe("RayCluster", "UPSERT", own)
+    adopted = copy.deepcopy(own)
+    adopted["metadata"].update(resourceVersion="2", ownerReferences=[{**owner, "controller": True}])
+    await src.observe("RayCluster", "UPSERT", adopted)
+    gone = writer.items[-1].events
+    assert [type(e) for e in gone] == [ObjectDeleted] and "RayCluster/ns/mine" not in src.memory
