@@ -28,6 +28,17 @@ gated (a Pod still gated never ran and never will without an admission; Kueue
 leaves it too). Nothing but the group's owner makes its Pods again, and a new
 Pod is gated at creation, so the stop is settled once they are gone
 (:func:`pods_settled`).
+
+A RayJob (#18) owns no pod itself: KubeRay v1.5.0 makes a RayCluster and, in
+``K8sJobMode``, a submitter Job for it, both with the RayJob as controller owner
+and the label ``ray.io/originated-from-crd: RayJob``, and their pods carry no
+label naming the RayJob (only ``ray.io/cluster`` and the Job controller's). So
+:class:`RayJobChildren` list+watches RayClusters and Jobs with that label and
+remembers each one's uid under its owner's; a RayJob's pods are its children's,
+counted by the ``ray.io/cluster`` and the Job watches under the child's uid. A
+child's entry outlives its deletion (``keep`` seconds): KubeRay deletes both in
+the background when the RayJob is suspended, so their pods are still going away
+when the RayJob already says ``Suspended``.
 """
 
 from __future__ import annotations
@@ -41,6 +52,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from kuota import kinds
 from kuota.actuation.patch import STOPPING, EventSpec
@@ -69,9 +81,20 @@ POD_SELECTORS = (
     (RAY_CLUSTER, False),
     (JOBSET_UID, True),
 )
-#: The kinds whose controller may never have written a status: a JobSet is settled
-#: once suspended if no controller has reconciled it (module docstring of the loop).
-UNRECONCILED_SETTLES = frozenset({"JobSet"})
+#: KubeRay's label on the RayCluster and the submitter Job it makes for a RayJob (not
+#: on their pods): :class:`RayJobChildren` watches them for their owner's uid.
+RAY_ORIGIN = "ray.io/originated-from-crd"
+RAY_JOB_CHILDREN = f"{RAY_ORIGIN}=RayJob"
+#: Seconds a deleted child of a RayJob stays counted under it (its pods go after it).
+KEEP_GONE = 3600.0
+#: The kinds whose controller may never have written a status: a JobSet (or a RayJob)
+#: is settled once suspended if no controller has reconciled it (module docstring of
+#: the loop).
+UNRECONCILED_SETTLES = frozenset({"JobSet", "RayJob"})
+#: A RayJob's ``status.jobDeploymentStatus`` once KubeRay has taken a suspension in
+#: (its RayCluster and submitter Job deleted: ``Suspended``), or in which KubeRay has
+#: made neither yet (``New``; Kueue's ``IsActive`` is false for both).
+RAY_JOB_SETTLED = frozenset({"Suspended", "New"})
 #: The condition each operator sets once it has taken a suspension in (the pods deleted).
 SUSPENDED_CONDITIONS = frozenset({"Suspended", "RayClusterSuspended"})
 PODS_PATH = "/api/v1/pods"
@@ -281,11 +304,140 @@ def pods_settled(_stop: Stop) -> bool:
     return True
 
 
+class OwnedBy:
+    """The objects of one kind that KubeRay made for RayJobs (selected by
+    :data:`RAY_JOB_CHILDREN`): each one's uid under its controller owner's uid, kept
+    ``keep`` seconds after it is deleted (module docstring)."""
+
+    def __init__(
+        self,
+        api: client.ApiClient | None,
+        kind: str,
+        changed: asyncio.Event | None = None,
+        *,
+        keep: float = KEEP_GONE,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._api = api
+        self.resource = Resource(kind, kinds.get(kind).path(), label_selector=RAY_JOB_CHILDREN)
+        self.changed = changed if changed is not None else asyncio.Event()
+        self._keep = keep
+        self._clock = clock
+        self._owner: dict[str, str] = {}  # child uid -> its owner's uid
+        self._gone: dict[str, float] = {}  # child uid -> when it was seen deleted
+        self.synced = asyncio.Event()
+
+    def children(self, owner: str) -> list[str] | None:
+        """The uids of ``owner``'s children (deleted ones within ``keep``), or None while
+        the first list is not in."""
+        if not self.synced.is_set():
+            return None
+        now = self._clock()
+        for uid, since in list(self._gone.items()):
+            if now - since > self._keep:
+                del self._gone[uid]
+                self._owner.pop(uid, None)
+        return sorted(uid for uid, o in self._owner.items() if o == owner)
+
+    def observe(self, change: Change) -> None:
+        md = change.object.get("metadata") or {}
+        uid, owner = md.get("uid"), _owner_uid(md)
+        if not isinstance(uid, str) or owner is None:
+            return
+        self._owner[uid] = owner
+        if change.type == "DELETE":
+            self._gone.setdefault(uid, self._clock())
+        else:
+            self._gone.pop(uid, None)
+        self.changed.set()
+
+    def resync(self, known: dict[tuple[str, str], dict[str, Any]]) -> None:
+        """A new watcher has listed: a child missing from the list was deleted while no
+        watch ran (its entry kept ``keep`` seconds from now)."""
+        listed = {(o.get("metadata") or {}).get("uid") for o in known.values()}
+        now = self._clock()
+        for uid in self._owner:
+            if uid not in listed:
+                self._gone.setdefault(uid, now)
+
+    async def run(self) -> None:
+        assert self._api is not None
+        backoff = 0.5
+        while True:
+            watcher = Watcher(self._api, self.resource, remember=_slim_owned)
+            poll = asyncio.create_task(self._mark_synced(watcher))
+            try:
+                async for change in watcher.changes():
+                    self.observe(change)
+                    backoff = 0.5
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:  # any failure: list and watch again
+                if isinstance(err, ApiException) and err.status == 404:
+                    # no KubeRay CRD: no RayJob has children here; looked for again
+                    self.synced.set()
+                    backoff = 30.0
+                log.warning(
+                    "%s (%s): list/watch failed (%s); retrying in %.1fs",
+                    self.resource.kind,
+                    RAY_JOB_CHILDREN,
+                    err,
+                    backoff,
+                )
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 60.0)
+            finally:
+                poll.cancel()
+
+    async def _mark_synced(self, watcher: Watcher) -> None:
+        while watcher.resource_version is None:
+            await asyncio.sleep(0.02)
+        self.resync(watcher.known)
+        self.synced.set()
+        self.changed.set()
+
+
+def _slim_owned(obj: dict[str, Any]) -> dict[str, Any]:
+    md = obj.get("metadata") or {}
+    owners = [
+        {"uid": ref.get("uid"), "controller": True}
+        for ref in md.get("ownerReferences") or ()
+        if isinstance(ref, dict) and ref.get("controller") is True
+    ]
+    return {
+        "metadata": {
+            "name": md.get("name"),
+            "namespace": md.get("namespace"),
+            "uid": md.get("uid"),
+            "resourceVersion": md.get("resourceVersion"),
+            "ownerReferences": owners,
+        }
+    }
+
+
+class RayJobChildren:
+    """The RayClusters and submitter Jobs of RayJobs (:class:`OwnedBy` each): a RayJob's
+    pods are theirs (module docstring)."""
+
+    def __init__(self, api: client.ApiClient | None, changed: asyncio.Event | None = None):
+        self.clusters = OwnedBy(api, "RayCluster", changed)
+        self.jobs = OwnedBy(api, "Job", changed)
+
+    def of(self, ray_job_uid: str) -> list[str] | None:
+        """The uids of the RayJob's RayClusters and submitter Jobs, or None until both
+        lists are in."""
+        clusters, jobs = self.clusters.children(ray_job_uid), self.jobs.children(ray_job_uid)
+        if clusters is None or jobs is None:
+            return None
+        return clusters + jobs
+
+
 class PodCaches:
     """Several :class:`PodCache` (one per selector of :data:`POD_SELECTORS`, and the
     pod groups' :class:`PodGroupCache`) read as one: a workload's pods not done over
     all of them, None until each has listed. A Job's uid is no pod group's key, nor
-    the reverse, so each count comes from the caches that know it."""
+    the reverse, so each count comes from the caches that know it. A RayJob's pods
+    are its children's (:class:`RayJobChildren`)."""
 
     def __init__(self, api: client.ApiClient | None) -> None:
         self.changed = asyncio.Event()
@@ -293,14 +445,24 @@ class PodCaches:
             PodCache(api, sel, self.changed, by_label=by_label) for sel, by_label in POD_SELECTORS
         ]
         self.caches.append(PodGroupCache(api, self.changed))
+        self.ray_jobs = RayJobChildren(api, self.changed)
 
-    def live(self, uid: str) -> int | None:
+    def live(self, uid: str, kind: str = "") -> int | None:
+        """Pods not done of the workload ``uid`` (of ``kind``: a RayJob's are its
+        children's), None while a list is not in."""
+        uids = [uid]
+        if kind == "RayJob":
+            children = self.ray_jobs.of(uid)
+            if children is None:
+                return None
+            uids += children
         total = 0
         for cache in self.caches:
-            n = cache.live(uid)
-            if n is None:
-                return None
-            total += n
+            for one in uids:
+                n = cache.live(one)
+                if n is None:
+                    return None
+                total += n
         return total
 
 
@@ -355,13 +517,20 @@ def workload_settled(obj: dict[str, Any] | None, uid: str) -> bool:
     ``RayClusterSuspended``: set in the reconcile that deletes the pods, so no pod
     of the stopped run comes after it). A JobSet (:data:`UNRECONCILED_SETTLES`)
     also once suspended with no status at all: no JobSet controller has reconciled
-    it, so no child Job, hence no pod, of it exists (docs/design/workload-kinds.md)."""
+    it, so no child Job, hence no pod, of it exists (docs/design/workload-kinds.md).
+    A RayJob has no such condition: settled once suspended with KubeRay's
+    ``status.jobDeploymentStatus`` in :data:`RAY_JOB_SETTLED` (``Suspended``: its
+    RayCluster and submitter Job deleted; ``New``: neither made yet), or with no
+    status (KubeRay's first reconcile of a RayJob makes neither)."""
     if obj is None or ((obj.get("metadata") or {}).get("uid") or uid) != uid:
         return True
     if finished(obj):
         return True
     if obj.get("kind") in UNRECONCILED_SETTLES and not obj.get("status"):
         return suspended(obj) is True
+    if obj.get("kind") == "RayJob":
+        deployment = (obj.get("status") or {}).get("jobDeploymentStatus")
+        return suspended(obj) is True and deployment in (*RAY_JOB_SETTLED, "", None)
     conditions = (obj.get("status") or {}).get("conditions")
     for c in conditions if isinstance(conditions, list) else ():
         if (
@@ -428,7 +597,7 @@ class Drains:
             d = wait.stop
             # a pod group's Pods by its key (module docstring), any other's by its uid
             counted = d.workload if pod_stop(d.workload) else d.uid
-            live = self._pods.live(counted) if counted else 0
+            live = self._live(counted, d.workload) if counted else 0
             # not settled: the Job controller may still create a pod of the stopped run
             if live == 0 and now - wait.since >= self.quiet and self._settled(d):
                 waited = now - wait.since
@@ -459,6 +628,12 @@ class Drains:
                 if self._warn is not None:
                     self._warn(d, EventSpec("StopPending", text, "Warning"), int(now - wait.since))
         return reported
+
+    def _live(self, counted: str, workload: str) -> int | None:
+        if not isinstance(self._pods, PodCaches):
+            return self._pods.live(counted)
+        ref = kinds.workload_ref(workload) if workload.count("/") == 2 else None
+        return self._pods.live(counted, ref.kind if ref is not None else "")
 
     async def run(self, stop: asyncio.Event) -> None:
         failures = 0

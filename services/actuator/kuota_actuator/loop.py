@@ -92,13 +92,14 @@ class Service:
         flavors = Mirror(api, Resource("ResourceFlavor", FLAVORS_PATH))
         queues = Mirror(api, Resource("ClusterQueue", CQ_PATH, label_selector=cfg.cq_selector))
         jobs = JobCache(api, cfg.job_selector)
-        # PyTorchJobs, RayClusters and JobSets, for their stops' drains only (whether the
-        # operator took one in)
+        # PyTorchJobs, RayClusters, RayJobs and JobSets, for their stops' drains only
+        # (whether the operator took one in)
         wired = {
             k: JobCache(api, cfg.job_selector, kind=k)
-            for k in ("PyTorchJob", "RayCluster", "JobSet")
+            for k in ("PyTorchJob", "RayCluster", "RayJob", "JobSet")
         }
-        pods = PodCaches(api)  # Jobs' pods, PyTorchJobs' ..., and pod groups' (#18)
+        # Jobs' pods, PyTorchJobs' ..., pod groups' (#18), and RayJobs' children
+        pods = PodCaches(api)
         # Job writes first: Events wait while the actuator's API slots are busy.
         gate: list[Actuator] = []
         events = EventSink(
@@ -118,6 +119,8 @@ class Service:
                 asyncio.create_task(cache.run(), name=f"pods {i}")
                 for i, cache in enumerate(pods.caches)
             ),
+            asyncio.create_task(pods.ray_jobs.clusters.run(), name="rayjob clusters"),
+            asyncio.create_task(pods.ray_jobs.jobs.run(), name="rayjob submitters"),
             asyncio.create_task(events.run(stop), name="events"),
         ]
         redis = redis_client(cfg.redis_url)

@@ -21,6 +21,8 @@ from kuota.kube.watch import Change
 from kuota_actuator.drains import (
     CONTROLLER_UID,
     JOBSET_UID,
+    RAY_CLUSTER,
+    RAY_JOB_CHILDREN,
     TRAINING_JOB_NAME,
     Drains,
     PodCache,
@@ -428,3 +430,133 @@ def test_which_stops_are_a_pod_groups() -> None:
     assert not pod_stop("ns/train") and not pod_stop("ns/pytorchjob/p")
     assert not pod_stop("ns/leaderworkerset/l/0")
     assert pods_settled(Stop("s", "Preempted", "ns/podgroup/g", "uid-g-0", 1.0))
+
+
+# --------------------------------------------------------------------------- RayJobs (#18)
+
+
+def ray_child(kind: str, name: str, uid: str, ray_job_uid: str, *, deleted: bool = False) -> Change:
+    """A RayCluster or a submitter Job KubeRay made for a RayJob (its controller)."""
+    md: dict[str, Any] = {
+        "name": name,
+        "namespace": "ns",
+        "uid": uid,
+        "labels": {"ray.io/originated-from-crd": "RayJob"},
+        "ownerReferences": [
+            {"apiVersion": "ray.io/v1", "kind": "RayJob", "uid": ray_job_uid, "controller": True}
+        ],
+    }
+    return Change("DELETE" if deleted else "UPSERT", kind, {"metadata": md})
+
+
+def cluster_pod(name: str, cluster_uid: str, phase: str = "Running") -> Change:
+    """A pod of a RayJob's RayCluster: ray.io/cluster, owned by the RayCluster; KubeRay
+    v1.5.0 puts no label naming the RayJob on it."""
+    md: dict[str, Any] = {
+        "name": name,
+        "namespace": "ns",
+        "uid": f"pod-{name}",
+        "labels": {RAY_CLUSTER: "rj-x7k2p", "ray.io/node-type": "worker"},
+        "ownerReferences": [
+            {"kind": "RayCluster", "name": "rj-x7k2p", "uid": cluster_uid, "controller": True}
+        ],
+    }
+    return Change("UPSERT", "Pod", {"metadata": md, "status": {"phase": phase}})
+
+
+async def test_a_ray_jobs_pods_are_its_clusters_and_submitters_and_outlive_them() -> None:
+    now = [0.0]
+    caches = PodCaches(None)
+    jobs_cache, _, ray_cache, _, _ = caches.caches
+    children = caches.ray_jobs
+    for owned_by in (children.clusters, children.jobs):
+        owned_by._clock = lambda: now[0]
+        assert (
+            owned_by.resource.label_selector
+            == RAY_JOB_CHILDREN
+            == "ray.io/originated-from-crd=RayJob"
+        )
+    assert children.clusters.resource.path == "/apis/ray.io/v1/rayclusters"
+    assert children.jobs.resource.path == "/apis/batch/v1/jobs"
+    for c in caches.caches:
+        c.synced.set()
+    assert caches.live("rj", "RayJob") is None, "the RayClusters and Jobs not listed yet"
+    children.clusters.synced.set()
+    children.jobs.synced.set()
+    # the pods are seen before their RayCluster: counted once it is known
+    ray_cache.observe(cluster_pod("head", "c1"))
+    ray_cache.observe(cluster_pod("w-0", "c1"))
+    assert caches.live("rj", "RayJob") == 0
+    children.clusters.observe(ray_child("RayCluster", "rj-x7k2p", "c1", "rj"))
+    children.jobs.observe(ray_child("Job", "rj", "j1", "rj"))
+    jobs_cache.observe(pod("rj-sub", "j1"))  # the submitter's pod, under its Job's uid
+    assert caches.live("rj", "RayJob") == 3
+    assert caches.live("rj") == 0, "without its kind, a uid is no RayJob's"
+    assert caches.live("other", "RayJob") == 0
+    # KubeRay deletes both in the background: their pods go after them, still counted
+    children.clusters.observe(ray_child("RayCluster", "rj-x7k2p", "c1", "rj", deleted=True))
+    children.jobs.observe(ray_child("Job", "rj", "j1", "rj", deleted=True))
+    assert caches.live("rj", "RayJob") == 3
+    ray_cache.observe(Change("DELETE", "Pod", cluster_pod("head", "c1").object))
+    ray_cache.observe(cluster_pod("w-0", "c1", phase="Failed"))
+    jobs_cache.observe(gone("rj-sub", "j1"))
+    assert caches.live("rj", "RayJob") == 0
+    # a deleted child is forgotten KEEP_GONE after its deletion
+    now[0] = 3601.0
+    assert children.clusters.children("rj") == [] and children.jobs.children("rj") == []
+
+
+async def test_a_ray_job_child_deleted_while_no_watch_ran_is_kept_from_the_relist() -> None:
+    now = [10.0]
+    owned_by = PodCaches(None).ray_jobs.clusters
+    owned_by._clock = lambda: now[0]
+    owned_by.synced.set()
+    owned_by.observe(ray_child("RayCluster", "a", "c1", "rj"))
+    owned_by.observe(ray_child("RayCluster", "b", "c2", "rj"))
+    kept = ray_child("RayCluster", "b", "c2", "rj").object
+    owned_by.resync({("ns", "b"): kept})  # a new watcher listed: "a" is gone
+    assert owned_by.children("rj") == ["c1", "c2"], "its pods may still go"
+    now[0] = 10.0 + 3601.0
+    assert owned_by.children("rj") == ["c2"], "the listed one stays"
+
+
+async def test_a_stopped_ray_job_is_reported_once_its_children_pods_are_gone() -> None:
+    caches = PodCaches(None)
+    _, _, ray_cache, _, _ = caches.caches
+    for c in (*caches.caches, caches.ray_jobs.clusters, caches.ray_jobs.jobs):
+        c.synced.set()
+    caches.ray_jobs.clusters.observe(ray_child("RayCluster", "rj-x7k2p", "c1", "rj"))
+    ray_cache.observe(cluster_pod("head", "c1"))
+    reports: list[WorkloadStopped] = []
+
+    async def report(e: WorkloadStopped) -> None:
+        reports.append(e)
+
+    drains = Drains(caches, report)
+    drains.add(decision("Evicted", uid="rj", workload="ns/rayjob/rj", reason="InactiveWorkload"))
+    assert await drains.check() == 0, "the cluster's head pod still runs"
+    ray_cache.observe(Change("DELETE", "Pod", cluster_pod("head", "c1").object))
+    assert await drains.check() == 1
+    assert reports[0].workload == "ns/rayjob/rj" and reports[0].uid == "rj"
+
+
+def test_a_stopped_ray_job_is_settled_once_kuberay_says_suspended() -> None:
+    rj: dict[str, Any] = {
+        "kind": "RayJob",
+        "metadata": {"uid": "rj"},
+        "spec": {"suspend": True},
+        "status": {"jobDeploymentStatus": "Running"},
+    }
+    assert not workload_settled(rj, "rj"), "KubeRay has not taken the stop in"
+    for going in ("Initializing", "Suspending", "Retrying", "Waiting", "ValidationFailed"):
+        rj["status"]["jobDeploymentStatus"] = going
+        assert not workload_settled(rj, "rj"), going
+    rj["status"]["jobDeploymentStatus"] = "Suspended"  # its RayCluster and Job deleted
+    assert workload_settled(rj, "rj")
+    rj["status"]["jobDeploymentStatus"] = "New"  # nothing made yet (Kueue: not active)
+    assert workload_settled(rj, "rj")
+    assert not workload_settled({**rj, "spec": {"suspend": False}}, "rj"), "not suspended"
+    assert workload_settled({**rj, "status": {}}, "rj"), "never reconciled: nothing made"
+    done = {**rj, "spec": {"suspend": False}, "status": {"jobDeploymentStatus": "Complete"}}
+    assert workload_settled(done, "rj")
+    assert workload_settled(None, "rj") and workload_settled({"metadata": {"uid": "x"}}, "rj")
