@@ -61,8 +61,9 @@ from kuota_ingest.journal import Item, JournalWriter
 log = logging.getLogger("kuota_ingest.sources")
 
 
-#: The kinds whose objects may be another workload's own (kuota.kinds.managed_owner).
-_WORKLOAD_KINDS = kinds.names("workload")
+#: The kinds whose objects may be another workload's own (kuota.kinds.managed_owner);
+#: not Job: a Job's owner is not trusted (kuota.api.parse_job.read_job).
+_WORKLOAD_KINDS = kinds.names("workload") - {"Job"}
 
 
 @dataclass(frozen=True, slots=True)

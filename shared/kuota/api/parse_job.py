@@ -357,15 +357,15 @@ def read_header(raw: Raw, *, at: float, managed: bool = False) -> Header | None:
 
 
 def read_job(raw: Raw, *, at: float, managed: bool = False) -> WorkloadSpec | None:
-    """The Job as a workload; ``None`` without a queue label unless ``managed``, and
-    for a Job whose controller owner is a workload kind admitted itself (a JobSet's
-    Job, a RayJob's submitter: ``kuota.kinds.managed_owner``), as Kueue skips it."""
+    """The Job as a workload; ``None`` without a queue label unless ``managed``.
+    A Job's controller owner is not trusted (unlike the other kinds' in
+    :func:`read_header`): a user may write any ``ownerReferences`` on a Job, so a
+    Job owned by a workload kind is still read, which keeps a labelled Job, or any
+    Job of a managed namespace, in the queue (docs/security.md, "Owners")."""
     kind = raw.get("kind")
     if kind is not None and kind != "Job":
         raise FieldError("kind", f"expected a Job, not {kind!r}")
     meta = meta_of(raw)
-    if managed_owner(raw) is not None:
-        return None
     labels = mapping(meta.get("labels"), "metadata.labels")
     queue = string(labels.get(QUEUE_NAME_LABEL), _QUEUE_PATH)
     if queue:

@@ -434,8 +434,9 @@ def mutate_job(
     job = {**job, "kind": reviewed.kind}  # the rules read the kind's suspend field
     old = request.get("oldObject") if operation == "UPDATE" else None
     old = {**old, "kind": reviewed.kind} if isinstance(old, Mapping) and old else {}
-    owner = managed_owner(job) or (managed_owner(old) if old else None)
-    if owner is not None:  # KubeRay's RayCluster or submitter Job of a RayJob, a JobSet's Job
+    # A Job's owner is not trusted (kuota.api.parse_job.read_job): only the other kinds'
+    owner = None if reviewed is JOB else managed_owner(job) or managed_owner(old or {})
+    if owner is not None:  # KubeRay's RayCluster of a RayJob
         why = f"a {owner}'s {reviewed.kind}: the {owner} is the workload"
         return Answer(_review(uid), "unchanged", why)
     if reviewed.kind == "RayJob" and _cluster_selector(job):

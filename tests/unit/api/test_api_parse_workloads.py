@@ -279,18 +279,22 @@ def test_a_pods_workload_key() -> None:
 # --------------------------------------------------------------------------- owned objects
 
 
-def test_kuberays_ray_cluster_and_submitter_job_of_a_ray_job_are_no_workloads() -> None:
+def test_kuberays_ray_cluster_of_a_ray_job_is_no_workload_but_an_owned_job_is() -> None:
     """KubeRay v1.5.0 copies a RayJob's labels (the queue label too) onto the RayCluster
-    it makes and owns, and owns the submitter Job: both are the RayJob's, never queued
-    a second time (Kueue skips them too); without a controller owner they are read."""
+    it makes and owns: the RayJob's, never queued a second time (Kueue skips it too);
+    without a controller owner it is read. A Job's owner is not trusted: a user may
+    write one on a labelled Job (or any Job of a managed namespace) to take it out of
+    the queue, so an owned labelled Job is still a workload (KubeRay's submitter Job
+    carries no queue label: it is not kuota's outside a managed namespace)."""
     cluster = ray_cluster("rj-x7k2p", workers={"gpu": 2})
     assert isinstance(parse_object(cluster, at=5.0), WorkloadSpec), "a RayCluster of its own"
     assert parse_object(owned(cluster, "ray.io/v1", "RayJob"), at=5.0) is None
-    submitter = job("rj", namespace="ns", gpus=0)
-    assert isinstance(parse_object(submitter, at=5.0), WorkloadSpec), "a labelled Job"
-    assert parse_object(owned(submitter, "ray.io/v1", "RayJob"), at=5.0) is None
+    labelled = job("rj", namespace="ns", gpus=0)
+    assert isinstance(parse_object(labelled, at=5.0), WorkloadSpec), "a labelled Job"
+    forged = owned(labelled, "ray.io/v1", "RayJob")
+    assert isinstance(parse_object(forged, at=5.0), WorkloadSpec), "its owner not trusted"
     by_job_set = owned(job("js-w-0", namespace="ns", gpus=1), "jobset.x-k8s.io/v1alpha2", "JobSet")
-    assert parse_object(by_job_set, at=5.0) is None, "a JobSet's Job"
+    assert isinstance(parse_object(by_job_set, at=5.0), WorkloadSpec), "a labelled JobSet Job"
     loose = owned(ray_cluster("rc"), "ray.io/v1", "RayJob", controller=False)
     assert isinstance(parse_object(loose, at=5.0), WorkloadSpec), "not its controller"
     rj = owned(ray_job("rj"), "ray.io/v1", "RayService")

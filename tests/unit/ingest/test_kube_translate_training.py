@@ -307,10 +307,11 @@ class Writer:
         self.items.append(item)
 
 
-async def test_kuberays_ray_cluster_and_submitter_job_of_a_ray_job_are_never_journaled() -> None:
+async def test_kuberays_ray_cluster_of_a_ray_job_is_never_journaled() -> None:
     """The RayCluster KubeRay makes for a RayJob carries the RayJob's labels (the queue
-    label too) and its controller reference; the submitter Job its reference: both are
-    the RayJob's, so ingest journals neither (the RayJob itself is)."""
+    label too) and its controller reference: the RayJob's, so ingest never journals it
+    (the RayJob itself is). The submitter Job is journaled as any Job (its owner is not
+    trusted for a Job)."""
     writer = Writer()
     src = Sources(None, writer, memory={}, clock=Clock())  # type: ignore[arg-type]
     owner = {"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "rj", "uid": "rj1"}
@@ -334,7 +335,12 @@ async def test_kuberays_ray_cluster_and_submitter_job_of_a_ray_job_are_never_jou
     await src.observe("RayCluster", "UPSERT", {**cluster, "status": {"state": "ready"}})
     await src.observe("Job", "UPSERT", submitter)
     await src.observe("RayCluster", "DELETE", cluster)
-    assert writer.items == [] and src.memory == {}
+    # the submitter Job is journaled as every Job is (a Job's owner is not trusted);
+    # unlabelled, the fold leaves it alone outside a managed namespace
+    assert [item.key for item in writer.items] == ["Job/ns/rj"]
+    assert list(src.memory) == ["Job/ns/rj"]
+    writer.items.clear()
+    src.memory.clear()
     rj = ray_job("rj", workers={"gpu": 2}, suspend=True)
     rj["metadata"].update(uid="rj1", resourceVersion="1")
     await src.observe("RayJob", "UPSERT", rj)

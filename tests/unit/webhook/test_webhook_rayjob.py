@@ -120,7 +120,7 @@ def test_an_unlabelled_ray_job_is_not_kuotas() -> None:
     assert (answer.outcome, patch_of(answer.review)) == ("unchanged", None)
 
 
-def test_kuberays_ray_cluster_and_submitter_job_of_a_ray_job_are_let_through() -> None:
+def test_kuberays_ray_cluster_of_a_ray_job_is_let_through_an_owned_job_is_not() -> None:
     """KubeRay v1.5.0 copies the RayJob's labels and annotations onto the RayCluster it
     creates (the queue label and kuota's own annotations with them): without the owner
     rule it would be suspended (never running) and its kuota.dev/ annotations refused."""
@@ -147,15 +147,18 @@ def test_kuberays_ray_cluster_and_submitter_job_of_a_ray_job_are_let_through() -
     }
     refused = mutate_job(review(orphan, user=KUBERAY, kind=kind))
     assert refused.outcome == "refused", "not its controller: a labelled RayCluster of its own"
-    submitter = {
+    # A Job's owner is not trusted (a user may write one): a labelled Job with a
+    # RayJob controller reference is held like any other (KubeRay's own submitter Job
+    # carries no queue label, so it never comes here outside a managed namespace).
+    forged = {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {**copied, "name": "rj"},
+        "metadata": {**copied, "name": "rj", "annotations": {}},
         "spec": {"template": {"spec": {"containers": [{"name": "ray-job-submitter"}]}}},
     }
     job_kind = {"group": "batch", "version": "v1", "kind": "Job"}
-    answer = mutate_job(review(submitter, user=KUBERAY, kind=job_kind))
-    assert (answer.outcome, patch_of(answer.review)) == ("unchanged", None)
+    answer = mutate_job(review(forged, user=KUBERAY, kind=job_kind))
+    assert answer.outcome == "suspended", answer.why
 
 
 async def test_the_server_answers_on_the_rayjob_path() -> None:
