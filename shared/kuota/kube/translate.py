@@ -28,7 +28,6 @@ from typing import Any
 import yaml
 
 from kuota import kinds
-from kuota.actuation.plan_workloads import RAY_JOB_FINISHED
 from kuota.actuation.workloads import user_templates
 from kuota.api.not_journaled import NOT_JOURNALED_ANNOTATION
 from kuota.api.parse_job import ACTIVE_ANNOTATION, CREATED_AT_ANNOTATION, DECISION_ID_ANNOTATION
@@ -46,6 +45,7 @@ from kuota.events.schema import (
     WorkloadFinished,
 )
 from kuota.kinds import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
+from kuota.kube.readiness import FINISHED_BY, STATUS_RULES, condition_true
 
 # The apiVersion of every kind ingest journals, for LIST items (which carry none).
 API_VERSIONS: dict[str, str] = {k.kind: k.api_version for k in kinds.JOURNALED}
@@ -118,10 +118,6 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def _str(value: object) -> str:
     return value if isinstance(value, str) else ""
-
-
-def _int(value: object, default: int = 0) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
 def object_key(kind: str, obj: Mapping[str, Any]) -> str:
@@ -438,152 +434,6 @@ def fold_digest(kind: str, obj: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def _condition_true(status: Mapping[str, Any], types: tuple[str, ...]) -> Mapping[str, Any] | None:
-    conditions = status.get("conditions")
-    if not isinstance(conditions, list):
-        return None
-    for c in conditions:
-        if isinstance(c, Mapping) and c.get("type") in types and c.get("status") == "True":
-            return c
-    return None
-
-
-def job_pods(spec: Mapping[str, Any]) -> int:
-    """Kueue's ``podsCount``: parallelism (default 1) capped by completions."""
-    pods = _int(spec.get("parallelism"), 1)
-    completions = spec.get("completions")
-    if isinstance(completions, int) and not isinstance(completions, bool) and completions < pods:
-        pods = completions
-    return pods
-
-
-def job_ready(obj: Mapping[str, Any]) -> bool:
-    """Not suspended, and ready + succeeded pods reach the Job's pod count."""
-    spec = obj.get("spec")
-    spec = spec if isinstance(spec, Mapping) else {}
-    if spec.get("suspend") is True:
-        return False
-    status = obj.get("status")
-    status = status if isinstance(status, Mapping) else {}
-    # A pod that succeeded but is not counted yet (the Job controller first
-    # records it under uncountedTerminatedPods, then in .succeeded) is neither
-    # ready nor succeeded for a moment; without it readiness would flicker.
-    uncounted = status.get("uncountedTerminatedPods")
-    pending = uncounted.get("succeeded") if isinstance(uncounted, Mapping) else None
-    counted_soon = len(pending) if isinstance(pending, list) else 0
-    done = _int(status.get("succeeded")) + counted_soon
-    return _int(status.get("ready")) + done >= job_pods(spec)
-
-
-def _replicas(value: object) -> int:
-    return _int(value.get("replicas"), 1) if isinstance(value, Mapping) else 0
-
-
-def pytorch_job_ready(obj: Mapping[str, Any]) -> bool:
-    """Not suspended, and the training-operator counts every replica of every type
-    (``status.replicaStatuses``) active or succeeded."""
-    spec = obj.get("spec")
-    spec = spec if isinstance(spec, Mapping) else {}
-    policy = spec.get("runPolicy")
-    if isinstance(policy, Mapping) and policy.get("suspend") is True:
-        return False
-    replicas = spec.get("pytorchReplicaSpecs")
-    replicas = replicas if isinstance(replicas, Mapping) else {}
-    want = sum(_replicas(r) for r in replicas.values())
-    status = obj.get("status")
-    status = status if isinstance(status, Mapping) else {}
-    counted = status.get("replicaStatuses")
-    counted = counted if isinstance(counted, Mapping) else {}
-    have = 0
-    for rtype in replicas:
-        rs = counted.get(rtype)
-        if isinstance(rs, Mapping):
-            have += _int(rs.get("active")) + _int(rs.get("succeeded"))
-    return want > 0 and have >= want
-
-
-def ray_cluster_ready(obj: Mapping[str, Any]) -> bool:
-    """Not suspended, and KubeRay says ``status.state: ready`` (the head and every
-    worker pod running and ready)."""
-    spec = obj.get("spec")
-    if isinstance(spec, Mapping) and spec.get("suspend") is True:
-        return False
-    status = obj.get("status")
-    return isinstance(status, Mapping) and status.get("state") == "ready"
-
-
-def ray_job_ready(obj: Mapping[str, Any]) -> bool:
-    """Not suspended, and KubeRay's copy of its cluster's status says ``ready``
-    (``status.rayClusterStatus.state``, Kueue's rule). KubeRay copies it only in a
-    reconcile that reached the Ray dashboard."""
-    spec = obj.get("spec")
-    if isinstance(spec, Mapping) and spec.get("suspend") is True:
-        return False
-    status = obj.get("status")
-    cluster = status.get("rayClusterStatus") if isinstance(status, Mapping) else None
-    return isinstance(cluster, Mapping) and cluster.get("state") == "ready"
-
-
-def ray_job_finished(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """A RayJob's end as a finished condition would say it: ``type`` Succeeded when
-    the Ray job's ``status.jobStatus`` is ``SUCCEEDED`` (Kueue's success), else
-    Failed, ``message`` KubeRay's ``status.message`` (or the deployment status);
-    None while ``status.jobDeploymentStatus`` is not Complete or Failed."""
-    status = obj.get("status")
-    status = status if isinstance(status, Mapping) else {}
-    deployment = status.get("jobDeploymentStatus")
-    if deployment not in RAY_JOB_FINISHED:
-        return None
-    succeeded = status.get("jobStatus") == "SUCCEEDED"
-    return {
-        "type": "Succeeded" if succeeded else "Failed",
-        "message": _str(status.get("message")) or f"jobDeploymentStatus {deployment}",
-    }
-
-
-def job_set_ready(obj: Mapping[str, Any]) -> bool:
-    """Not suspended, and the JobSet controller counts, for every replicatedJob,
-    all its Jobs (``replicas``) ready or succeeded in ``status.replicatedJobsStatus``
-    (a child Job is ready when all its pods are)."""
-    spec = obj.get("spec")
-    spec = spec if isinstance(spec, Mapping) else {}
-    if spec.get("suspend") is True:
-        return False
-    jobs = spec.get("replicatedJobs")
-    jobs = [j for j in jobs if isinstance(j, Mapping)] if isinstance(jobs, list) else []
-    status = obj.get("status")
-    status = status if isinstance(status, Mapping) else {}
-    counted = status.get("replicatedJobsStatus")
-    by_name = (
-        {c.get("name"): c for c in counted if isinstance(c, Mapping)}
-        if isinstance(counted, list)
-        else {}
-    )
-    if not jobs:
-        return False
-    for job in jobs:
-        c = by_name.get(job.get("name"))
-        if c is None or _int(c.get("ready")) + _int(c.get("succeeded")) < _replicas(job):
-            return False
-    return True
-
-
-#: Each status kind: (is it ready, the condition types that finish it, the one of
-#: them that is a success).
-_STATUS_RULES = {
-    "Job": (job_ready, ("Complete", "Failed"), "Complete"),
-    "PyTorchJob": (pytorch_job_ready, ("Succeeded", "Failed"), "Succeeded"),
-    "RayCluster": (ray_cluster_ready, (), ""),  # a RayCluster never finishes by itself
-    # a RayJob finishes by its jobDeploymentStatus, not a condition: _FINISHED
-    "RayJob": (ray_job_ready, (), "Succeeded"),
-    "JobSet": (job_set_ready, ("Completed", "Failed"), "Completed"),
-}
-
-
-#: The kinds whose end is not a status condition: how it is read instead.
-_FINISHED = {"RayJob": ray_job_finished}
-
-
 def tick(at: float) -> Tick:
     return Tick(id=f"tick@{at!r}", at=at)
 
@@ -639,7 +489,7 @@ def translate_upsert(
     seen = Seen(rv=rv, digest=digest, uid=uid)
     if prev is not None:
         seen = replace(seen, finished=prev.finished, ready=prev.ready)
-    if kind in _STATUS_RULES:
+    if kind in STATUS_RULES:
         seen = _status_events(kind, obj, seen, name=name, namespace=namespace, at=at, out=events)
     return Translation(events=tuple(events), seen=seen, skipped=skipped)
 
@@ -658,7 +508,7 @@ def _status_events(
     (a Job's keyed ``ns/name`` as always; another kind's by its workload key)."""
     if seen.finished:
         return seen
-    is_ready, finishing, success = _STATUS_RULES[kind]
+    is_ready, finishing, success = STATUS_RULES[kind]
     status = obj.get("status")
     status = status if isinstance(status, Mapping) else {}
     ns = namespace or "default"
@@ -666,8 +516,8 @@ def _status_events(
     label = f"{ns}/{name}" if workload is None else workload
     uid = seen.uid or label
     ready = is_ready(obj)
-    ended = _FINISHED.get(kind)
-    done = ended(obj) if ended is not None else _condition_true(status, finishing)
+    ended = FINISHED_BY.get(kind)
+    done = ended(obj) if ended is not None else condition_true(status, finishing)
     # Readiness first: a Job that completes in one step was ready on its way there.
     if ready != seen.ready:
         out.append(

@@ -20,11 +20,11 @@ from kuota.events.schema import (
     WorkloadFinished,
     parse_event,
 )
+from kuota.kube.readiness import job_pods
 from kuota.kube.translate import (
     Seen,
     config_file_object,
     fold_digest,
-    job_pods,
     journal_object,
     object_key,
     stub,

@@ -26,15 +26,14 @@ from kuota.events.schema import (
     PodsReady,
     WorkloadFinished,
 )
-from kuota.kube.translate import (
+from kuota.kube.readiness import (
     job_set_ready,
-    journal_object,
     pytorch_job_ready,
     ray_cluster_ready,
     ray_job_finished,
     ray_job_ready,
-    translate_upsert,
 )
+from kuota.kube.translate import journal_object, translate_upsert
 from kuota_ingest.journal import Item
 from kuota_ingest.sources import Clock, Sources
 
