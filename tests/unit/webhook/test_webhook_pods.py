@@ -7,13 +7,12 @@ is let through untouched; the server answers on Kueue's path ``/mutate--v1-pod``
 
 from __future__ import annotations
 
-import base64
 import copy
-import json
 from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
+from builders.admission import admission_review, patch_of
 
 from kuota import kinds
 from kuota.kube.admission_review import gate_patch, mutate_job
@@ -63,25 +62,7 @@ def in_group(**kw: Any) -> dict[str, Any]:
 def review(
     obj: dict[str, Any], *, old: dict[str, Any] | None = None, user: str = ALICE
 ) -> dict[str, Any]:
-    request: dict[str, Any] = {
-        "uid": "rev-1",
-        "kind": {"group": "", "version": "v1", "kind": "Pod"},
-        "operation": "UPDATE" if old is not None else "CREATE",
-        "namespace": "team-a",
-        "userInfo": {"username": user},
-        "object": obj,
-    }
-    if old is not None:
-        request["oldObject"] = old
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
-
-
-def patch_of(answer: dict[str, Any]) -> list[dict[str, Any]] | None:
-    response = answer["response"]
-    if "patch" not in response:
-        return None
-    patch: list[dict[str, Any]] = json.loads(base64.b64decode(response["patch"]))
-    return patch
+    return admission_review(obj, {"group": "", "version": "v1", "kind": "Pod"}, old=old, user=user)
 
 
 def apply_json_patch(obj: dict[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]:

@@ -10,11 +10,10 @@ submitter Job KubeRay creates for a RayJob carry its labels (the queue label, an
 
 from __future__ import annotations
 
-import base64
-import json
 from typing import Any
 
 from aiohttp.test_utils import TestClient, TestServer
+from builders.admission import admission_review, patch_of
 
 from kuota import kinds
 from kuota.kube.admission_review import mutate_job
@@ -53,25 +52,7 @@ def review(
     user: str = ALICE,
     kind: dict[str, str] = RAY,
 ) -> dict[str, Any]:
-    request: dict[str, Any] = {
-        "uid": "rev-1",
-        "kind": kind,
-        "operation": "UPDATE" if old is not None else "CREATE",
-        "namespace": "team-a",
-        "userInfo": {"username": user},
-        "object": obj,
-    }
-    if old is not None:
-        request["oldObject"] = old
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
-
-
-def patch_of(answer: dict[str, Any]) -> list[dict[str, Any]] | None:
-    response = answer["response"]
-    if "patch" not in response:
-        return None
-    patch: list[dict[str, Any]] = json.loads(base64.b64decode(response["patch"]))
-    return patch
+    return admission_review(obj, kind, old=old, user=user)
 
 
 def test_a_labelled_ray_job_is_created_suspended_and_held() -> None:

@@ -6,12 +6,11 @@ for the training kinds); the server answers on the kind's own path."""
 
 from __future__ import annotations
 
-import base64
-import json
 from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
+from builders.admission import admission_review, patch_of
 
 from kuota import kinds
 from kuota.kube.admission_review import mutate_job
@@ -38,25 +37,9 @@ def pytorchjob(
 def review(
     obj: dict[str, Any], *, old: dict[str, Any] | None = None, user: str = ALICE
 ) -> dict[str, Any]:
-    request: dict[str, Any] = {
-        "uid": "rev-1",
-        "kind": {"group": "kubeflow.org", "version": "v1", "kind": "PyTorchJob"},
-        "operation": "UPDATE" if old is not None else "CREATE",
-        "namespace": "team-a",
-        "userInfo": {"username": user},
-        "object": obj,
-    }
-    if old is not None:
-        request["oldObject"] = old
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
-
-
-def patch_of(review_answer: dict[str, Any]) -> list[dict[str, Any]] | None:
-    response = review_answer["response"]
-    if "patch" not in response:
-        return None
-    patch: list[dict[str, Any]] = json.loads(base64.b64decode(response["patch"]))
-    return patch
+    return admission_review(
+        obj, {"group": "kubeflow.org", "version": "v1", "kind": "PyTorchJob"}, old=old, user=user
+    )
 
 
 @pytest.mark.parametrize(
