@@ -52,10 +52,18 @@ def sched_table(before: dict[str, tuple[float, float]], pids: dict[str, int]) ->
     return "; ".join(parts)
 
 
+# Operators of other kinds (the training-operator, KubeRay) run on both stacks
+# when asked for; they queue nothing, so no figure counts them.
+OPERATORS = frozenset({"training", "kuberay"})
+
+
 def stack_pids(stack: Path) -> dict[str, int]:
-    """The stack's own processes (kube-apiserver, etcd, ...) from ``<stack>/run/*.pid``."""
+    """The stack's own processes (kube-apiserver, etcd, ...) from ``<stack>/run/*.pid``,
+    without the ``OPERATORS``."""
     out: dict[str, int] = {}
     for path in sorted((stack / "run").glob("*.pid")):
+        if path.stem in OPERATORS:
+            continue
         with contextlib.suppress(OSError, ValueError):
             out[path.stem] = int(path.read_text().split()[0])
     return out

@@ -21,8 +21,9 @@
 #     --kubeconfig;
 #   - once /readyz answers (the webhook server is serving), registers the
 #     webhooks of config/components/webhook/manifests.yaml for the Kueue kinds
-#     and batch/v1 Jobs, with url https://127.0.0.1:PORT/<path> and the caBundle,
-#     so that Jobs are suspended at creation as in a real install.
+#     and the kinds of KUOTA_KUEUE_FRAMEWORKS, with url https://127.0.0.1:PORT/<path> and the caBundle,
+#     so that Jobs, PyTorchJobs and RayClusters are suspended at creation as in a
+#     real install.
 #
 # Knobs: KUOTA_KUEUE_VERSION (v0.19.2: pin it, @latest resolves to an older
 # release), KUOTA_KUEUE_WEBHOOK_PORT (19443), KUOTA_KUEUE_HEALTH_PORT (18081),
@@ -30,6 +31,9 @@
 # DeviceClasses gpu-ID and mig-ID to the counter `memory` of driver
 # ID.gpu.kuota.dev as resource gpu-memory, and wgpu-ID as whole-gpus),
 # KUOTA_KUEUE_CONFIG (a Configuration file of your own instead),
+# KUOTA_KUEUE_FRAMEWORKS (integrations.frameworks, "batch/job kubeflow.org/pytorchjob
+# ray.io/raycluster": the last two need the training and kuberay components'
+# CRDs, which scripts/kueue-stack installs before kueue starts),
 # KUOTA_KUEUE_FEATURE_GATES (--feature-gates), KUOTA_KUEUE_LOG_LEVEL (zap level, info).
 
 : "${KUOTA_KUEUE_VERSION:=v0.19.2}"
@@ -38,6 +42,7 @@
 : "${KUOTA_KUEUE_DRA_ID:=kq}"
 : "${KUOTA_KUEUE_CONFIG:=}"
 : "${KUOTA_KUEUE_FEATURE_GATES:=}"
+: "${KUOTA_KUEUE_FRAMEWORKS:=batch/job kubeflow.org/pytorchjob ray.io/raycluster}"
 : "${KUOTA_KUEUE_LOG_LEVEL:=info}"
 
 _kueue_dir=$KUOTA_STACK_DIR/kueue
@@ -79,7 +84,8 @@ kueue_install() {
 }
 
 _kueue_config() {
-  local f=$_kueue_dir/config.yaml id=$KUOTA_KUEUE_DRA_ID
+  local f=$_kueue_dir/config.yaml id=$KUOTA_KUEUE_DRA_ID fw
+  fw=$(printf '"%s", ' $KUOTA_KUEUE_FRAMEWORKS); fw="[${fw%, }]"
   if [ -n "$KUOTA_KUEUE_CONFIG" ]; then cp "$KUOTA_KUEUE_CONFIG" "$f"; return 0; fi
   cat >"$f.tmp" <<EOF
 # written by scripts/stack.d/kueue.sh on every start; edits are overwritten
@@ -101,7 +107,7 @@ health:
 featureGates:
   VisibilityOnDemand: false
 integrations:
-  frameworks: ["batch/job"]
+  frameworks: $fw
 admissionFairSharing:
   usageHalfLifeTime: 10m
   usageSamplingInterval: 5s
@@ -132,15 +138,17 @@ kueue_healthy() {
 }
 
 # Kueue's webhook registrations pointed at 127.0.0.1: only the Kueue kinds and
-# batch/v1 Jobs (the one integration on; a registered path nobody serves would
-# fail every Pod or Deployment create). The Job webhooks skip kube-system and
-# kueue-system, as Kueue's kustomization does.
+# the kinds of the integrations on (KUOTA_KUEUE_FRAMEWORKS; a registered path
+# nobody serves would fail every Pod or Deployment create). The integrations'
+# webhooks skip kube-system and kueue-system, as Kueue's kustomization does.
 _kueue_webhooks() {
   local src=$1 out=$_kueue_dir/webhooks.yaml
   python3 - "$src/config/components/webhook/manifests.yaml" "$_kueue_dir/webhook/ca.crt" \
-    "https://127.0.0.1:$KUOTA_KUEUE_WEBHOOK_PORT" >"$out.tmp" <<'PY' || die "kueue: cannot write the webhook registrations"
+    "https://127.0.0.1:$KUOTA_KUEUE_WEBHOOK_PORT" "$KUOTA_KUEUE_FRAMEWORKS" >"$out.tmp" <<'PY' || die "kueue: cannot write the webhook registrations"
 import base64, sys, yaml
-manifests, ca, base = sys.argv[1:4]
+manifests, ca, base, frameworks = sys.argv[1:5]
+# "kubeflow.org/pytorchjob" -> (group, plural) as the webhook rules name them
+served = {(f.split("/")[0], f.split("/")[1] + "s") for f in frameworks.split()}
 bundle = base64.b64encode(open(ca, "rb").read()).decode()
 skip = {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
                               "values": ["kube-system", "kueue-system"]}]}
@@ -151,11 +159,12 @@ for doc in yaml.safe_load_all(open(manifests)):
     kept = []
     for w in doc["webhooks"]:
         groups = {g for r in w["rules"] for g in r["apiGroups"]}
-        if not groups <= {"kueue.x-k8s.io", "batch"}:
+        kinds = {(g, res) for r in w["rules"] for g in r["apiGroups"] for res in r["resources"]}
+        if groups != {"kueue.x-k8s.io"} and not kinds <= served:
             continue
         path = w["clientConfig"]["service"]["path"]
         w["clientConfig"] = {"url": base + path, "caBundle": bundle}
-        if "batch" in groups:
+        if groups != {"kueue.x-k8s.io"}:
             w["namespaceSelector"] = skip
         kept.append(w)
     doc["metadata"]["name"] = "kueue-" + doc["metadata"]["name"]

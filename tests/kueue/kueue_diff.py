@@ -5,20 +5,26 @@ Theory of operation (docs/design/kueue-side-by-side.md):
 - **Kueue's side** is real: a scenario of ``tests/e2e/scenarios/`` is played on
   the Kueue stack (``scripts/kueue-stack``: kube-apiserver, etcd, scheduler,
   controller-manager, kwok and the released Kueue binary with its own CRDs and
-  webhooks) as real Jobs on kwok nodes, each created at its
-  ``kuota.dev/submit-at`` time without ``spec.suspend`` (Kueue's webhook
-  suspends it) and running ``kuota.dev/run-for`` as a kwok pod duration.
+  webhooks) as real Jobs, PyTorchJobs (the training-operator runs there) and
+  RayClusters (KubeRay runs there) on kwok nodes, each created at its
+  ``kuota.dev/submit-at`` time without its suspend field (Kueue's webhook
+  suspends it), running ``kuota.dev/run-for`` as a kwok pod duration, and
+  deleted at its ``kuota.dev/delete-at`` time (a RayCluster runs until then).
   Every ``POLL`` seconds one LIST of the Workloads gives the transitions:
   admitted (``status.admission`` appears: flavors and ``resourceUsage``),
   preempted (the ``Preempted`` condition: reason, preemptor by its JobUID),
-  finished; a workload never admitted is a never-fit, with Kueue's message.
+  finished (``Finished``, or the Workload gone with its deleted owner); a
+  workload never admitted is a never-fit, with Kueue's message. A workload is
+  named as kuota's decisions name it: ``ns/name`` for a Job, ``ns/kind/name``
+  for the other kinds (``ns/pytorchjob/ddp-a``).
 - **kuota's side** is the fold the services run (``kuota.sim`` in plans mode,
   the preemption service in-process) over the same manifests, hardware and
   Configuration. The e2e suite already holds the services to that fold on the
   real stack (``tests/e2e/e2e_scenario.py``), so the fold stands for them here.
 - **Compared** per scenario, after both sides are normalised (the run prefix
   dropped from names, quantities canonical): the admission order, each
-  admission's flavors and charge, the preemptions (victim, preemptor, reason)
+  admission's flavors (per podset) and charge (per flavor and resource, summed
+  over podsets, as kuota's decision gives it), the preemptions (victim, preemptor, reason)
   and the set of workloads that never fit. Times are not compared: the
   scenarios keep several seconds around every boundary, so an order that
   differs is a rule that differs, not a clock.
@@ -63,6 +69,13 @@ SETTLE = 90.0  # after the last submission, for every workload to finish (or nev
 NEVER_FIT_GRACE = 5.0  # a workload still unadmitted this long after the others are done
 LABEL = "diff.kuota.dev/run"
 JOB_UID_RE = re.compile(r"JobUID: ([0-9a-f-]+)\)")
+# The workload kinds a scenario may hold: kind -> (group, version, plural), the
+# path of the suspend field, and where its pod templates are.
+WORKLOADS: dict[str, tuple[str, str, str]] = {
+    "Job": ("batch", "v1", "jobs"),
+    "PyTorchJob": ("kubeflow.org", "v1", "pytorchjobs"),
+    "RayCluster": ("ray.io", "v1", "rayclusters"),
+}
 
 # The DeviceClasses a scenario names (gpu-/mig-/wgpu-${run}) are the stack's
 # hardware (KUOTA_KUEUE_DRA_ID): Kueue reads its deviceClassMappings at start.
@@ -324,29 +337,53 @@ async def kueue_record(stack: KueueStack, name: str, run: str) -> Record:
     api = await _api(stack)
     try:
         await kubectl_apply(stack, hardware(hw, driver_of(hw)))
-        setup = [d for d in docs if d["kind"] != "Job"]
+        setup = [d for d in docs if d["kind"] not in WORKLOADS]
         await kubectl_apply(stack, setup)
         await _wait_active(
             api, [d["metadata"]["name"] for d in setup if d["kind"] == "ClusterQueue"]
         )
-        jobs = [d for d in docs if d["kind"] == "Job"]
+        jobs = [d for d in docs if d["kind"] in WORKLOADS]
         namespaces = {d["metadata"]["namespace"] for d in jobs}
         for d in jobs:
             ann = d["metadata"].get("annotations") or {}
-            run_for = micros_to_seconds(parse_duration(ann["kuota.dev/run-for"]))
-            d["spec"].pop("suspend", None)  # Kueue's webhook must suspend it
-            pod_ann = d["spec"]["template"].setdefault("metadata", {}).setdefault("annotations", {})
-            pod_ann[KWOK_READY] = "200ms"
-            pod_ann[KWOK_COMPLETE] = f"{run_for:g}s"
+            run_for = ann.get("kuota.dev/run-for")
+            unsuspend(d)  # Kueue's webhook must suspend it
+            for template in pod_templates(d):
+                pod_ann = template.setdefault("metadata", {}).setdefault("annotations", {})
+                pod_ann[KWOK_READY] = "200ms"
+                # a RayCluster runs until it is deleted (kuota.dev/delete-at)
+                secs = micros_to_seconds(parse_duration(run_for)) if run_for else 8760 * 3600
+                pod_ann[KWOK_COMPLETE] = f"{secs:g}s"
         return await _play(api, run, jobs, namespaces)
     finally:
         await api.close()
 
 
+def unsuspend(d: dict[str, Any]) -> None:
+    spec = d["spec"]
+    holder = (spec.get("runPolicy") or {}) if d["kind"] == "PyTorchJob" else spec
+    holder.pop("suspend", None)
+
+
+def pod_templates(d: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The pod templates of a workload of one of the ``WORKLOADS`` kinds."""
+    spec = d["spec"]
+    if d["kind"] == "PyTorchJob":
+        return [r["template"] for r in (spec.get("pytorchReplicaSpecs") or {}).values()]
+    if d["kind"] == "RayCluster":
+        groups = [spec["headGroupSpec"], *(spec.get("workerGroupSpecs") or [])]
+        return [g["template"] for g in groups]
+    return [spec["template"]]
+
+
+def workload_key(run: str, namespace: str, kind: str, name: str) -> str:
+    """A workload as kuota's decisions name it, the run prefix dropped."""
+    return _key(run, namespace, name if kind == "Job" else f"{kind.lower()}/{name}")
+
+
 async def _play(
     api: client.ApiClient, run: str, jobs: list[dict[str, Any]], namespaces: set[str]
 ) -> Record:
-    batch = client.BatchV1Api(api)
     co = client.CustomObjectsApi(api)
     job_of_uid: dict[str, str] = {}
     rec = Record()
@@ -355,29 +392,39 @@ async def _play(
     finished: set[str] = set()
     ever_admitted: set[str] = set()
     pending_msg: dict[str, str] = {}
-    expected = {_key(run, d["metadata"]["namespace"], d["metadata"]["name"]) for d in jobs}
+    expected = {
+        workload_key(run, d["metadata"]["namespace"], d["kind"], d["metadata"]["name"])
+        for d in jobs
+    }
 
     async def poll_once() -> None:
         resp = await co.list_cluster_custom_object(*KUEUE, "workloads", _preload_content=False)
         items = json.loads(await resp.read()).get("items") or []
         items = [w for w in items if w["metadata"]["namespace"] in namespaces]
+        listed: set[str] = set()
         # one LIST: order the transitions it shows by Kueue's own admission time
         items.sort(key=lambda w: (_reserved_at(w), w["metadata"]["name"]))
         for w in items:
             md = w["metadata"]
             owner = next(
-                (o for o in md.get("ownerReferences") or [] if o.get("kind") == "Job"), None
+                (o for o in md.get("ownerReferences") or [] if o.get("kind") in WORKLOADS), None
             )
             if owner is None:
                 continue
-            key = _key(run, md["namespace"], owner["name"])
+            key = workload_key(run, md["namespace"], owner["kind"], owner["name"])
+            listed.add(key)
             st = w.get("status") or {}
             adm = st.get("admission")
             if adm and not admitted_now.get(key):
-                flavors, usage = [], []
+                flavors: list[tuple[str, str]] = []
+                per_flavor: dict[tuple[str, str], int] = {}
                 for psa in adm.get("podSetAssignments") or []:
-                    flavors += [(r, _strip(run, f)) for r, f in (psa.get("flavors") or {}).items()]
-                    usage += [(r, _canon(q)) for r, q in (psa.get("resourceUsage") or {}).items()]
+                    fl = psa.get("flavors") or {}
+                    flavors += [(r, _strip(run, f)) for r, f in fl.items()]
+                    for r, q in (psa.get("resourceUsage") or {}).items():
+                        k = (str(fl.get(r, "")), r)
+                        per_flavor[k] = per_flavor.get(k, 0) + parse_quantity(str(q))
+                usage = [(r, format_quantity(q)) for (_, r), q in per_flavor.items()]
                 rec.admissions.append(
                     Admission(
                         key,
@@ -404,6 +451,10 @@ async def _play(
                 )
                 if qr is not None:
                     pending_msg[key] = f"{qr.get('reason')}: {qr.get('message', '')}"
+        # a Workload gone with its deleted owner (a RayCluster at its delete-at) ended
+        for key in ever_admitted - listed:
+            finished.add(key)
+            admitted_now[key] = False
 
     t0 = time.time()
     poller_error: list[BaseException] = []
@@ -419,15 +470,22 @@ async def _play(
             poller_error.append(e)
 
     task = asyncio.create_task(poller())
+    deletions: list[asyncio.Task[None]] = []
     try:
         for d in sorted(jobs, key=_submit_at):
             delay = t0 + _submit_at(d) - time.time()
             if delay > 0:
                 await asyncio.sleep(delay)
             ns = d["metadata"]["namespace"]
-            created = await batch.create_namespaced_job(ns, d, _preload_content=False)
+            group, version, plural = WORKLOADS[d["kind"]]
+            created = await co.create_namespaced_custom_object(
+                group, version, ns, plural, d, _preload_content=False
+            )
             obj = json.loads(await created.read())
-            job_of_uid[obj["metadata"]["uid"]] = _key(run, ns, obj["metadata"]["name"])
+            key = workload_key(run, ns, d["kind"], obj["metadata"]["name"])
+            job_of_uid[obj["metadata"]["uid"]] = key
+            if "kuota.dev/delete-at" in (d["metadata"].get("annotations") or {}):
+                deletions.append(asyncio.create_task(_delete_at(co, t0, d)))
         deadline = time.monotonic() + SETTLE
         quiet_since: float | None = None
         while True:
@@ -449,12 +507,24 @@ async def _play(
             await asyncio.sleep(POLL)
         await poll_once()
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        for t in [task, *deletions]:
+            t.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
     for key in sorted(expected - ever_admitted):
         rec.never_fit[key] = pending_msg.get(key, "no Workload")
     return rec
+
+
+async def _delete_at(co: client.CustomObjectsApi, t0: float, d: Mapping[str, Any]) -> None:
+    ann = d["metadata"]["annotations"]
+    at = micros_to_seconds(parse_duration(ann["kuota.dev/delete-at"]))
+    await asyncio.sleep(max(0.0, t0 + at - time.time()))
+    group, version, plural = WORKLOADS[d["kind"]]
+    md = d["metadata"]
+    await co.delete_namespaced_custom_object(
+        group, version, md["namespace"], plural, md["name"], propagation_policy="Background"
+    )
 
 
 def _submit_at(d: Mapping[str, Any]) -> float:

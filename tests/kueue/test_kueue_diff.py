@@ -5,9 +5,11 @@ kube-apiserver, etcd, scheduler, controller-manager, kwok and the cached Kueue
 binary, on its own ports) unless it is already up, plays each scenario as real
 Jobs there, folds the same manifests with kuota's core and asserts that the two
 agree or differ only as ``docs/kueue-differences.md`` records
-(``kueue_diff.DEPARTURES``). The four cover whole GPUs with a cohort's
-reclaim, MIG memory counters, borrowing within a borrowing limit, and priority
-preemption. ``make diff-kueue`` runs every scenario.
+(``kueue_diff.DEPARTURES``). The six cover whole GPUs with a cohort's
+reclaim, MIG memory counters, borrowing within a borrowing limit, priority
+preemption, and distributed training (#18): PyTorchJobs and RayClusters run by
+the real training-operator and KubeRay beside Kueue, admitted as gangs, one
+never fitting, one preempted whole. ``make diff-kueue`` runs every scenario.
 """
 
 from __future__ import annotations
@@ -28,7 +30,14 @@ import kueue_diff  # noqa: E402
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
-SUBSET = ["cohort-reclaim", "mig-memory", "cohort-borrowing", "priority-preemption"]
+SUBSET = [
+    "cohort-reclaim",
+    "mig-memory",
+    "cohort-borrowing",
+    "priority-preemption",
+    "training-gangs",
+    "training-preemption",
+]
 STACK = [str(kueue_diff.REPO / "scripts" / "kueue-stack")]
 
 

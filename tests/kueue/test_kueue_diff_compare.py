@@ -10,7 +10,17 @@ sys.path[:0] = [
     str(Path(__file__).resolve().parents[1] / "e2e"),
 ]
 
-from kueue_diff import Admission, Preemption, Record, differences, kuota_record, load  # noqa: E402
+from kueue_diff import (  # noqa: E402
+    Admission,
+    Preemption,
+    Record,
+    differences,
+    kuota_record,
+    load,
+    pod_templates,
+    unsuspend,
+    workload_key,
+)
 
 
 def _adm(wl: str, flavor: str = "pool", qty: str = "1") -> Admission:
@@ -54,3 +64,25 @@ def test_kuota_side_of_admission_fair_sharing() -> None:
     rec = kuota_record("admission-fair-sharing", "dtest", "kq")
     assert rec.order == ["team-a/a-1", "team-b/b-1", "team-b/b-2", "team-a/a-2", "team-a/a-3"]
     assert rec.preemptions == []
+
+
+def test_kuota_side_of_training_gangs() -> None:
+    # PyTorchJobs and a RayCluster are named ns/kind/name, charged per flavor over
+    # their podsets; the 5-GPU gang never fits a ClusterQueue of 4.
+    rec = kuota_record("training-gangs", "dtest", "kq")
+    assert rec.order == ["train/pytorchjob/ddp-a", "train/pytorchjob/ddp-b", "train/raycluster/rc"]
+    assert [a.usage for a in rec.admissions] == [(("example.com/gpu", "3"),)] + [
+        (("example.com/gpu", "2"),)
+    ] * 2
+    assert list(rec.never_fit) == ["train/pytorchjob/ddp-c"]
+
+
+def test_training_kinds_are_played_unsuspended_with_kwok_durations() -> None:
+    docs = {d["metadata"]["name"]: d for d in load("training-gangs", "drun", "kq")}
+    ddp, rc = docs["ddp-a"], docs["rc"]
+    for d in (ddp, rc):
+        unsuspend(d)
+    assert "suspend" not in ddp["spec"]["runPolicy"] and "suspend" not in rc["spec"]
+    assert len(pod_templates(ddp)) == 2 and len(pod_templates(rc)) == 2
+    assert workload_key("drun", "drun-train", "RayCluster", "rc") == "train/raycluster/rc"
+    assert workload_key("drun", "drun-train", "Job", "j") == "train/j"

@@ -139,3 +139,15 @@ def test_shape_figures_usage_and_time_to_admission() -> None:
     assert f.tta_s == {"large": 2.0, "small": 1.0}  # b's last admission; c unfinished
     with pytest.raises(ValueError):
         shape_figures([], 1000)
+
+
+def test_stack_pids_leave_out_the_operators_of_other_kinds(tmp_path: Path) -> None:
+    # Both stacks may run the training-operator and KubeRay; they queue nothing,
+    # so the CPU and memory figures never count them.
+    from bench_e2e_report import stack_pids
+
+    run = tmp_path / "run"
+    run.mkdir()
+    for name, pid in (("kueue", 11), ("kube-apiserver", 12), ("training", 13), ("kuberay", 14)):
+        (run / f"{name}.pid").write_text(f"{pid}\n")
+    assert stack_pids(tmp_path) == {"kube-apiserver": 12, "kueue": 11}

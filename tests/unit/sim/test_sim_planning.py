@@ -53,6 +53,7 @@ PREEMPTING = {
     "e2e/parked-head-reclaims",
     "e2e/cohort-reclaim",
     "e2e/priority-preemption",
+    "e2e/training-preemption",
 }
 #: Every field of a decision but its ids (which name the causing event).
 # stop_id names a decision by its id, which depends on the events (plans are events)
