@@ -392,11 +392,12 @@ def read_pod(raw: Raw, *, at: float) -> PodMember | None:
             raise FieldError(
                 cpath, f"required: a Pod of pod group {name!r} says how many pods it has"
             )
-        if not isinstance(count, str) or not count.isdigit():
+        if not isinstance(count, str) or not count.isascii() or not count.isdigit():
             raise FieldError(cpath, f"{count!r} is not a whole number of pods")
-        total = int(count)
-        if not 1 <= total <= MAX_PODS:
-            raise FieldError(cpath, f"must be from 1 to {MAX_PODS}, got {total}")
+        total = whole_number(count, MAX_PODS) or 0
+        if total < 1:
+            got = count if len(count) <= 12 else f"{count[:12]}... ({len(count)} digits)"
+            raise FieldError(cpath, f"must be from 1 to {MAX_PODS}, got {got}")
         hint = annotations.get(ROLE_HASH_ANNOTATION)
         role = (
             dns1123_label(hint, keyed("metadata.annotations", ROLE_HASH_ANNOTATION))
@@ -446,3 +447,16 @@ def pod_group_workload(members: list[PodMember]) -> WorkloadSpec:
         owner_kind="Pod",
         pod_group=first.pod_group,
     )
+
+
+def whole_number(value: object, most: int) -> int | None:
+    """``value`` as a whole number from 0 to ``most`` when it is a string of ASCII
+    digits (a label's or an annotation's), else None. The length is checked before
+    ``int``: ``"²".isdigit()`` is true and ``int`` of thousands of digits raises."""
+    if not isinstance(value, str) or not value.isascii() or not value.isdigit():
+        return None
+    digits = value.lstrip("0") or "0"
+    if len(digits) > len(str(most)):
+        return None
+    number = int(digits)
+    return number if number <= most else None

@@ -47,6 +47,7 @@ from kuota.api.parse_workloads import (
     ADMISSION_GATE,
     POD_GROUP_NAME_LABEL,
     POD_GROUP_TOTAL_COUNT_ANNOTATION,
+    whole_number,
 )
 from kuota.kinds import QUEUE_NAME_LABEL, SYSTEM_NAMESPACES, Kind, get, managed_owner
 
@@ -637,7 +638,7 @@ def group_metadata(change: Change) -> list[str]:
             f"{_COUNT}: Required: a Pod of pod group {group!r} says how many pods the "
             "group has; kuota admits the group once they all exist"
         ]
-    if not isinstance(count, str) or not count.isdigit() or not 1 <= int(count) <= MAX_PODS:
+    if (whole_number(count, MAX_PODS) or 0) < 1:
         return [f"{_COUNT}: Invalid value {count!r}: a whole number of pods from 1 to {MAX_PODS}"]
     return []
 
