@@ -4,6 +4,7 @@ JSON patch of an answer (the webhook unit tests of each kind)."""
 from __future__ import annotations
 
 import base64
+import copy
 import json
 from typing import Any
 
@@ -32,3 +33,27 @@ def patch_of(answer: dict[str, Any]) -> list[dict[str, Any]] | None:
         return None
     patch: list[dict[str, Any]] = json.loads(base64.b64decode(response["patch"]))
     return patch
+
+
+def apply_patch(obj: dict[str, Any], ops: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """``obj`` after the JSON patch (RFC 6902 ``add`` and ``remove``), as the apiserver
+    applies the webhook's answer; ``obj`` itself is left as it was."""
+    out = copy.deepcopy(obj)
+    for op in ops or []:
+        *parents, last = [
+            t.replace("~1", "/").replace("~0", "~") for t in op["path"][1:].split("/")
+        ]
+        node: Any = out
+        for token in parents:
+            node = node[int(token)] if isinstance(node, list) else node[token]
+        if op["op"] == "remove":
+            del node[int(last) if isinstance(node, list) else last]
+        elif op["op"] == "add" and last == "-":
+            node.append(op["value"])
+        elif op["op"] == "add" and isinstance(node, list):
+            node.insert(int(last), op["value"])
+        elif op["op"] == "add":
+            node[last] = op["value"]
+        else:
+            raise AssertionError(f"not a patch the webhook writes: {op}")
+    return out

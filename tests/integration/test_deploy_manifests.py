@@ -343,7 +343,7 @@ def test_webhook_service_and_registration(overlay: list[dict[str, Any]]) -> None
     config = one(overlay, "MutatingWebhookConfiguration", "kuota-webhook")
     # Two entries on one path (docs/design/webhook-registration.md): queued Jobs,
     # failing closed; unlabelled Jobs (managed namespaces), Ignore in deploy/base.
-    queued, unlabelled, pytorch, ray, rayjob, jobset, pods, guard = config["webhooks"]
+    queued, unlabelled, pytorch, ray, rayjob, jobset, lws, pods, guard = config["webhooks"]
     # labelled Pods (#18, pod groups): gated at creation, on Kueue's pod webhook path
     assert pods["name"] == "mutate--v1-pod.kuota.dev"
     assert pods["clientConfig"]["service"]["path"] == "/mutate--v1-pod"
@@ -366,6 +366,13 @@ def test_webhook_service_and_registration(overlay: list[dict[str, Any]]) -> None
     assert (rayjob["failurePolicy"], rayjob["rules"][0]["resources"]) == ("Fail", ["rayjobs"])
     assert jobset["clientConfig"]["service"]["path"] == "/mutate-jobset-x-k8s-io-v1alpha2-jobset"
     assert (jobset["failurePolicy"], jobset["rules"][0]["resources"]) == ("Fail", ["jobsets"])
+    # labelled LeaderWorkerSets: their pod templates get the queue label, failing closed
+    path = "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset"
+    assert lws["clientConfig"]["service"]["path"] == path
+    assert (lws["failurePolicy"], lws["rules"][0]["resources"]) == ("Fail", ["leaderworkersets"])
+    assert lws["objectSelector"]["matchExpressions"] == [
+        {"key": "kueue.x-k8s.io/queue-name", "operator": "Exists"}
+    ]
     assert pytorch["name"] == "mutate-kubeflow-org-v1-pytorchjob.kuota.dev"  # (#18)
     assert pytorch["clientConfig"]["service"]["path"] == "/mutate-kubeflow-org-v1-pytorchjob"
     assert pytorch["failurePolicy"] == "Fail"

@@ -218,14 +218,14 @@ def test_the_webhook_mutates_the_registrys_job() -> None:
     assert admission_review.QUEUE_NAME_LABEL is kinds.QUEUE_NAME_LABEL
     hooks = [d for d in _documents("webhook.yaml") if d["kind"] == "MutatingWebhookConfiguration"]
     entries = [w for d in hooks for w in d["webhooks"]]
-    assert len(entries) == 8, (
-        "queued Jobs, the others (#22); PyTorchJobs, RayClusters, RayJobs, JobSets, Pods; "
-        "template deletes"
+    assert len(entries) == 9, (
+        "queued Jobs, the others (#22); PyTorchJobs, RayClusters, RayJobs, JobSets, "
+        "LeaderWorkerSets, Pods; template deletes"
     )
     guard = entries.pop()
     assert guard["clientConfig"]["service"]["path"] == template_guard.PATH
     assert guard["rules"][0]["resources"] == ["resourceclaimtemplates"]
-    for kind in ("Pod", "JobSet", "RayJob", "RayCluster", "PyTorchJob"):
+    for kind in ("Pod", "LeaderWorkerSet", "JobSet", "RayJob", "RayCluster", "PyTorchJob"):
         hook = entries.pop()
         k = kinds.get(kind)
         assert hook["clientConfig"]["service"]["path"] == k.mutate_path()
@@ -237,6 +237,10 @@ def test_the_webhook_mutates_the_registrys_job() -> None:
             [k.plural],
         )
     assert kinds.get("Pod").mutate_path() == "/mutate--v1-pod", "Kueue's pod webhook path"
+    assert (
+        kinds.get("LeaderWorkerSet").mutate_path()
+        == "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset"
+    ), "Kueue's LeaderWorkerSet webhook path"
     for hook in entries:
         assert hook["clientConfig"]["service"]["path"] == webhook.PATH
         (rule,) = hook["rules"]

@@ -6,7 +6,8 @@ from prometheus_client import Counter, Gauge
 
 REQUESTS = Counter(
     "kuota_webhook_requests",
-    "Mutating webhook requests, by outcome (suspended, gated, unchanged, refused, malformed)",
+    "Mutating webhook requests, by outcome (suspended, gated, labelled, unchanged, refused, "
+    "malformed)",
     ["outcome"],
 )
 RELOADS = Counter(

@@ -1,7 +1,9 @@
 """The mutating webhook's HTTPS server: ``POST /mutate-batch-v1-job`` (and one path
 per training kind kuota queues, ``/mutate-kubeflow-org-v1-pytorchjob``,
-``/mutate-ray-io-v1-raycluster``, ``/mutate-ray-io-v1-rayjob``, ..., and Kueue's
-pod path ``/mutate--v1-pod`` for labelled Pods, gated at creation: #18).
+``/mutate-ray-io-v1-raycluster``, ``/mutate-ray-io-v1-rayjob``, ..., Kueue's
+pod path ``/mutate--v1-pod`` for labelled Pods, gated at creation: #18, and
+``/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset``, whose pod templates get
+the LeaderWorkerSet's queue label: its pods are then pod groups).
 
 The answer itself is ``kuota.kube.admission_review.mutate_job`` (CREATE: the
 rules, then suspend; UPDATE: the rules); this module reads the body, writes

@@ -25,7 +25,9 @@ pod spec, its field errors named by their path in this kind.
 - LeaderWorkerSet (``leaderworkerset.x-k8s.io/v1``): a :class:`WorkloadGroup`,
   one workload per group (``spec.replicas``), each ``leader`` (1) + ``worker``
   (``size`` - 1), or ``main`` (``size``) without a leader template. Kueue gates
-  its pods rather than suspending it: no suspend field.
+  its pods rather than suspending it: no suspend field. On a cluster the object
+  is not read: each group's pods are a pod group (:func:`leader_worker_group`,
+  the name and count the webhook writes on them).
 
 Rules in full: docs/design/workload-kinds.md.
 """
@@ -33,8 +35,9 @@ Rules in full: docs/design/workload-kinds.md.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from kuota.api.fields import (
     INT32_MAX,
@@ -392,11 +395,12 @@ def read_pod(raw: Raw, *, at: float) -> PodMember | None:
             raise FieldError(
                 cpath, f"required: a Pod of pod group {name!r} says how many pods it has"
             )
-        if not isinstance(count, str) or not count.isdigit():
+        if not isinstance(count, str) or not count.isascii() or not count.isdigit():
             raise FieldError(cpath, f"{count!r} is not a whole number of pods")
-        total = int(count)
-        if not 1 <= total <= MAX_PODS:
-            raise FieldError(cpath, f"must be from 1 to {MAX_PODS}, got {total}")
+        total = whole_number(count, MAX_PODS) or 0
+        if total < 1:
+            got = count if len(count) <= 12 else f"{count[:12]}... ({len(count)} digits)"
+            raise FieldError(cpath, f"must be from 1 to {MAX_PODS}, got {got}")
         hint = annotations.get(ROLE_HASH_ANNOTATION)
         role = (
             dns1123_label(hint, keyed("metadata.annotations", ROLE_HASH_ANNOTATION))
@@ -446,3 +450,100 @@ def pod_group_workload(members: list[PodMember]) -> WorkloadSpec:
         owner_kind="Pod",
         pod_group=first.pod_group,
     )
+
+
+def whole_number(value: object, most: int) -> int | None:
+    """``value`` as a whole number from 0 to ``most`` when it is a string of ASCII
+    digits (a label's or an annotation's), else None. The length is checked before
+    ``int``: ``"²".isdigit()`` is true and ``int`` of thousands of digits raises."""
+    if not isinstance(value, str) or not value.isascii() or not value.isdigit():
+        return None
+    digits = value.lstrip("0") or "0"
+    if len(digits) > len(str(most)):
+        return None
+    number = int(digits)
+    return number if number <= most else None
+
+
+# --------------------------------------------------------------------------- LeaderWorkerSet pods
+# On a cluster a LeaderWorkerSet is admitted through its pods, as Kueue does: the
+# LWS controller makes each group's pods (through StatefulSets), labelled with the
+# LWS's name and the group's index and annotated with the group's size; kuota's
+# webhook makes those pods one pod group (the group label and count written over
+# whatever the template said), and the fold, the actuator and the drains take them
+# as any pod group. The LWS object itself is not journaled (``kuota.kinds``:
+# ``watch=""``): read too, each group would be counted twice.
+
+#: What the LeaderWorkerSet controller writes on every pod it makes.
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+LWS_GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
+LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"  # 0: the leader
+LWS_SIZE_ANNOTATION = "leaderworkerset.sigs.k8s.io/size"
+#: A LeaderWorkerSet group's pod-group name: ``leaderworkerset-<name>-<group index>``.
+LWS_GROUP_PREFIX = "leaderworkerset"
+_LABEL_MAX = 63
+_DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_NOT_DNS1123 = re.compile(r"[^a-z0-9-]+")
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderWorkerGroup:
+    """The pod group of one LeaderWorkerSet group's pods."""
+
+    name: str  # the kueue.x-k8s.io/pod-group-name label: leaderworkerset-<lws>-<index>
+    total: int  # the kueue.x-k8s.io/pod-group-total-count: the group's size
+
+
+def leader_worker_group_name(namespace: str, name: str, index: int) -> str:
+    """``leaderworkerset-<name>-<index>`` when that is a DNS-1123 label (at most 63
+    characters), else the name part cut (and made lower-case alphanumerics and
+    '-') to fit, followed by the index and 10 hex digits of a sha256 of
+    ``<namespace>/<name>/<index>``: stable, and two long names that share their
+    first characters still name two groups."""
+    plain = f"{LWS_GROUP_PREFIX}-{name}-{index}"
+    if len(plain) <= _LABEL_MAX and _DNS1123.match(plain):
+        return plain
+    digest = hashlib.sha256(f"{namespace}/{name}/{index}".encode()).hexdigest()[:10]
+    tail = f"-{index}-{digest}"
+    room = _LABEL_MAX - len(LWS_GROUP_PREFIX) - 1 - len(tail)
+    stem = _NOT_DNS1123.sub("-", name.lower())[:room].strip("-")
+    return f"{LWS_GROUP_PREFIX}-{stem}{tail}" if stem else f"{LWS_GROUP_PREFIX}{tail}"
+
+
+def leader_worker_group(raw: Raw, namespace: str) -> LeaderWorkerGroup | None:
+    """The pod group of a LeaderWorkerSet's pod: one with both the
+    ``leaderworkerset.sigs.k8s.io/name`` and ``.../group-index`` labels (None for
+    any other Pod). Its size is the ``leaderworkerset.sigs.k8s.io/size`` annotation.
+    ``FieldError`` (its message as the webhook says it: ``Required: ...``,
+    ``Invalid value ...``) for an empty name, an index that is not a whole
+    number, or a size that is absent or not a whole number from 1 to ``MAX_PODS``."""
+    meta = mapping(raw.get("metadata"), "metadata")
+    labels = mapping(meta.get("labels"), "metadata.labels")
+    if LWS_NAME_LABEL not in labels or LWS_GROUP_INDEX_LABEL not in labels:
+        return None
+    npath = keyed("metadata.labels", LWS_NAME_LABEL)
+    name = labels[LWS_NAME_LABEL]
+    if not isinstance(name, str) or not name:
+        raise FieldError(npath, f"Invalid value {name!r}: the name of the pod's LeaderWorkerSet")
+    ipath = keyed("metadata.labels", LWS_GROUP_INDEX_LABEL)
+    raw_index = labels[LWS_GROUP_INDEX_LABEL]
+    index = whole_number(raw_index, INT32_MAX)
+    if index is None:
+        raise FieldError(
+            ipath, f"Invalid value {raw_index!r}: the index of the pod's group, a whole number"
+        )
+    spath = keyed("metadata.annotations", LWS_SIZE_ANNOTATION)
+    size = mapping(meta.get("annotations"), "metadata.annotations").get(LWS_SIZE_ANNOTATION)
+    if size is None:
+        raise FieldError(
+            spath,
+            f"Required: a pod of LeaderWorkerSet {name!r} (group {index}) says how many pods "
+            "its group has (the LeaderWorkerSet controller writes it); kuota admits the group "
+            "once they all exist",
+        )
+    total = whole_number(size, MAX_PODS)
+    if total is None or total < 1:
+        raise FieldError(
+            spath, f"Invalid value {size!r}: a whole number of pods from 1 to {MAX_PODS}"
+        )
+    return LeaderWorkerGroup(leader_worker_group_name(namespace, name, index), total)

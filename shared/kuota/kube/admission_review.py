@@ -23,6 +23,18 @@ is not a whole number of pods) is refused at once rather than rejected later. A
 Pod whose controller owner is a workload kind admitted itself (a Job's pod with
 the label copied: ``kuota.kinds.managed_owner``) is let through untouched.
 
+A LeaderWorkerSet is admitted through its pods, as Kueue does: its CREATE or
+UPDATE (labelled ones only) gets its queue and priority-class labels copied into
+both pod templates (:func:`template_labels_patch`; the object's values win over a
+template's own), so the pods its controller makes are labelled; a pod with the
+``leaderworkerset.sigs.k8s.io/name`` and ``group-index`` labels then has its group
+label and count written from them (``leaderworkerset-<name>-<index>`` and the
+``leaderworkerset.sigs.k8s.io/size`` annotation: ``kuota.api.parse_workloads.
+leader_worker_group``) over whatever its template said, and is gated as any
+labelled Pod; one without a usable size is refused. A labelled LeaderWorkerSet with
+``startupPolicy: LeaderReady`` is refused (Kueue's rule): its workers would wait
+for a leader that waits for them.
+
 The same owner rule holds for every kind reviewed: the RayCluster and the submitter
 Job KubeRay makes for a RayJob carry the RayJob's labels (the queue label too) and
 annotations (kuota's among them), and are let through untouched. A RayJob has two
@@ -42,16 +54,29 @@ from typing import Any, Literal, Protocol
 
 from kuota.actuation.patch import ANN_DECISION_ID, ANN_DECISION_OFFSET, ANN_ORIGINAL
 from kuota.actuation.workloads import SUSPEND_FIELDS
+from kuota.api.fields import FieldError
 from kuota.api.parse_job import ACTIVE_ANNOTATION, CREATED_AT_ANNOTATION, MAX_PODS
 from kuota.api.parse_workloads import (
     ADMISSION_GATE,
     POD_GROUP_NAME_LABEL,
     POD_GROUP_TOTAL_COUNT_ANNOTATION,
+    ROLE_HASH_ANNOTATION,
+    LeaderWorkerGroup,
+    leader_worker_group,
+    whole_number,
 )
-from kuota.kinds import QUEUE_NAME_LABEL, SYSTEM_NAMESPACES, Kind, get, managed_owner
+from kuota.kinds import (
+    PRIORITY_CLASS_LABEL,
+    QUEUE_NAME_LABEL,
+    SYSTEM_NAMESPACES,
+    Kind,
+    get,
+    managed_owner,
+)
 
 JOB = get("Job")  # the kind this webhook mutates
 POD = get("Pod")  # pod groups and single Pods (#18): gated, not suspended
+LWS = get("LeaderWorkerSet")  # its templates labelled; its pods gated as pod groups
 #: Every kind this webhook mutates: Jobs, and the training kinds wired into the
 #: services (#18), labelled ones only (manageJobsWithoutQueueName is for Jobs).
 KINDS: tuple[Kind, ...] = (
@@ -61,6 +86,7 @@ KINDS: tuple[Kind, ...] = (
     get("RayJob"),
     get("JobSet"),
     POD,
+    LWS,
 )
 #: The label Kueue's pod webhook puts on every Pod it gates.
 MANAGED_LABEL = "kueue.x-k8s.io/managed"
@@ -83,7 +109,7 @@ _SIMULATION = frozenset(
     {"kuota.dev/submit-at", "kuota.dev/run-for", "kuota.dev/ready-after", "kuota.dev/delete-at"}
 )
 
-Outcome = Literal["suspended", "gated", "unchanged", "refused", "malformed"]
+Outcome = Literal["suspended", "gated", "labelled", "unchanged", "refused", "malformed"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -421,6 +447,8 @@ def mutate_job(
         return Answer(_review(uid), "unchanged", f"operation {operation}")
     if reviewed is POD:
         return _mutate_pod(request, uid, str(operation), trusted_users)
+    if reviewed is LWS:
+        return _mutate_leader_worker_set(request, uid, str(operation))
     job = request.get("object")
     metadata = job.get("metadata") if isinstance(job, Mapping) else None
     spec = job.get("spec") if isinstance(job, Mapping) else None
@@ -637,7 +665,7 @@ def group_metadata(change: Change) -> list[str]:
             f"{_COUNT}: Required: a Pod of pod group {group!r} says how many pods the "
             "group has; kuota admits the group once they all exist"
         ]
-    if not isinstance(count, str) or not count.isdigit() or not 1 <= int(count) <= MAX_PODS:
+    if (whole_number(count, MAX_PODS) or 0) < 1:
         return [f"{_COUNT}: Invalid value {count!r}: a whole number of pods from 1 to {MAX_PODS}"]
     return []
 
@@ -676,13 +704,152 @@ def _mutate_pod(
     namespace = namespace if isinstance(namespace, str) else ""
     user = _user(request)
     trusted = user in trusted_users
-    change = Change(operation, user, trusted, old, pod, namespace)
+    group: LeaderWorkerGroup | None = None
+    if operation == "CREATE" and queued(pod):
+        try:
+            where = namespace or str(metadata.get("namespace") or "") or "default"
+            group = leader_worker_group(pod, where)
+        except FieldError as err:
+            message = f"{err.field}: {err.message}"
+            return Answer(_refusal(uid, message), "refused", f"{operation} by {user}")
+    # A LeaderWorkerSet's pod is judged as it will be stored: in its group
+    stored = pod if group is None else in_leader_worker_group(pod, group)
+    change = Change(operation, user, trusted, old, stored, namespace)
     reasons = refusals(change, POD_RULES)
     if reasons:
         return Answer(_refusal(uid, "; ".join(reasons)), "refused", f"{operation} by {user}")
     if operation == "UPDATE" or not queued(pod):
         return Answer(_review(uid), "unchanged", "update allowed")
-    patch = gate_patch(pod)
+    patch = gate_patch(pod) if group is None else [*group_patch(pod, group), *gate_patch(pod)]
     if not patch:
         return Answer(_review(uid), "unchanged", "already gated")
-    return Answer(_review(uid, patch=patch), "gated", f"queue {queue_of(pod)}")
+    note = "" if group is None else f", LeaderWorkerSet pod group {group.name}"
+    return Answer(_review(uid, patch=patch), "gated", f"queue {queue_of(pod)}{note}")
+
+
+# --------------------------------------------------------------------------- LeaderWorkerSets
+
+
+def _annotation_map(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    md = obj.get("metadata")
+    annotations = md.get("annotations") if isinstance(md, Mapping) else None
+    return annotations if isinstance(annotations, Mapping) else None
+
+
+def group_patch(pod: Mapping[str, Any], group: LeaderWorkerGroup) -> list[dict[str, Any]]:
+    """The JSON patch that puts a LeaderWorkerSet's pod in its group: the group label
+    and count written over the pod's own (a user may not move the pod into another
+    group), and any ``kueue.x-k8s.io/role-hash`` annotation removed.
+
+    The role: Kueue names an LWS group's podsets by the pod's role (leader,
+    worker). kuota writes no role hash: the fold names a pod group's podsets by
+    the pods' shape (``kuota.api.parse_workloads.role_of``), so the leader and
+    the workers are two podsets when their pods differ and one when they are
+    alike (an LWS without a leaderTemplate: ``main`` in the simulator's reading).
+    A role hash from the template would let pods of different shapes share a
+    podset, charged as one of them, so it is removed."""
+    ops: list[dict[str, Any]] = []
+    if _labels(pod).get(POD_GROUP_NAME_LABEL) != group.name:
+        path = f"/metadata/labels/{_escape(POD_GROUP_NAME_LABEL)}"  # labels exist: the queue's
+        ops.append({"op": "add", "path": path, "value": group.name})
+    annotations = _annotation_map(pod)
+    count = str(group.total)
+    if annotations is None:  # not so for an LWS pod (its size is an annotation); still
+        ops.append({"op": "add", "path": "/metadata/annotations", "value": {}})
+        annotations = {}
+    if annotations.get(POD_GROUP_TOTAL_COUNT_ANNOTATION) != count:
+        path = f"/metadata/annotations/{_escape(POD_GROUP_TOTAL_COUNT_ANNOTATION)}"
+        ops.append({"op": "add", "path": path, "value": count})
+    if ROLE_HASH_ANNOTATION in annotations:
+        path = f"/metadata/annotations/{_escape(ROLE_HASH_ANNOTATION)}"
+        ops.append({"op": "remove", "path": path})
+    return ops
+
+
+def in_leader_worker_group(pod: Mapping[str, Any], group: LeaderWorkerGroup) -> dict[str, Any]:
+    """``pod`` as :func:`group_patch` leaves it (its metadata copied, the rest shared)."""
+    md = pod.get("metadata")
+    md = md if isinstance(md, Mapping) else {}
+    labels = {**_labels(pod), POD_GROUP_NAME_LABEL: group.name}
+    annotations = dict(_annotation_map(pod) or {})
+    annotations[POD_GROUP_TOTAL_COUNT_ANNOTATION] = str(group.total)
+    annotations.pop(ROLE_HASH_ANNOTATION, None)
+    return {**pod, "metadata": {**md, "labels": labels, "annotations": annotations}}
+
+
+#: The labels a LeaderWorkerSet's pods get from it (Kueue's LWS webhook copies these).
+LWS_TEMPLATE_LABELS = (QUEUE_NAME_LABEL, PRIORITY_CLASS_LABEL)
+LWS_TEMPLATES = ("leaderTemplate", "workerTemplate")
+
+
+def template_labels_patch(lws: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The JSON patch that copies the LeaderWorkerSet's queue and priority-class
+    labels (those it has, not empty) into ``spec.leaderWorkerTemplate``'s
+    ``leaderTemplate`` (when present) and ``workerTemplate`` labels, over a
+    template's own values: the object's labels decide."""
+    labels = _labels(lws)
+    wanted = {k: labels[k] for k in LWS_TEMPLATE_LABELS if isinstance(labels.get(k), str)}
+    wanted = {k: v for k, v in wanted.items() if v}
+    lwt = _spec(lws).get("leaderWorkerTemplate")
+    if not wanted or not isinstance(lwt, Mapping):
+        return []
+    ops: list[dict[str, Any]] = []
+    for name in LWS_TEMPLATES:
+        template = lwt.get(name)
+        if not isinstance(template, Mapping):
+            continue  # no leaderTemplate; a workerTemplate is required (the CRD says so)
+        base = f"/spec/leaderWorkerTemplate/{name}/metadata"
+        md = template.get("metadata")
+        own = md.get("labels") if isinstance(md, Mapping) else None
+        if not isinstance(md, Mapping):
+            ops.append({"op": "add", "path": base, "value": {"labels": dict(wanted)}})
+        elif not isinstance(own, Mapping):
+            ops.append({"op": "add", "path": f"{base}/labels", "value": dict(wanted)})
+        else:
+            for key, value in wanted.items():
+                if own.get(key) != value:
+                    path = f"{base}/labels/{_escape(key)}"
+                    ops.append({"op": "add", "path": path, "value": value})
+    return ops
+
+
+LEADER_READY = "LeaderReady"
+
+
+def lws_startup_policy(change: Change) -> list[str]:
+    """Refuse a queued LeaderWorkerSet with ``spec.startupPolicy: LeaderReady``
+    (Kueue's rule): its workers are made only once its leader is ready, and the
+    leader stays gated until the whole group exists."""
+    if _spec(change.new).get("startupPolicy") != LEADER_READY:
+        return []
+    return [
+        f'spec.startupPolicy: Invalid value "{LEADER_READY}": a LeaderWorkerSet queued by '
+        "kuota must use LeaderCreated: kuota admits a group once all its pods exist, and "
+        "with LeaderReady the workers are created only after the leader runs"
+    ]
+
+
+def _mutate_leader_worker_set(request: Mapping[str, Any], uid: str, operation: str) -> Answer:
+    """The answer for a LeaderWorkerSet (see the module docstring)."""
+    lws = request.get("object")
+    if not isinstance(lws, Mapping) or not isinstance(lws.get("metadata"), Mapping):
+        why = "the LeaderWorkerSet has no metadata"
+        return Answer(_review(uid, warning=f"kuota: {why}; allowed unchanged"), "malformed", why)
+    old = request.get("oldObject") if operation == "UPDATE" else None
+    old = old if isinstance(old, Mapping) else {}
+    owner = managed_owner(lws) or (managed_owner(old) if old else None)
+    if owner is not None:
+        why = f"a {owner}'s LeaderWorkerSet: the {owner} is the workload"
+        return Answer(_review(uid), "unchanged", why)
+    queue = queue_of(lws)
+    if queue is None:  # its pods are left alone too: they get no queue label from it
+        return Answer(_review(uid), "unchanged", f"no {QUEUE_NAME_LABEL} label")
+    user = _user(request)
+    change = Change(operation, user, False, old, lws, str(request.get("namespace") or ""))
+    reasons = refusals(change, (lws_startup_policy,))
+    if reasons:
+        return Answer(_refusal(uid, "; ".join(reasons)), "refused", f"{operation} by {user}")
+    patch = template_labels_patch(lws)
+    if not patch:
+        return Answer(_review(uid), "unchanged", "templates labelled already")
+    return Answer(_review(uid, patch=patch), "labelled", f"queue {queue}")

@@ -276,6 +276,23 @@ def test_a_pods_workload_key() -> None:
     assert pod_workload_key(pod("x", queue=None)) is None, "no queue label: not kuota's"
 
 
+@pytest.mark.parametrize(
+    ("count", "why"),
+    [
+        ("²", "is not a whole number of pods"),  # str.isdigit() says yes, int() says no
+        ("9" * 5000, "must be from 1 to 100000, got 999999999999... (5000 digits)"),
+        ("100001", "must be from 1 to 100000, got 100001"),
+    ],
+)
+def test_a_pod_groups_count_is_read_as_ascii_digits(count: str, why: str) -> None:
+    manifest = pod("g-0", group="g", total=1)
+    manifest["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-total-count"] = count
+    result = parse_object(manifest, at=5.0)
+    assert isinstance(result, ValidationError), result
+    assert result.field == "metadata.annotations[kueue.x-k8s.io/pod-group-total-count]"
+    assert why in result.message, result.message
+
+
 # --------------------------------------------------------------------------- owned objects
 
 

@@ -153,7 +153,11 @@ def test_a_replica_sets_pod_is_gated_as_kueue_gates_a_deployments() -> None:
         ({}, {COUNT: "3"}, f"metadata.labels[{GROUP}]: Required"),
         ({GROUP: "g"}, {COUNT: "three"}, f"metadata.annotations[{COUNT}]: Invalid value"),
         ({GROUP: "g"}, {COUNT: "0"}, f"metadata.annotations[{COUNT}]: Invalid value"),
+        # digits int() refuses: a refusal, not an error of the webhook (a 500)
+        ({GROUP: "g"}, {COUNT: "²"}, f"metadata.annotations[{COUNT}]: Invalid value"),
+        ({GROUP: "g"}, {COUNT: "9" * 5000}, f"metadata.annotations[{COUNT}]: Invalid value"),
     ],
+    ids=["no count", "no group", "word", "zero", "superscript", "5000 digits"],
 )
 def test_bad_group_metadata_is_refused_at_creation(
     labels: dict[str, str], annotations: dict[str, str], field: str

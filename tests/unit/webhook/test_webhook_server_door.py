@@ -271,6 +271,7 @@ PYTORCH_ENTRY = "mutate-kubeflow-org-v1-pytorchjob.kuota.dev"
 RAY_ENTRY = "mutate-ray-io-v1-raycluster.kuota.dev"
 RAYJOB_ENTRY = "mutate-ray-io-v1-rayjob.kuota.dev"
 JOBSET_ENTRY = "mutate-jobset-x-k8s-io-v1alpha2-jobset.kuota.dev"
+LWS_ENTRY = "mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset.kuota.dev"
 POD_ENTRY = "mutate--v1-pod.kuota.dev"
 TEMPLATE_ENTRY = "guard-resource-k8s-io-resourceclaimtemplate.kuota.dev"
 
@@ -283,6 +284,7 @@ def _check(entries: dict[str, Any]) -> None:
         RAY_ENTRY,
         RAYJOB_ENTRY,
         JOBSET_ENTRY,
+        LWS_ENTRY,
         POD_ENTRY,
         TEMPLATE_ENTRY,
     }
@@ -315,6 +317,15 @@ def _check(entries: dict[str, Any]) -> None:
     assert js["objectSelector"]["matchExpressions"] == [{"key": QUEUE, "operator": "Exists"}]
     where = js["clientConfig"].get("url") or js["clientConfig"]["service"]["path"]
     assert where.endswith(kinds.get("JobSet").mutate_path())
+    # LeaderWorkerSets with the queue label: their templates labelled, failing closed
+    lws = entries[LWS_ENTRY]
+    assert (lws["failurePolicy"], lws["rules"][0]["resources"]) == ("Fail", ["leaderworkersets"])
+    assert lws["rules"][0]["apiGroups"] == ["leaderworkerset.x-k8s.io"]
+    assert lws["rules"][0]["apiVersions"] == ["v1"]
+    assert lws["objectSelector"]["matchExpressions"] == [{"key": QUEUE, "operator": "Exists"}]
+    where = lws["clientConfig"].get("url") or lws["clientConfig"]["service"]["path"]
+    assert where.endswith("/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset")
+    assert where.endswith(kinds.get("LeaderWorkerSet").mutate_path())
     # Pods with the queue label (#18, pod groups): gated at creation, failing closed
     pods = entries[POD_ENTRY]
     assert (pods["failurePolicy"], pods["rules"][0]["resources"]) == ("Fail", ["pods"])
@@ -336,7 +347,7 @@ def _check(entries: dict[str, Any]) -> None:
     assert other["objectSelector"]["matchExpressions"] == [
         {"key": QUEUE, "operator": "DoesNotExist"}
     ]
-    for hook in (queued, other, pytorch, ray, js, pods, guard):
+    for hook in (queued, other, pytorch, ray, js, lws, pods, guard):
         (rule,) = hook["rules"]
         assert rule["operations"] == (["DELETE"] if hook is guard else ["CREATE", "UPDATE"])
         (expr,) = hook["namespaceSelector"]["matchExpressions"]
