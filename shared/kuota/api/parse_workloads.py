@@ -401,12 +401,10 @@ def read_pod(raw: Raw, *, at: float) -> PodMember | None:
         if total < 1:
             got = count if len(count) <= 12 else f"{count[:12]}... ({len(count)} digits)"
             raise FieldError(cpath, f"must be from 1 to {MAX_PODS}, got {got}")
-        hint = annotations.get(ROLE_HASH_ANNOTATION)
-        role = (
-            dns1123_label(hint, keyed("metadata.annotations", ROLE_HASH_ANNOTATION))
-            if hint
-            else role_of(podset)
-        )
+        # The role is the pod's shape, never the role-hash annotation a user may
+        # write: pods of two shapes under one written hash would be charged as the
+        # first one's (a 0-GPU pod's hash on an 8-GPU pod: charged nothing).
+        role = role_of(podset)
         pod_group = True
     gates = seq(spec.get("schedulingGates"), "spec.schedulingGates")
     gated = any(isinstance(g, dict) and g.get("name") == ADMISSION_GATE for g in gates)

@@ -157,3 +157,17 @@ def test_a_preempted_group_gives_its_quota_back_once_its_pods_are_gone() -> None
     out = d.stopped(stop)
     assert kinds(out) == [("QuotaReleased", "ns/podgroup/g"), ("Admitted", "ns/pod/urgent")]
     assert out[0].stop_id == stop.id
+
+
+def test_a_role_hash_a_user_writes_never_merges_two_shapes() -> None:
+    # Two pods of one group under one written role hash, asking 0 and 3 GPUs: the
+    # roles come from their shapes, so the group is charged 3, not 0 (the first's).
+    d = queue(4)
+    small, big = pod("g-0", group="g", total=2, gpus=0), pod("g-1", group="g", total=2, gpus=3)
+    for p in (small, big):
+        p["metadata"]["annotations"]["kueue.x-k8s.io/role-hash"] = "same"
+    d.apply(small)
+    out = d.apply(big)
+    assert kinds(out) == [("Admitted", "ns/podgroup/g")]
+    assert out[0].usage == {"h100": {GPU: "3"}}
+    assert "same" not in (out[0].flavors or {}) and len(out[0].flavors or {}) == 2
