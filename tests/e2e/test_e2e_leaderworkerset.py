@@ -288,9 +288,9 @@ async def test_each_lws_group_is_a_pod_group_admitted_whole(e2e_run: Run) -> Non
         assert p.spec.node_selector == {NODE_LABEL: node}
 
     # the LWS object is no workload of its own here: not journaled, never decided
-    assert not [d for _, d in run.decisions if d.workload.startswith(f"{ns}/leaderworkerset/")], (
-        "each group is decided as its pod group"
-    )
+    assert not [
+        d for _, d in run.decisions if (d.workload or "").startswith(f"{ns}/leaderworkerset/")
+    ], "each group is decided as its pod group"
     assert not [
         e
         for _, e in run.journal
