@@ -25,10 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import json
 import os
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +44,7 @@ from e2e_operators import (
     history,
     queue_objects,
 )
+from e2e_pods import GROUP_LABEL, all_running, gates, group_pods, user_patch
 from kubernetes_asyncio import client
 
 from kuota.events.schema import ObjectUpserted
@@ -60,7 +59,6 @@ GROUP, VERSION, PLURAL = "leaderworkerset.x-k8s.io", "v1", "leaderworkersets"
 CRD = (
     Path(__file__).resolve().parents[1] / "crds" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
 )
-GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
 COUNT = "kueue.x-k8s.io/pod-group-total-count"
 GATE = "kueue.x-k8s.io/admission"
 MANAGED = "kueue.x-k8s.io/managed"
@@ -150,52 +148,6 @@ async def get_lws(run: Run, ns: str, name: str) -> dict[str, Any]:
         GROUP, VERSION, ns, PLURAL, name
     )
     return got
-
-
-def gates(pod: client.V1Pod) -> list[str]:
-    return [g.name for g in pod.spec.scheduling_gates or []]
-
-
-async def group_pods(run: Run, ns: str, group: str) -> list[client.V1Pod]:
-    listed = await client.CoreV1Api(run.api).list_namespaced_pod(
-        ns, label_selector=f"{GROUP_LABEL}={group}"
-    )
-    return sorted(listed.items, key=lambda p: p.metadata.name)
-
-
-async def all_running(run: Run, ns: str, group: str, count: int) -> list[client.V1Pod]:
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        got = await group_pods(run, ns, group)
-        if len(got) == count and all(p.status.phase == "Running" for p in got):
-            return got
-        await asyncio.sleep(0.3)
-    got = await group_pods(run, ns, group)
-    pytest.fail(f"{ns}/{group}: want {count} Pods Running, have {[p.status.phase for p in got]}")
-
-
-async def user_patch(run: Run, ns: str, name: str, patch: dict[str, Any]) -> str:
-    """A user (impersonated: the test's own user is kuota's, trusted) patches the Pod;
-    kubectl's stderr (it must fail)."""
-    proc = await asyncio.create_subprocess_exec(
-        run.env["KUOTA_KUBECTL"],
-        f"--kubeconfig={run.env['KUBECONFIG']}",
-        "--as=tenant",
-        "--as-group=system:masters",
-        "patch",
-        "pod",
-        name,
-        "-n",
-        ns,
-        "--type=merge",
-        "-p",
-        json.dumps(patch),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    _, err = await proc.communicate()
-    assert proc.returncode != 0, "the webhook refuses it"
-    return err.decode()
 
 
 async def test_each_lws_group_is_a_pod_group_admitted_whole(e2e_run: Run) -> None:

@@ -22,7 +22,6 @@ each (``example.com/gpu``, kept Running by kwok), in a ClusterQueue of 4 GPUs:
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from typing import Any
 
@@ -40,6 +39,7 @@ from e2e_operators import (
     history,
     queue_objects,
 )
+from e2e_pods import GROUP_LABEL, all_running, gates, group_pods, user_patch
 from kubernetes_asyncio import client
 
 from kuota.events.schema import ObjectUpserted, PodsReady, WorkloadStopped
@@ -51,7 +51,6 @@ pytestmark = [
 ]
 
 e2e_run = run_fixture()
-GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
 COUNT = "kueue.x-k8s.io/pod-group-total-count"
 GATE = "kueue.x-k8s.io/admission"
 MANAGED = "kueue.x-k8s.io/managed"
@@ -92,54 +91,8 @@ def gpu_pod(
     )
 
 
-def gates(pod: client.V1Pod) -> list[str]:
-    return [g.name for g in pod.spec.scheduling_gates or []]
-
-
-async def group_pods(run: Run, ns: str, group: str) -> list[client.V1Pod]:
-    listed = await client.CoreV1Api(run.api).list_namespaced_pod(
-        ns, label_selector=f"{GROUP_LABEL}={group}"
-    )
-    return sorted(listed.items, key=lambda p: p.metadata.name)
-
-
 async def read(run: Run, ns: str, name: str) -> client.V1Pod:
     return await client.CoreV1Api(run.api).read_namespaced_pod(name, ns)
-
-
-async def all_running(run: Run, ns: str, group: str, count: int) -> list[client.V1Pod]:
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        got = await group_pods(run, ns, group)
-        if len(got) == count and all(p.status.phase == "Running" for p in got):
-            return got
-        await asyncio.sleep(0.3)
-    got = await group_pods(run, ns, group)
-    pytest.fail(f"{ns}/{group}: want {count} Pods Running, have {[p.status.phase for p in got]}")
-
-
-async def user_ungate(run: Run, ns: str, name: str) -> str:
-    """A user (impersonated: the test's own user is kuota's, trusted) removes the
-    Pod's scheduling gates; kubectl's stderr (it must fail)."""
-    proc = await asyncio.create_subprocess_exec(
-        run.env["KUOTA_KUBECTL"],
-        f"--kubeconfig={run.env['KUBECONFIG']}",
-        "--as=tenant",
-        "--as-group=system:masters",
-        "patch",
-        "pod",
-        name,
-        "-n",
-        ns,
-        "--type=merge",
-        "-p",
-        json.dumps({"spec": {"schedulingGates": None}}),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    _, err = await proc.communicate()
-    assert proc.returncode != 0, "the webhook refuses a user's removal of the gate"
-    return err.decode()
 
 
 async def test_a_pod_group_waits_for_its_pods_runs_together_and_is_stopped_by_deletion(
@@ -220,7 +173,7 @@ async def test_a_pod_group_waits_for_its_pods_runs_together_and_is_stopped_by_de
         lambda: decisions(run, solo_key, "Inadmissible"),
         lambda: f"solo inadmissible ({history(run, solo_key)})",
     )
-    err = await user_ungate(run, ns, "solo")
+    err = await user_patch(run, ns, "solo", {"spec": {"schedulingGates": None}})
     assert "spec.schedulingGates: Forbidden" in err, err
     for _ in range(int(HELD / 0.5)):
         held = await read(run, ns, "solo")
