@@ -443,3 +443,30 @@ def test_brute_force_agrees_on_the_tables() -> None:
     one = Case((node,), (GangPod((ExactDeviceRequest("any", 1),)),), frozenset(), ())
     assert brute_force(one)
     assert isinstance(run(one), Placement)
+
+
+def test_counters_published_in_another_slice_of_the_pool() -> None:
+    """Kubernetes 1.35 puts sharedCounters and devices in separate slices of a pool."""
+    counters = resource_slice(
+        "node-a-counters",
+        devices=[],
+        pool="node-a",
+        node="node-a",
+        slices=2,
+        counters={"gpu-0-cs": {"memory": "80Gi"}},
+    )
+    devices = resource_slice(
+        "node-a-devices",
+        pool="node-a",
+        node="node-a",
+        slices=2,
+        devices=[
+            device(f"mig-{i}", attributes={"kind": "mig"}, consumes={"memory": "40Gi"})
+            for i in range(3)
+        ],
+    )
+    inv = inventory(counters, devices)
+    assert placed(place_gang(inventory=inv, pods=[pod(req("mig", 2))])) == [
+        ("node-a", [["mig-0", "mig-1"]])
+    ]
+    assert isinstance(place_gang(inventory=inv, pods=[pod(req("mig", 3))]), NoPlacement)

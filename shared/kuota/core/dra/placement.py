@@ -37,8 +37,12 @@ node tried and every device tried is one step against ``budget``
 (:data:`DEFAULT_BUDGET`); the work is O(budget x devices per node). The search
 keeps its own explicit stack (no recursion), so large counts cannot overflow.
 
-When the gang has no placement, each pod is searched alone (same budget) to
-name the first pod no node can take; if each fits alone, the message says the
+``consumed`` is not derived from ``taken``: the caller passes the counters the
+taken devices (and any reservation) spend.
+
+When the gang has no placement, each pod is searched alone (same budget each,
+so a failure costs at most (pods + 1) x budget steps) to name the first pod no
+node can take; if each fits alone, the message says the
 pods do not fit together. Messages list the eligible nodes in sorted order,
 each with its free candidates (untaken, their counters not exhausted).
 
