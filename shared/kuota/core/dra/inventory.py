@@ -27,6 +27,7 @@ from typing import TypeVar
 
 from kuota.api.dra import (
     KINDS,
+    CounterSet,
     Device,
     DeviceClass,
     ResourceClaimTemplate,
@@ -284,6 +285,19 @@ class DraInventory:
             self._usable = tuple(d for key in sorted(self._pools) for d in self._view(key).devices)
         return self._usable
 
+    def node_name(self, device: PoolDevice) -> str | None:
+        """The node a usable device is local to: its slice's ``nodeName``; None when
+        the slice names no node (``nodeSelector``, ``allNodes``)."""
+        published = self._slices.get(device.slice_name)
+        return None if published is None else published.node_name
+
+    def counter_sets(self, driver: str, pool: str) -> tuple[CounterSet, ...]:
+        """The shared counter sets of a usable pool's newest generation, sorted by
+        name (from any of its slices); () for an unknown or ignored pool."""
+        if (driver, pool) not in self._pools:
+            return ()
+        return self._view((driver, pool)).counter_sets
+
     def ignored_pools(self) -> tuple[tuple[str, str, str], ...]:
         """(driver, pool, why) for every pool whose devices are not used."""
         return tuple(
@@ -304,7 +318,13 @@ class DraInventory:
             else:
                 driver, pool = key
                 view = _PoolView(
-                    tuple(PoolDevice(driver, pool, s.name, d) for s in current for d in s.devices)
+                    tuple(PoolDevice(driver, pool, s.name, d) for s in current for d in s.devices),
+                    counter_sets=tuple(
+                        sorted(
+                            (cs for s in current for cs in s.shared_counters),
+                            key=lambda cs: cs.name,
+                        )
+                    ),
                 )
             self._views[key] = view
         return view
@@ -418,6 +438,7 @@ class _PoolView:
     devices: tuple[PoolDevice, ...]
     problem: str = ""
     contradiction: bool = False  # the slices contradict each other (not just incomplete)
+    counter_sets: tuple[CounterSet, ...] = ()  # of the current generation, sorted by name
     matches: dict[tuple[str, ...], tuple[PoolDevice, ...] | MatchError] = field(
         default_factory=dict
     )

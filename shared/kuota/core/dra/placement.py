@@ -1,0 +1,482 @@
+"""Gang placement on node-local DRA devices: can every pod get a node and its devices?
+
+Theory of operation (issue #17, first brick; docs/design/dra-placement.md):
+:func:`place_gang` takes the inventory, what is already taken (devices, by
+(driver, pool, device), and counter amounts, by (driver, pool, counterSet,
+counter)) and a gang (:class:`GangPod`: the ``exactly`` requests of one pod and
+the nodes it may use, None for all). It answers a :class:`Placement` (per pod a
+node and, per request, the devices chosen), :class:`NoPlacement` (proven: no
+assignment exists; the message names the nodes and what each has free),
+:class:`SearchBudgetExhausted` (none found within ``budget`` steps, not proven
+impossible) or :class:`PlacementInvalid` (a request it cannot evaluate: an
+unknown DeviceClass, bad CEL, an unsupported request form).
+
+Devices are those of :meth:`DraInventory.usable_devices` whose slice names a
+node. A request's candidates on a node are the devices there that match its
+DeviceClass's and its own selectors (:meth:`DraInventory.matching_devices`,
+so a CEL runtime error anywhere fails the request, as in the scheduler's
+allocator), minus the taken ones. A device that consumes counters may be taken
+only while every counter it consumes stays within its pool's counter set
+(:meth:`DraInventory.counter_sets`) — this is how a MIG slice and its whole GPU
+exclude each other.
+
+The search is a depth-first backtracking over, in order, each pod's node (nodes
+sorted by name) and each of its requests' device combinations (devices sorted by
+(driver, pool, device), combinations in lexicographic order). It is exhaustive:
+picking devices greedily is incomplete once counters or overlapping selectors
+are involved (a MIG slice of GPU 0 may block the whole GPU 0 a later request
+needs), so nothing is committed that cannot be undone. Two cheap prunings keep
+it exact: a node is skipped for a pod when some request has fewer free
+candidates there than its count, and two consecutive identical pods (same
+requests, same allowed nodes) are tried on non-decreasing nodes, and on one node
+with increasing first devices (any placement can be reordered so, their device
+sets being disjoint): a gang of 8 identical one-slice pods on 7 slices fails in
+a few hundred steps, not 8!. Cost: worst case the product over pods of
+sum over nodes of C(candidates, count) per request — exponential — so every
+node tried and every device tried is one step against ``budget``
+(:data:`DEFAULT_BUDGET`); the work is O(budget x devices per node). The search
+keeps its own explicit stack (no recursion), so large counts cannot overflow.
+
+``consumed`` is not derived from ``taken``: the caller passes the counters the
+taken devices (and any reservation) spend.
+
+When the gang has no placement, each pod is searched alone (same budget each,
+so a failure costs at most (pods + 1) x budget steps) to name the first pod no
+node can take; if each fits alone, the message says the
+pods do not fit together. Messages list the eligible nodes in sorted order,
+each with its free candidates (untaken, their counters not exhausted).
+
+Not covered yet (later bricks): devices with ``allowMultipleAllocations`` and
+consumable capacity (such devices are never candidates here), requests with
+``capacity.requests``, allocation mode ``All``, ``adminAccess``,
+``firstAvailable``, ``constraints``/``matchAttribute``, device taints, devices of
+slices without ``nodeName``, and node properties beyond the allowed-node set.
+
+Pure: no clock, no randomness, no I/O; iteration is over sorted keys, so the
+same input gives the same output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+from kuota.api.dra import ExactDeviceRequest
+from kuota.core.dra.cel import CompiledSelector, SelectorError, compile_selector
+from kuota.core.dra.inventory import DraInventory, MatchError, PoolDevice
+
+__all__ = [
+    "DEFAULT_BUDGET",
+    "CounterKey",
+    "DeviceId",
+    "GangPod",
+    "NoPlacement",
+    "Placement",
+    "PlacementInvalid",
+    "PlacementResult",
+    "PodPlacement",
+    "SearchBudgetExhausted",
+    "place_gang",
+]
+
+DEFAULT_BUDGET = 100_000
+_NODES_NAMED = 10  # a message names at most this many nodes
+
+DeviceId = tuple[str, str, str]  # (driver, pool, device name)
+CounterKey = tuple[str, str, str, str]  # (driver, pool, counter set, counter)
+
+
+@dataclass(frozen=True, slots=True)
+class GangPod:
+    """One pod of the gang: its device requests and the nodes it may use."""
+
+    requests: tuple[ExactDeviceRequest, ...] = ()
+    nodes: frozenset[str] | None = None  # None: every node
+
+
+@dataclass(frozen=True, slots=True)
+class PodPlacement:
+    node: str
+    devices: tuple[tuple[DeviceId, ...], ...]  # per request, in request order
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    pods: tuple[PodPlacement, ...]  # in pod order
+    steps: int
+
+
+@dataclass(frozen=True, slots=True)
+class NoPlacement:
+    """Proven: no assignment of nodes and devices satisfies the gang."""
+
+    message: str
+    steps: int
+
+
+@dataclass(frozen=True, slots=True)
+class SearchBudgetExhausted:
+    """No placement was found within the budget; one may still exist."""
+
+    message: str
+    steps: int
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementInvalid:
+    """A request cannot be evaluated (unknown class, bad CEL, unsupported form)."""
+
+    message: str
+
+
+PlacementResult = Placement | NoPlacement | SearchBudgetExhausted | PlacementInvalid
+
+
+@dataclass(frozen=True, slots=True)
+class _Device:
+    id: DeviceId
+    consumes: tuple[tuple[CounterKey, int], ...]
+
+
+def place_gang(
+    *,
+    inventory: DraInventory,
+    pods: Sequence[GangPod],
+    taken: frozenset[DeviceId] = frozenset(),
+    consumed: Mapping[CounterKey, int] | None = None,
+    budget: int = DEFAULT_BUDGET,
+) -> PlacementResult:
+    """Place every pod of ``pods`` or say why not (see module docstring)."""
+    problem = _unsupported(pods)
+    if problem is not None:
+        return PlacementInvalid(problem)
+    nodes, candidates, limits = _candidates(inventory, pods, taken)
+    if isinstance(candidates, str):
+        return PlacementInvalid(candidates)
+    used = dict(consumed or {})
+    search = _Search(pods, nodes, candidates, limits, used, budget)
+    found = search.run()
+    if found is not None:
+        return Placement(found, search.steps)
+    if search.exhausted:
+        return SearchBudgetExhausted(
+            f"no placement found within the search budget ({budget} steps) for "
+            f"{_pods(len(pods))}; not proven impossible",
+            search.steps,
+        )
+    return NoPlacement(_why(pods, nodes, candidates, limits, used, budget), search.steps)
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def _unsupported(pods: Sequence[GangPod]) -> str | None:
+    for i, pod in enumerate(pods):
+        for r, request in enumerate(pod.requests):
+            where = f"pod {i + 1} request {r + 1} (class {request.device_class_name})"
+            if request.allocation_mode != "ExactCount":
+                return f"{where}: allocationMode {request.allocation_mode} is not supported"
+            if request.admin_access:
+                return f"{where}: adminAccess is not supported by placement yet"
+            if request.capacity_requests:
+                return f"{where}: capacity requests are not supported by placement yet"
+            if request.count < 0:
+                return f"{where}: negative count {request.count}"
+    return None
+
+
+_Candidates = tuple[tuple[dict[str, tuple[_Device, ...]], ...], ...]  # pod -> request -> node
+
+
+def _candidates(
+    inventory: DraInventory, pods: Sequence[GangPod], taken: frozenset[DeviceId]
+) -> tuple[tuple[str, ...], _Candidates | str, dict[CounterKey, int]]:
+    """The sorted node names, per pod and request the free candidates on each node
+    (or why a request cannot be evaluated), and every counter's limit."""
+    node_names: set[str] = set()
+    limits: dict[CounterKey, int] = {}
+    pools: set[tuple[str, str]] = set()
+    for d in inventory.usable_devices():
+        node = inventory.node_name(d)
+        if node is not None:
+            node_names.add(node)
+            pools.add((d.driver, d.pool))
+    for driver, pool in sorted(pools):
+        for cs in inventory.counter_sets(driver, pool):
+            for counter, amount in cs.counters:
+                limits[(driver, pool, cs.name, counter)] = amount
+    for pod in pods:
+        if pod.nodes is not None:
+            node_names.update(pod.nodes)
+    nodes = tuple(sorted(node_names))
+
+    out: list[tuple[dict[str, tuple[_Device, ...]], ...]] = []
+    cache: dict[tuple[str, tuple[str, ...]], dict[str, tuple[_Device, ...]]] = {}
+    for i, pod in enumerate(pods):
+        per_request: list[dict[str, tuple[_Device, ...]]] = []
+        for r, request in enumerate(pod.requests):
+            key = (request.device_class_name, request.selectors)
+            found = cache.get(key)
+            if found is None:
+                matched = _matching(inventory, request, f"pod {i + 1} request {r + 1}")
+                if isinstance(matched, str):
+                    return nodes, matched, limits
+                grouped: dict[str, list[_Device]] = {}
+                for d in matched:
+                    node = inventory.node_name(d)
+                    ident = (d.driver, d.pool, d.device.name)
+                    if node is None or d.device.allow_multiple_allocations or ident in taken:
+                        continue
+                    consumes = tuple(
+                        sorted(
+                            ((d.driver, d.pool, use.counter_set, counter), amount)
+                            for use in d.device.consumes_counters
+                            for counter, amount in use.counters
+                        )
+                    )
+                    grouped.setdefault(node, []).append(_Device(ident, consumes))
+                found = {n: tuple(sorted(ds, key=lambda x: x.id)) for n, ds in grouped.items()}
+                cache[key] = found
+            per_request.append(found)
+        out.append(tuple(per_request))
+    return nodes, tuple(out), limits
+
+
+def _matching(
+    inventory: DraInventory, request: ExactDeviceRequest, where: str
+) -> tuple[PoolDevice, ...] | str:
+    device_class = inventory.device_class(request.device_class_name)
+    if device_class is None:
+        return f"{where}: DeviceClass {request.device_class_name} not found"
+    compiled: list[CompiledSelector] = []
+    for expression in (*device_class.selectors, *request.selectors):
+        selector = compile_selector(expression)
+        if isinstance(selector, SelectorError):
+            return f"{where}: {selector}"
+        compiled.append(selector)
+    matched = inventory.matching_devices(selectors=tuple(compiled), driver=None)
+    if isinstance(matched, MatchError):
+        return f"{where}: {matched.error} failed on device {matched.device}"
+    return matched
+
+
+# --------------------------------------------------------------------------- search
+
+
+class _Budget(Exception):
+    pass
+
+
+class _Search:
+    """The backtracking search over an explicit stack of level iterators: level
+    2*i chooses pod i's node, the levels after it its requests' devices."""
+
+    def __init__(
+        self,
+        pods: Sequence[GangPod],
+        nodes: tuple[str, ...],
+        candidates: _Candidates,
+        limits: dict[CounterKey, int],
+        used: dict[CounterKey, int],
+        budget: int,
+    ) -> None:
+        self.pods = pods
+        self.nodes = nodes
+        self.candidates = candidates
+        self.limits = limits
+        self.used = used
+        self.budget = budget
+        self.steps = 0
+        self.exhausted = False
+        self.taken: set[DeviceId] = set()
+        self.node_of: list[int] = [-1] * len(pods)
+        self.first: list[int] = [-1] * len(pods)  # candidate index of request 0's first device
+        self.chosen: list[list[tuple[DeviceId, ...]]] = [[() for _ in pod.requests] for pod in pods]
+        # Levels: (pod, None) picks the node, (pod, r) the devices of request r.
+        self.levels: list[tuple[int, int | None]] = []
+        for i, pod in enumerate(pods):
+            self.levels.append((i, None))
+            self.levels.extend((i, r) for r in range(len(pod.requests)))
+
+    def run(self) -> tuple[PodPlacement, ...] | None:
+        if not self.levels:
+            return ()
+        stack: list[Iterator[None]] = [self._level(0)]
+        try:
+            while stack:
+                try:
+                    next(stack[-1])
+                except StopIteration:
+                    stack.pop()
+                    continue
+                if len(stack) == len(self.levels):
+                    return tuple(
+                        PodPlacement(self.nodes[self.node_of[i]], tuple(self.chosen[i]))
+                        for i in range(len(self.pods))
+                    )
+                stack.append(self._level(len(stack)))
+        except _Budget:
+            self.exhausted = True
+        return None
+
+    def _step(self) -> None:
+        self.steps += 1
+        if self.steps > self.budget:
+            raise _Budget
+
+    def _level(self, k: int) -> Iterator[None]:
+        i, r = self.levels[k]
+        if r is None:
+            return self._nodes(i)
+        return self._devices(i, r)
+
+    def _nodes(self, i: int) -> Iterator[None]:
+        pod = self.pods[i]
+        first = self.node_of[i - 1] if self._twin(i) else 0  # non-decreasing nodes
+        for n in range(first, len(self.nodes)):
+            node = self.nodes[n]
+            if pod.nodes is not None and node not in pod.nodes:
+                continue
+            self._step()
+            if not self._may_fit(i, node):
+                continue
+            self.node_of[i] = n
+            yield
+
+    def _twin(self, i: int) -> bool:
+        """Whether pod i is identical to pod i-1 (same requests, same nodes)."""
+        return i > 0 and self.pods[i - 1] == self.pods[i]
+
+    def _may_fit(self, i: int, node: str) -> bool:
+        for r, request in enumerate(self.pods[i].requests):
+            free = sum(1 for d in self.candidates[i][r].get(node, ()) if d.id not in self.taken)
+            if free < request.count:
+                return False
+        return True
+
+    def _fits(self, d: _Device) -> bool:
+        return all(
+            self.used.get(key, 0) + amount <= self.limits.get(key, 0) for key, amount in d.consumes
+        )
+
+    def _take(self, d: _Device) -> None:
+        self.taken.add(d.id)
+        for key, amount in d.consumes:
+            self.used[key] = self.used.get(key, 0) + amount
+
+    def _release(self, d: _Device) -> None:
+        self.taken.discard(d.id)
+        for key, amount in d.consumes:
+            self.used[key] -= amount
+
+    def _devices(self, i: int, r: int) -> Iterator[None]:
+        """Each combination of ``count`` free candidates whose counters fit, in
+        lexicographic order, applied to the state while it is yielded."""
+        need = self.pods[i].requests[r].count
+        cands = self.candidates[i][r].get(self.nodes[self.node_of[i]], ())
+        if need == 0:
+            self.chosen[i][r] = ()
+            yield
+            return
+        picked: list[int] = []
+        k = 0
+        if r == 0 and self._twin(i) and self.node_of[i - 1] == self.node_of[i]:
+            # Identical pods on one node: their first devices increase (their
+            # combinations are disjoint, so this orders them lexicographically).
+            k = self.first[i - 1] + 1
+        while True:
+            if len(picked) == need:
+                self.chosen[i][r] = tuple(cands[p].id for p in picked)
+                if r == 0:
+                    self.first[i] = picked[0]
+                yield
+                k = picked.pop()
+                self._release(cands[k])
+                k += 1
+            elif k <= len(cands) - (need - len(picked)):
+                d = cands[k]
+                if d.id not in self.taken:
+                    self._step()
+                    if self._fits(d):
+                        self._take(d)
+                        picked.append(k)
+                k += 1
+            elif picked:
+                k = picked.pop()
+                self._release(cands[k])
+                k += 1
+            else:
+                return
+
+
+# --------------------------------------------------------------------------- reasons
+
+
+def _pods(n: int) -> str:
+    return "1 pod" if n == 1 else f"a gang of {n} pods"
+
+
+def _needs(request: ExactDeviceRequest) -> str:
+    noun = "device" if request.count == 1 else "devices"
+    text = f"{request.count} {noun} of class {request.device_class_name}"
+    if request.selectors:
+        n = len(request.selectors)
+        text += f" matching {n} selector{'s' if n > 1 else ''}"
+    return text
+
+
+def _why(
+    pods: Sequence[GangPod],
+    nodes: tuple[str, ...],
+    candidates: _Candidates,
+    limits: dict[CounterKey, int],
+    used: dict[CounterKey, int],
+    budget: int,
+) -> str:
+    """Name the first pod that fits on no node alone, else say they do not fit together."""
+    for i, pod in enumerate(pods):
+        alone = _Search((pod,), nodes, (candidates[i],), limits, dict(used), budget)
+        if alone.run() is None and not alone.exhausted:
+            return (
+                f"no node can take pod {i + 1} of {len(pods)}: "
+                f"{_free(pod, nodes, candidates[i], limits, used)}"
+            )
+    return (
+        f"each pod fits alone but the {len(pods)} pods cannot be placed together; "
+        f"pod 1: {_free(pods[0], nodes, candidates[0], limits, used)}"
+    )
+
+
+def _free(
+    pod: GangPod,
+    nodes: tuple[str, ...],
+    candidates: tuple[dict[str, tuple[_Device, ...]], ...],
+    limits: dict[CounterKey, int],
+    used: dict[CounterKey, int],
+) -> str:
+    """What the pod needs and what each eligible node has free for it."""
+    needs = " and ".join(_needs(q) for q in pod.requests) or "no devices"
+    eligible = [n for n in nodes if pod.nodes is None or n in pod.nodes]
+    if not eligible:
+        return f"needs {needs}; no node is eligible"
+    parts = []
+    for node in eligible[:_NODES_NAMED]:
+        counts = []
+        for r in range(len(pod.requests)):
+            free = sum(
+                1
+                for d in candidates[r].get(node, ())
+                if all(used.get(key, 0) + a <= limits.get(key, 0) for key, a in d.consumes)
+            )
+            counts.append(free)
+        if len(counts) == 1:
+            parts.append(f"{node} has {counts[0]} free")
+        else:
+            per = ", ".join(
+                f"{c} of class {q.device_class_name}"
+                for c, q in zip(counts, pod.requests, strict=True)
+            )
+            parts.append(f"{node} has free {per}")
+    if len(eligible) > _NODES_NAMED:
+        parts.append(f"and {len(eligible) - _NODES_NAMED} more nodes")
+    return f"needs {needs}; {', '.join(parts)}"
