@@ -15,7 +15,8 @@ from aiohttp.test_utils import TestClient, TestServer
 from builders.admission import admission_review, patch_of
 
 from kuota import kinds
-from kuota.kube.admission_review import gate_patch, mutate_job
+from kuota.kube.admission_pods import gate_patch
+from kuota.kube.admission_review import mutate_job
 from kuota.kube.cluster_view import ClusterView
 from kuota_webhook.server import PATHS, webhook_app
 
