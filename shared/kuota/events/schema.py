@@ -174,6 +174,10 @@ class Decision(_Frozen):
     # for Admitted: the Job's metadata.generation the fold decided on; the actuator
     # starts the Job only at that generation (docs/design/backstop.md)
     generation: int | None = None
+    # for Admitted of a workload with node-local DRA claims: podset -> the nodes its
+    # pods were placed on (sorted, unique); the actuator pins the podset's pods to
+    # them (docs/design/dra-placement.md, #17)
+    nodes: dict[str, list[str]] | None = None
     # for QuotaReleased: the id of the stop decision whose kept quota is released
     stop_id: str | None = None
     # the kind and apiVersion of the object the decision is about: the workload's

@@ -31,6 +31,7 @@ def admitted(
     usage: dict[str, dict[str, str]],
     victims: list[str] | None = None,
     generation: int | None = None,
+    nodes: dict[str, list[str]] | None = None,
 ) -> dict[str, Any]:
     """Quota reserved: ``flavors`` podset -> resource -> flavor, ``usage``
     flavor -> resource -> quantity; ``victims`` when it preempted (maps shared
@@ -49,6 +50,8 @@ def admitted(
         d["victims"] = victims
     if generation is not None:
         d["generation"] = generation
+    if nodes is not None:
+        d["nodes"] = nodes
     return d
 
 
