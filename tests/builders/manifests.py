@@ -373,3 +373,24 @@ def resource_slice(
             for s, c in counters.items()
         ]
     return {"apiVersion": DRA, "kind": "ResourceSlice", "metadata": {"name": name}, "spec": spec}
+
+
+def node(
+    name: str,
+    *,
+    labels: Mapping[str, str] | None = None,
+    taints: Iterable[tuple[str, str]] = (),
+    unschedulable: bool = False,
+) -> dict[str, Any]:
+    """A Node with ``labels`` and ``taints`` as (key, effect)."""
+    spec: dict[str, Any] = {}
+    if taints:
+        spec["taints"] = [{"key": k, "effect": e} for k, e in taints]
+    if unschedulable:
+        spec["unschedulable"] = True
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": dict(labels or {})},
+        "spec": spec,
+    }

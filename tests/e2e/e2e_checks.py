@@ -83,6 +83,9 @@ def assert_pipeline(o: Outcome) -> None:
         for p in done:
             node = p["spec"].get("nodeName")
             assert node in o.run.nodes, f"{key}: pod on {node}, not on {o.run.nodes}"
+            # placed (#17): on one of the nodes its Admitted decision named
+            pinned = {n for ns in (d.nodes or {}).values() for n in ns}
+            assert not d.nodes or node in pinned, f"{key}: pod on {node}, placed on {pinned}"
             pod = f"{p['metadata']['namespace']}/{p['metadata']['name']}"
             if job.device is None:
                 continue

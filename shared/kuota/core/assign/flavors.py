@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Final
 
+from kuota.api.dra import ExactDeviceRequest
 from kuota.api.types import (
     ClusterQueue,
     NodeSelectorTerm,
@@ -65,6 +66,9 @@ class PodSetRequest:
     node_selector: tuple[tuple[str, str], ...] = ()
     required_affinity: tuple[NodeSelectorTerm, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
+    # what one pod asks of DRA devices (placement, #17): part of the shape, since
+    # two podsets charged alike may fit on different nodes
+    devices: tuple[ExactDeviceRequest, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,8 +14,10 @@ labels and taints, not on real nodes):
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+from kuota.api.nodes import Node
 from kuota.api.types import NodeSelectorRequirement, NodeSelectorTerm, ResourceFlavor, Toleration
 
 
@@ -91,4 +93,49 @@ def flavor_mismatch(flavor: ResourceFlavor, ps: Constrained) -> str | None:
             all(_requirement_matches(e, labels[e.key]) for e in term) for term in terms
         ):
             return f"flavor {flavor.name} doesn't match node affinity"
+    return None
+
+
+#: The taint the node controller puts on a cordoned node; a pod tolerating it may
+#: still be scheduled there (kube-scheduler's NodeUnschedulable filter).
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+
+
+def _node_requirement(req: NodeSelectorRequirement, labels: Mapping[str, str]) -> bool:
+    if req.key not in labels:
+        return req.operator in ("NotIn", "DoesNotExist")
+    if req.operator == "DoesNotExist":
+        return False
+    return _requirement_matches(req, labels[req.key])
+
+
+def node_mismatch(node: Node, ps: Constrained, flavors: Sequence[ResourceFlavor]) -> str | None:
+    """Why a pod of ``ps``, assigned ``flavors``, cannot run on ``node`` (None if it
+    can), as kube-scheduler's NodeUnschedulable, NodeAffinity and TaintToleration
+    filters decide on the node itself: the flavors' nodeLabels and the pod's
+    nodeSelector and required affinity against every label of the node, and each
+    NoSchedule/NoExecute taint tolerated by the pod's or a flavor's tolerations."""
+    labels = dict(node.labels)
+    tolerations = ps.tolerations + tuple(t for f in flavors for t in f.tolerations)
+    if node.unschedulable and not any(
+        _tolerates(t, UNSCHEDULABLE_TAINT, "", "NoSchedule") for t in tolerations
+    ):
+        return "unschedulable"
+    for flavor in flavors:
+        for key, value in flavor.node_labels:
+            if labels.get(key) != value:
+                return f"not a node of flavor {flavor.name}"
+    for key, value in ps.node_selector:
+        if labels.get(key) != value:
+            return "nodeSelector does not match"
+    if ps.required_affinity and not any(
+        all(_node_requirement(e, labels) for e in term.match_expressions)
+        for term in ps.required_affinity
+    ):
+        return "node affinity does not match"
+    for taint in node.taints:
+        if taint.effect not in ("NoSchedule", "NoExecute"):
+            continue
+        if not any(_tolerates(t, taint.key, taint.value, taint.effect) for t in tolerations):
+            return f"untolerated taint {taint.key}:{taint.effect}"
     return None

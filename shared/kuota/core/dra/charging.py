@@ -23,6 +23,7 @@ from kuota.api.dra import (
     Device,
     DeviceClass,
     DeviceRequest,
+    ExactDeviceRequest,
     ResourceClaimTemplate,
     ResourceSlice,
     parse_dra_object,
@@ -52,6 +53,7 @@ __all__ = [
     "ResourceClaimTemplate",
     "ResourceSlice",
     "charge_podset",
+    "device_requests",
     "parse_dra_object",
 ]
 
@@ -464,3 +466,30 @@ class _Charger:
                 retryable=False,
             )
         self.totals[name] = total
+
+
+def device_requests(
+    *, inventory: DraInventory, namespace: str, podset: PodSet
+) -> tuple[ExactDeviceRequest, ...]:
+    """What one pod of a chargeable ``podset`` asks of DRA devices, as ``exactly``
+    requests: its templates' requests (adminAccess ones take nothing: left out)
+    and its extended resources backed by a DeviceClass (``count`` devices of that
+    class). Call it only once ``charge_podset`` charged the podset: what it
+    refuses (direct claims, firstAvailable, missing templates) is skipped here."""
+    out: list[ExactDeviceRequest] = []
+    for claim in podset.claims:
+        name = claim.resource_claim_template_name
+        if not name or claim.resource_claim_name:
+            continue
+        template = inventory.claim_template(namespace, name)
+        if template is None:
+            continue
+        for request in template.requests:
+            exact = request.exactly
+            if exact is not None and not request.first_available and not exact.admin_access:
+                out.append(exact)
+    for resource, amount in podset.requests:
+        device_class = inventory.device_class_for_extended_resource(resource)
+        if device_class is not None and amount > 0 and amount % MILLI == 0:
+            out.append(ExactDeviceRequest(device_class.name, amount // MILLI))
+    return tuple(out)

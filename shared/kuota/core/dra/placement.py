@@ -76,6 +76,7 @@ __all__ = [
     "PlacementResult",
     "PodPlacement",
     "SearchBudgetExhausted",
+    "matching_devices",
     "place_gang",
 ]
 
@@ -218,7 +219,7 @@ def _candidates(
             key = (request.device_class_name, request.selectors)
             found = cache.get(key)
             if found is None:
-                matched = _matching(inventory, request, f"pod {i + 1} request {r + 1}")
+                matched = matching_devices(inventory, request, f"pod {i + 1} request {r + 1}")
                 if isinstance(matched, str):
                     return nodes, matched, limits
                 grouped: dict[str, list[_Device]] = {}
@@ -242,9 +243,11 @@ def _candidates(
     return nodes, tuple(out), limits
 
 
-def _matching(
-    inventory: DraInventory, request: ExactDeviceRequest, where: str
+def matching_devices(
+    inventory: DraInventory, request: ExactDeviceRequest, where: str = "request"
 ) -> tuple[PoolDevice, ...] | str:
+    """The usable devices the request's class and selectors match, or why they
+    cannot be evaluated."""
     device_class = inventory.device_class(request.device_class_name)
     if device_class is None:
         return f"{where}: DeviceClass {request.device_class_name} not found"

@@ -32,6 +32,7 @@ def dra_changed(fold: Cycles) -> None:
     changed = fold._inventory.changed_template
     if changed is None:
         fold._recharge()
+        fold._wake_unplaced()  # a slice or class: what nodes have free may differ
     else:
         template_changed(fold, *changed)
 

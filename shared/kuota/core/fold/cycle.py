@@ -36,6 +36,7 @@ from kuota.core.fold.decisions import (
     requeued,
 )
 from kuota.core.fold.fairadmission import AFS_EXTRA, FairAdmission
+from kuota.core.fold.node_fit import NO_NODE_PLACEMENT, Placed, Unplaceable, place_workload
 from kuota.core.fold.ordering import Entry, cycle_order
 from kuota.core.fold.state import Waiter
 from kuota.core.preemption.podsready import (
@@ -44,7 +45,7 @@ from kuota.core.preemption.podsready import (
     Deactivate,
 )
 from kuota.core.queueing.queues import BLOCKED_HEAD, STRICT_FIFO, Needs
-from kuota.core.queueing.verdict import Verdict, assignment_verdict
+from kuota.core.queueing.verdict import Verdict, assignment_verdict, text_verdict
 from kuota.core.queueing.workload import (
     ADMITTED,
     DEACTIVATED,
@@ -162,7 +163,10 @@ class Cycles(FairAdmission):
                     if root not in changed or still_fits(tree_queues[cq_name], assignment.usage):
                         if timers.blocks_admission(config):
                             return  # heads stay; a PodsReady event unblocks
-                        self._admit(rec, cq_name, fit or self._fit(assignment), at)
+                        fit = fit or self._fit(assignment)
+                        if self._nodes and not self._placeable(rec, cq_name, fit):
+                            continue
+                        self._admit(rec, cq_name, fit, at)
                         changed.add(root)
                     # else: left at the head; the next cycle assigns it again
                     continue
@@ -185,6 +189,59 @@ class Cycles(FairAdmission):
             rec, cq_name, assignment_verdict(assignment), assignment.blocking, searched=searched
         )
 
+    def _placeable(self, rec: WorkloadRecord, cq_name: str, fit: Fit) -> bool:
+        """Whether the pods of a head whose quota fits can be placed on nodes
+        (core/fold/node_fit.py); when they can, the placement waits in
+        ``_placing`` for ``_admit``; when not, the head is set aside until a hold
+        is released or a node or DRA object changes."""
+        if not any(ps.devices for ps in rec.requests):
+            return True
+        outcome = place_workload(
+            inventory=self._inventory,
+            nodes=self._nodes,
+            flavors=self._flavors,
+            requests=rec.requests,
+            podset_flavors=fit.flavors,
+            held=self._devices_held,
+        )
+        if isinstance(outcome, Unplaceable):
+            verdict = text_verdict(NO_NODE_PLACEMENT, outcome.message)
+            self._set_aside(rec, cq_name, verdict, (), unplaced=True)
+            return False
+        if isinstance(outcome, Placed):
+            self._placing = (rec.key, outcome)
+        return True
+
+    def _hold_devices(self, rec: WorkloadRecord) -> dict[str, list[str]] | None:
+        """Hold the devices found for ``rec`` by ``_placeable``; its nodes per
+        podset for the Admitted decision (None: not placed)."""
+        placing, self._placing = self._placing, None
+        if placing is None or placing[0] != rec.key:
+            return None
+        placed = placing[1]
+        self._device_holds[rec.key] = placed.devices
+        for device in placed.devices:
+            self._devices_held[device] = rec.key
+        return {name: list(nodes) for name, nodes in placed.nodes.items()}
+
+    def _release_devices(self, key: str) -> None:
+        """The pods of ``key`` are gone: give its devices back, and wake the heads
+        that no node could take."""
+        devices = self._device_holds.pop(key, None)
+        if devices is None:
+            return
+        for device in devices:
+            if self._devices_held.get(device) == key:
+                del self._devices_held[device]
+        self._wake_unplaced()
+
+    def _wake_unplaced(self) -> None:
+        """Capacity changed (a hold released, a node or DRA object changed): try
+        again the heads that no node could take."""
+        if self._placement_waiters:
+            waiters, self._placement_waiters = self._placement_waiters, {}
+            self._wake_searchers(waiters)
+
     def _set_aside(
         self,
         rec: WorkloadRecord,
@@ -193,6 +250,7 @@ class Cycles(FairAdmission):
         needs: Needs,
         *,
         searched: bool = False,
+        unplaced: bool = False,
     ) -> None:
         """Park the head's group (BestEffortFIFO) or block the queue (StrictFIFO),
         and register as a waiter for what the attempt was short of; ``searched``:
@@ -204,6 +262,8 @@ class Cycles(FairAdmission):
         else:
             shape = rec.shape
             epoch, todo = queue.park(shape, verdict, needs)
+        if unplaced:
+            self._placement_waiters[(cq_name, shape)] = epoch
         if searched:
             root = self._tree.root_of[cq_name]
             searchers = self._searchers.get(root)
@@ -271,6 +331,7 @@ class Cycles(FairAdmission):
         if members is None:
             members = self._admitted[cq_name] = {}
         members[key] = None
+        nodes = self._hold_devices(rec) if self._placing is not None else None
         # The nested maps are shared by every admission with this fit:
         # trusted_decision copies them.
         self._out.append(
@@ -282,6 +343,7 @@ class Cycles(FairAdmission):
                 usage=fit.decision_usage,
                 victims=victims,
                 generation=rec.spec.generation,
+                nodes=nodes,
             )
         )
         self._timers.admitted(self._config, key, at)
@@ -309,8 +371,10 @@ class Cycles(FairAdmission):
         if admitted is not None:
             admitted.pop(rec.key, None)
         if drain and cq_name in self._tree.queues and self._keep_charge(rec, adm):
-            return
+            return  # its devices too, until its pods are gone (Draining)
         self._give_back(cq_name, adm.usage)
+        if self._device_holds:
+            self._release_devices(rec.key)
 
     def _give_back(self, cq_name: str, usage: tuple[tuple[FlavorResource, int], ...]) -> None:
         """Take ``usage`` off the ClusterQueue's quota node and wake who waited for it."""

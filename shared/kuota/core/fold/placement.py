@@ -21,7 +21,7 @@ from __future__ import annotations
 from kuota.core.assign.flavors import (
     PodSetRequest,
 )
-from kuota.core.dra.charging import NotChargeable, charge_podset
+from kuota.core.dra.charging import NotChargeable, charge_podset, device_requests
 from kuota.core.fold.backstop import unlabelled_reason
 from kuota.core.fold.decisions import deactivated
 from kuota.core.fold.state import ChargeGroup, ChargeKey, ChargeResult, FoldState
@@ -64,6 +64,7 @@ class Placement(FoldState):
                     ps.node_selector,
                     ps.required_affinity,
                     ps.tolerations,
+                    device_requests(inventory=self._inventory, namespace=namespace, podset=ps),
                 )
             )
         return tuple(requests)

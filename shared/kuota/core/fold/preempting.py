@@ -204,7 +204,10 @@ class Preempting(Draining):
             self._waiting_stop[rec.key] = None  # the victims' pods still hold their quota
             self._reserved[rec.key] = (cq_name, assignment.usage)  # what they will free
             return False
-        self._admit(rec, cq_name, self._fit(assignment), at, victims)
+        fit = self._fit(assignment)
+        if self._nodes and not self._placeable(rec, cq_name, fit):
+            return True  # set aside until capacity changes (no node-aware victims yet)
+        self._admit(rec, cq_name, fit, at, victims)
         return True
 
     def _preempt(self, rec: WorkloadRecord, victim: Victim, preemptor: str) -> None:

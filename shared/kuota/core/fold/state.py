@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kuota.api.nodes import Node
 from kuota.api.types import (
     ClusterQueue,
     Cohort,
@@ -39,7 +40,9 @@ from kuota.core.assign.flavors import (
     QueueView,
 )
 from kuota.core.dra.charging import DraInventory, NotChargeable
+from kuota.core.dra.placement import DeviceId
 from kuota.core.fold.decisions import inadmissible, rejected
+from kuota.core.fold.node_fit import Placed
 from kuota.core.fold.timers import Timers
 from kuota.core.pickling import register_by_fields
 from kuota.core.queueing.afs import AfsLedger
@@ -139,6 +142,16 @@ class FoldState:
         self._config = Configuration()
         self._config_source: ObjectRef | None = None
         self._inventory = DraInventory()
+        self._nodes: dict[str, Node] = {}  # by name (per-node DRA placement, #17)
+        # Devices kuota placed admitted workloads on, held until their pods are gone
+        # (core/fold/node_fit.py): workload -> devices, and device -> workload
+        self._device_holds: dict[str, tuple[DeviceId, ...]] = {}
+        self._devices_held: dict[DeviceId, str] = {}
+        # (ClusterQueue, shape or BLOCKED_HEAD) -> epoch: heads whose quota fit but
+        # that no node could take; a hold released or a node or DRA change wakes them
+        self._placement_waiters: dict[tuple[str, int], int] = {}
+        # the placement found for the head about to be admitted: (workload, placed)
+        self._placing: tuple[str, Placed] | None = None
         self._tree = QuotaTree()
         self._queues: dict[str, ClusterQueueQueue] = {}
         self._inactive: dict[str, Verdict] = {}  # ClusterQueue -> why it admits nothing

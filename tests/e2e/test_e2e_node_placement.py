@@ -1,0 +1,55 @@
+"""End to end, quota AND a node (#17): the four services on the real stack, pods
+on kwok nodes with real ResourceSlices, DRA devices allocated by kube-scheduler.
+
+Besides what ``e2e_harness.assert_pipeline`` checks for every scenario (each
+admitted Job ran to completion on the run's nodes with its devices allocated,
+quota never exceeded, the simulator agrees), this checks that a Job whose quota
+fits but that no node can take waits with a reason naming the nodes, that the
+others go on past it, that each admitted Job's pods ran on the nodes its
+Admitted decision named (the actuator pins them), and that kube-scheduler never
+reported a pod it could not give its claims to.
+"""
+
+from __future__ import annotations
+
+import pytest
+from e2e_harness import Run, assert_pipeline, run_fixture, run_scenario
+from kubernetes_asyncio import client
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.timeout(240),
+    pytest.mark.asyncio(loop_scope="module"),
+]
+
+e2e_run = run_fixture()
+
+
+async def test_fragmentation_waits_for_a_node_not_for_quota(e2e_run: Run) -> None:
+    o = await run_scenario(e2e_run, "node-fragmentation")
+    assert_pipeline(o)
+    ns = f"{e2e_run.id}-frag"
+    n0, n1 = e2e_run.nodes
+    assert o.admitted_order() == [f"{ns}/f-1", f"{ns}/f-3", f"{ns}/f-2"]
+    (first,) = o.of_type("Admitted", f"{ns}/f-1")
+    assert first.nodes == {"main": [n0, n1]}, first
+    waits = o.of_type("Inadmissible", f"{ns}/f-2")
+    assert waits and waits[0].reason == "NoNodePlacement", waits
+    assert waits[0].message == (
+        f"no node in flavor {e2e_run.id}-frag can take pod 1 of 1: needs 2 devices of class "
+        f"wgpu-{e2e_run.id}; {n0} has 1 free, {n1} has 1 free"
+    ), waits[0].message
+    # each admitted Job's pods ran on the nodes its decision named
+    for key in (f"{ns}/f-1", f"{ns}/f-2", f"{ns}/f-3"):
+        (d,) = o.of_type("Admitted", key)
+        assert d.nodes is not None, d
+        for pod in o.pods[key]:
+            assert pod["spec"]["nodeName"] in d.nodes["main"], (key, pod["spec"]["nodeName"])
+    # kube-scheduler never failed to allocate a claim for a pod kuota admitted
+    events = await client.CoreV1Api(e2e_run.api).list_namespaced_event(ns)
+    failed = [
+        e.message
+        for e in events.items
+        if e.reason == "FailedScheduling" and "claim" in (e.message or "")
+    ]
+    assert not failed, failed
