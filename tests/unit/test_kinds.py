@@ -294,7 +294,7 @@ def test_dra_and_the_simulator_read_the_registry() -> None:
     )
 
 
-@pytest.mark.parametrize("kind", [k for k in KINDS if k.role in ("queue", "namespace")])
+@pytest.mark.parametrize("kind", [k for k in KINDS if k.role in ("queue", "namespace", "node")])
 def test_the_parser_reads_every_version_the_registry_lists(kind: Kind) -> None:
     for api_version in kind.api_versions:
         manifest = {"apiVersion": api_version, "kind": kind.kind, "metadata": {"name": "x"}}
