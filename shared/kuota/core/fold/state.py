@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kuota.api.nodes import Node
 from kuota.api.types import (
     ClusterQueue,
     Cohort,
@@ -139,6 +140,8 @@ class FoldState:
         self._config = Configuration()
         self._config_source: ObjectRef | None = None
         self._inventory = DraInventory()
+        # the cluster's Nodes by name (#17): journaled, kept, not read by admission yet
+        self._nodes: dict[str, Node] = {}
         self._tree = QuotaTree()
         self._queues: dict[str, ClusterQueueQueue] = {}
         self._inactive: dict[str, Verdict] = {}  # ClusterQueue -> why it admits nothing
