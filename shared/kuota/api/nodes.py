@@ -1,6 +1,6 @@
 """The Nodes kuota reads, and how a Node manifest becomes one.
 
-Theory of operation: the fold places a gang's DRA devices on nodes (#17,
+Theory of operation: the fold is to place a gang's DRA devices on nodes (#17,
 docs/design/dra-placement.md); for that it needs to know which nodes exist and
 which a pod may use: their labels (node selectors, affinity, a flavor's
 nodeLabels), their taints (tolerations), whether they are cordoned
@@ -9,8 +9,9 @@ nodeLabels), their taints (tolerations), whether they are cordoned
 ``kuota.api.fields.FieldError`` at the first bad field (``kuota.api.parse``
 dispatches ``kind: Node`` to it); :func:`parse_node` is the same read behind its
 own boundary, never raising: a ``ValidationError`` names the field. Pods are not
-read: CPU and memory per node is kube-scheduler's business, the fold places
-devices only ("Nodes, and why not Pods" in docs/design/dra-placement.md).
+read for what they use of a node: CPU and memory per node is kube-scheduler's
+business, the placement is of devices only ("Nodes, and why not Pods" in
+docs/design/dra-placement.md).
 Pure: no I/O.
 """
 

@@ -325,7 +325,7 @@ def _pod_projection(obj: Mapping[str, Any]) -> dict[str, Any]:
 # What the fold reads of a Node (kuota.api.nodes.read_node; #17), and so all of a
 # Node that is journaled: its identity and labels, its taints and cordon, and its
 # allocatable resources. Not its conditions, addresses, images, kubelet heartbeats
-# or annotations: kubelet and kwok rewrite those every few seconds, and the digest
+# or annotations: kubelet and kwok rewrite those often, and the digest
 # (of this projection, but the resourceVersion) leaves such writes unjournaled.
 NODE_METADATA = ("name", "uid", "resourceVersion", "creationTimestamp", "labels")
 NODE_SPEC = ("taints", "unschedulable")
