@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from builders.manifests import cluster_queue, flavor, job, local_queue
+
 from kuota.api.nodes import Node
 from kuota.api.types import Taint
 from kuota.core.fold.fold import Fold
@@ -15,7 +17,7 @@ from kuota.sim.scenario import load_scenario
 
 DEMO = Path(__file__).resolve().parents[3] / "examples" / "demo"
 
-SCENARIO = """
+NODES = """
 apiVersion: v1
 kind: Node
 metadata:
@@ -33,48 +35,19 @@ metadata:
   annotations: {kuota.dev/submit-at: 5s, kuota.dev/delete-at: 10s}
 status:
   allocatable: {nvidia.com/gpu: "4"}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {name: default}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {name: cq}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [nvidia.com/gpu]
-    flavors:
-    - name: default
-      resources: [{name: nvidia.com/gpu, nominalQuota: 8}]
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {name: lq, namespace: team}
-spec: {clusterQueue: cq}
----
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: train
-  namespace: team
-  labels: {kueue.x-k8s.io/queue-name: lq}
-  annotations: {kuota.dev/run-for: 20s}
-spec:
-  template:
-    spec:
-      restartPolicy: Never
-      containers:
-      - name: main
-        image: busybox
-        resources: {requests: {nvidia.com/gpu: "2"}}
 """
 
 
 def test_a_scenarios_nodes_are_journaled_and_kept_by_the_fold() -> None:
     fold = Fold()
-    steps = list(Simulator(load_scenario(SCENARIO, source="nodes"), fold=fold).steps())
+    queues = [
+        flavor("default"),
+        cluster_queue("cq", gpus=8, flavor="default"),
+        local_queue("lq", namespace="team", cluster_queue="cq"),
+        job("train", namespace="team", gpus=2, annotations={"kuota.dev/run-for": "20s"}),
+    ]
+    manifests = load_scenario(NODES, source="nodes") + queues
+    steps = list(Simulator(manifests, fold=fold).steps())
     nodes = [
         (s.event.at, s.event.type, s.event.object["metadata"]["name"])
         for s in steps
