@@ -35,8 +35,8 @@ PIPELINE_LABEL = "kuota.dev/pipeline"
 KUEUE_GROUP = "kueue.x-k8s.io"
 DRA_GROUP = "resource.k8s.io"
 
-#: What a kind is to kuota.
-Role = Literal["namespace", "workload", "queue", "dra", "config"]
+#: What a kind is to kuota ("node": the Nodes pods are placed on, #17).
+Role = Literal["namespace", "node", "workload", "queue", "dra", "config"]
 #: How ingest sees a kind: listed and watched in every namespace ("cluster"),
 #: in one namespace only ("namespace": the Configuration ConfigMap), or never
 #: ("": a file's document, or a kind kuota recognises but does not read).
@@ -109,6 +109,9 @@ def _dra(kind: str, plural: str, *, namespaced: bool = False, watch: Watch = "cl
 #: Every kind, in the order ingest starts its watches.
 KINDS: tuple[Kind, ...] = (
     Kind("", ("v1",), "Namespace", "namespaces", False, "namespace"),
+    # every Node: the fold places DRA devices per node (#17); journaled trimmed to
+    # its labels, taints, unschedulable and allocatable (kuota.kube.translate)
+    Kind("", ("v1",), "Node", "nodes", False, "node"),
     _dra("DeviceClass", "deviceclasses"),
     _dra("ResourceSlice", "resourceslices"),
     _dra("ResourceClaimTemplate", "resourceclaimtemplates", namespaced=True),

@@ -61,6 +61,7 @@ def of(kind: str, subresource: str = "") -> Res:
 
 
 NAMESPACES = of("Namespace")
+NODES = of("Node")  # cluster-scoped: ingest reads them (#17)
 CONFIGMAPS = of("ConfigMap")
 SECRETS = Res("", "secrets")
 EVENTS = Res("", "events")
@@ -84,7 +85,7 @@ UNIVERSE: tuple[Res, ...] = (
     Res("", "pods"),
     Res("", "services"),
     Res("", "serviceaccounts"),
-    cluster("", "nodes"),
+    NODES,
     JOBS,
     JOBS_STATUS,
     Res("apps", "deployments"),

@@ -37,6 +37,7 @@ from rbac_helpers import (
     JOBS,
     JOBS_STATUS,
     NAMESPACES,
+    NODES,
     READ,
     RESOURCEFLAVORS,
     SECRETS,
@@ -70,8 +71,8 @@ EXPECTED: dict[str, set[Question]] = {
         ("watch", CONFIGMAPS, HERE, ""),
         ("get", CONFIGMAPS, HERE, CONFIG),
     },
-    # A GET of any kind ingest journals (the object a Rejected decision names),
-    # and its caches, Job writes and ClusterQueue status.
+    # A GET of any kind ingest journals (the object a Rejected decision names, a
+    # Node too), and its caches, Job writes and ClusterQueue status.
     "kuota-actuator": everywhere(("get",), *(of(k.kind) for k in kinds.WATCHED))
     | {("get", CONFIGMAPS, HERE, CONFIG)}
     | everywhere(("list", "watch", "patch"), JOBS)
@@ -191,6 +192,10 @@ async def test_each_service_account_may_do_exactly_what_its_service_needs(
         ("kuota-ingest", ("create", EVENTS, USER_NS, "")),
         ("kuota-ingest", ("list", CONFIGMAPS, USER_NS, "")),
         ("kuota-ingest", ("get", SECRETS, HERE, "kuota-redis")),
+        ("kuota-ingest", ("patch", NODES, "", "")),  # it reads Nodes (#17), never writes
+        ("kuota-ingest", ("update", NODES, "", "")),
+        ("kuota-ingest", ("patch", Res("", "nodes", "status"), "", "")),
+        ("kuota-ingest", ("delete", NODES, "", "")),
         ("kuota-actuator", ("delete", JOBS, USER_NS, "")),
         ("kuota-actuator", ("create", JOBS, USER_NS, "")),
         ("kuota-actuator", ("update", JOBS, USER_NS, "")),
@@ -200,6 +205,9 @@ async def test_each_service_account_may_do_exactly_what_its_service_needs(
         ("kuota-actuator", ("update", CLUSTERQUEUES, "", "")),
         ("kuota-actuator", ("patch", CLUSTERQUEUES, "", "")),
         ("kuota-actuator", ("delete", EVENTS, USER_NS, "")),
+        ("kuota-actuator", ("list", NODES, "", "")),  # a GET of a Rejected Node only
+        ("kuota-actuator", ("patch", NODES, "", "")),
+        ("kuota-webhook", ("get", NODES, "", "")),
         ("kuota-admission", ("list", JOBS, USER_NS, "")),
         ("kuota-admission", ("list", NAMESPACES, "", "")),
         ("kuota-admission", ("get", CONFIGMAPS, HERE, CONFIG)),
@@ -222,5 +230,6 @@ async def test_the_reviews_can_say_yes(rbac: Rbac) -> None:
     """The refusals above are not an authorizer that refuses everything."""
     assert await rbac.allowed("kuota-actuator", ("patch", JOBS, USER_NS, ""))
     assert await rbac.allowed("kuota-ingest", ("watch", CLUSTERQUEUES, "", ""))
+    assert await rbac.allowed("kuota-ingest", ("watch", NODES, "", ""))
     assert await rbac.allowed("kuota-webhook", ("watch", JOBS, USER_NS, ""))
     assert not await rbac.allowed("kuota-ingest", ("watch", CLUSTERQUEUES_STATUS, "", "x"))

@@ -79,6 +79,27 @@ def test_versions_and_api_versions() -> None:
     assert kinds.get("DeviceClass").api_version == "resource.k8s.io/v1"
 
 
+def test_nodes_are_watched_everywhere_and_read_only_by_ingest() -> None:
+    """#17: every Node, cluster-scoped, in the core group; no selector (a Node is
+    never a workload's, and placement needs them all)."""
+    node = kinds.get("Node")
+    assert node == Kind("", ("v1",), "Node", "nodes", False, "node")
+    assert (node.watch, node.crd, node.served, node.selector) == ("cluster", False, True, "")
+    assert node.path() == "/api/v1/nodes"
+    assert node.path(name="gpu-0") == "/api/v1/nodes/gpu-0"
+    assert kinds.by_plural("", "nodes") is node
+    assert kinds.by_api_version("v1", "Node") is node
+    assert node in kinds.WATCHED and node in kinds.JOURNALED
+    assert node.kind not in kinds.segments(), "no workload key"
+    assert ("", "Node") not in kinds.MANAGED_OWNERS
+    with pytest.raises(ValueError, match="cluster-scoped"):
+        node.path("team-a")
+    ingest = {g for g in grants("kuota-ingest") if g[2] == "nodes"}
+    assert ingest == _everywhere(READ, node), "get/list/watch, nothing more"
+    actuator = {g for g in grants("kuota-actuator") if g[2] == "nodes"}
+    assert actuator == _everywhere({"get"}, node), "a Rejected Node's Event uid"
+
+
 def test_lookups() -> None:
     assert kinds.find("Job") is kinds.get("Job")
     assert kinds.find("PodTemplate") is None
@@ -131,6 +152,8 @@ def test_each_kind_and_plural_once_and_the_roles() -> None:
         "WorkloadPriorityClass",
     }
     assert all(k.crd for k in KINDS if k.role == "queue")
+    assert kinds.names("namespace") == {"Namespace"}
+    assert kinds.names("node") == {"Node"}
     assert kinds.get("Job").selector == "", "Jobs are watched all (#22)"
     assert [k.kind for k in KINDS if k.selector] == ["Pod"], "a Pod is kuota's by its label"
 
@@ -138,6 +161,7 @@ def test_each_kind_and_plural_once_and_the_roles() -> None:
 def test_what_ingest_watches_and_journals() -> None:
     assert [k.kind for k in kinds.WATCHED] == [
         "Namespace",
+        "Node",
         "DeviceClass",
         "ResourceSlice",
         "ResourceClaimTemplate",
@@ -164,6 +188,7 @@ def test_translate_fills_in_the_watched_version() -> None:
     assert translate.API_VERSIONS == {
         "Job": "batch/v1",
         "Namespace": "v1",
+        "Node": "v1",
         "ConfigMap": "v1",
         "DeviceClass": "resource.k8s.io/v1",
         "ResourceSlice": "resource.k8s.io/v1",
@@ -269,7 +294,7 @@ def test_dra_and_the_simulator_read_the_registry() -> None:
     )
 
 
-@pytest.mark.parametrize("kind", [k for k in KINDS if k.role in ("queue", "namespace")])
+@pytest.mark.parametrize("kind", [k for k in KINDS if k.role in ("queue", "namespace", "node")])
 def test_the_parser_reads_every_version_the_registry_lists(kind: Kind) -> None:
     for api_version in kind.api_versions:
         manifest = {"apiVersion": api_version, "kind": kind.kind, "metadata": {"name": "x"}}

@@ -9,10 +9,10 @@ bad field. It never raises: readers raise ``FieldError`` (``kuota.api.fields``)
 and the boundary turns it, and any other exception, into a
 ``ValidationError``, so one bad object never stops the rest of the journal.
 
-This module holds the Kueue queue kinds; ``parse_job``, ``parse_config`` and
-``dra`` read the others. The Kueue semantics kept (versions and renamed fields,
-namespaceSelector, flavorFungibility, the webhook's limits):
-docs/design/manifests.md.
+This module holds the Kueue queue kinds; ``parse_job``, ``parse_workloads``,
+``parse_config`` and ``nodes`` read the others (``dra`` the DRA kinds). The
+Kueue semantics kept (versions and renamed fields, namespaceSelector,
+flavorFungibility, the webhook's limits): docs/design/manifests.md.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ from kuota.api.fields import (
     taint,
     tolerations,
 )
+from kuota.api.nodes import Node, read_node
 from kuota.api.not_journaled import not_journaled
 from kuota.api.parse_config import operator_configuration, upstream_configuration
 from kuota.api.parse_job import (
@@ -108,6 +109,7 @@ ParsedObject: TypeAlias = (
     | WorkloadSpec
     | WorkloadGroup
     | PodMember
+    | Node
 )
 
 __all__ = [
@@ -604,6 +606,10 @@ def _pod(raw: Raw, version: str, at: float) -> PodMember | None:
     return read_pod(raw, at=at)
 
 
+def _node(raw: Raw, version: str, at: float) -> Node:
+    return read_node(raw)
+
+
 _CONFIGURATION = get("Configuration")
 
 # kind -> (API group, accepted versions (the first is assumed without apiVersion), reader);
@@ -617,6 +623,7 @@ _READERS: dict[str, tuple[str, tuple[str, ...], Reader]] = {
         ("LocalQueue", _local_queue),
         ("WorkloadPriorityClass", _workload_priority_class),
         ("Namespace", _namespace_object),
+        ("Node", _node),
         ("ConfigMap", _config_map),
         ("Job", _job_reader),
         ("PyTorchJob", _pytorch_job),

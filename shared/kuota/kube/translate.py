@@ -5,7 +5,8 @@ with the apiserver's manifest, or a delete). For each change it calls
 :func:`translate_upsert` / :func:`translate_delete` with the object and what it
 remembered about it (:class:`Seen`, ``None`` the first time) and gets back the
 journal events to write and what to remember next. The manifest is journaled
-without ``status``, managed fields and the simulation-only annotations, and
+without ``status``, managed fields and the simulation-only annotations (a Job,
+a Pod and a Node: only what the fold reads of them), and
 only when :func:`fold_digest` (what the fold reads, minus kuota's own
 bookkeeping on a Job) changed: of the actuator's writes only the ``spec.suspend``
 flips and template restores echo back (the backstop reads the flips, each
@@ -321,19 +322,51 @@ def _pod_projection(obj: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+# What the fold reads of a Node (kuota.api.nodes.read_node; #17), and so all of a
+# Node that is journaled: its identity and labels, its taints and cordon, and its
+# allocatable resources. Not its conditions, addresses, images, kubelet heartbeats
+# or annotations: kubelet and kwok rewrite those often, and the digest
+# (of this projection, but the resourceVersion) leaves such writes unjournaled.
+NODE_METADATA = ("name", "uid", "resourceVersion", "creationTimestamp", "labels")
+NODE_SPEC = ("taints", "unschedulable")
+NODE_STATUS = ("allocatable",)
+TAINT = ("key", "value", "effect")  # not timeAdded
+
+
+def _node_projection(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """What the fold reads of a Node (:data:`NODE_METADATA` ... :data:`TAINT`), each
+    field copied as found, as for a Job."""
+    out: dict[str, Any] = {k: copy.deepcopy(obj[k]) for k in ("apiVersion", "kind") if k in obj}
+    for field, keys in (("metadata", NODE_METADATA), ("spec", NODE_SPEC), ("status", NODE_STATUS)):
+        if field in obj:
+            out[field] = _pick(obj[field], keys)
+    spec = out.get("spec")
+    if isinstance(spec, dict) and isinstance(spec.get("taints"), list):
+        spec["taints"] = [_pick(t, TAINT) for t in spec["taints"]]
+    return out
+
+
+# The kinds journaled as a projection of what the fold reads, and digested by it
+# (a Job is projected too, but digested whole: see fold_digest).
+_PROJECTIONS = {"Pod": _pod_projection, "Node": _node_projection}
+
+
 def journal_object(kind: str, obj: Mapping[str, Any]) -> dict[str, Any]:
     """The manifest as journaled, kind and apiVersion set. A Job: only what the fold
     reads (:data:`JOB_METADATA` ... :data:`REQUIRED_AFFINITY`; no status, no
     simulation-only annotation), its pod template with the user's own node selector
     and tolerations. A Pod: only what the fold reads (:data:`POD_METADATA` ...), its
-    phase the one status field. Any other kind: all but status and managed fields (a training
-    kind's pod templates with the user's own node selector and tolerations, from
-    the actuator's record: ``kuota.actuation.workloads.user_templates``). Never
+    phase the one status field. A Node: only what the fold reads
+    (:data:`NODE_METADATA` ...), its allocatable the one status field. Any other
+    kind: all but status and managed fields (a training kind's pod templates with
+    the user's own node selector and tolerations, from the actuator's record:
+    ``kuota.actuation.workloads.user_templates``). Never
     ingest's stand-in marker (``kuota.api.not_journaled``): only :func:`stand_in` sets it."""
+    project = _PROJECTIONS.get(kind)
     if kind == "Job":
         out = _job_projection(obj)
-    elif kind == "Pod":
-        out = _pod_projection(obj)
+    elif project is not None:
+        out = project(obj)
     else:
         source = user_templates(obj) if kind in STATUS_KINDS else obj
         out = {k: copy.deepcopy(v) for k, v in source.items() if k != "status"}
@@ -361,7 +394,8 @@ def stand_in(event: ObjectUpserted, size: int, limit: int) -> ObjectUpserted:
     if kind in ("Job", "Pod") and isinstance(labels, Mapping):
         keys = JOB_LABELS if kind == "Job" else POD_LABELS
         meta["labels"] = {k: labels[k] for k in keys if isinstance(labels.get(k), str)}
-    what = "its projection (what the fold reads)" if kind in ("Job", "Pod") else "the object"
+    projected = kind == "Job" or kind in _PROJECTIONS
+    what = "its projection (what the fold reads)" if projected else "the object"
     meta["annotations"] = {
         NOT_JOURNALED_ANNOTATION: (
             f"{what} is {size:,} bytes as a journal event, over the journal's limit of "
@@ -395,14 +429,16 @@ def _job_spec_projection(obj: Mapping[str, Any]) -> object:
 
 def fold_digest(kind: str, obj: Mapping[str, Any]) -> str:
     """A digest of what the fold reads of ``obj`` (docs/design/ingest.md, the digest rule).
-    A Pod's: of its projection but the resourceVersion (its phase counts: a Failed
-    Pod leaves its group's count; its other status, kubelet's, does not)."""
-    if kind == "Pod":
-        pod = _pod_projection(obj)
-        if isinstance(pod.get("metadata"), dict):
-            pod["metadata"].pop("resourceVersion", None)
-        text = json.dumps(pod, sort_keys=True, separators=(",", ":"), default=str)
-        return hashlib.sha256(f"Pod:{text}".encode()).hexdigest()[:32]
+    A Pod's and a Node's: of its projection but the resourceVersion (a Pod's phase
+    counts: a Failed Pod leaves its group's count; a Node's allocatable counts; the
+    rest of their status, kubelet's heartbeats and conditions, does not)."""
+    project = _PROJECTIONS.get(kind)
+    if project is not None:
+        projected = project(obj)
+        if isinstance(projected.get("metadata"), dict):
+            projected["metadata"].pop("resourceVersion", None)
+        text = json.dumps(projected, sort_keys=True, separators=(",", ":"), default=str)
+        return hashlib.sha256(f"{kind}:{text}".encode()).hexdigest()[:32]
     md = _meta(obj)
     annotations = md.get("annotations")
     if kind == "Job" and isinstance(annotations, Mapping):

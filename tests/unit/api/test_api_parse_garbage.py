@@ -17,6 +17,7 @@ from api_builders import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kuota.api.nodes import Node
 from kuota.api.parse import object_ref, parse_object
 from kuota.api.types import (
     ClusterQueue,
@@ -32,6 +33,7 @@ from kuota.api.types import (
 )
 
 PARSED = (
+    Node,
     ResourceFlavor,
     ClusterQueue,
     Cohort,
@@ -246,6 +248,10 @@ FIELD_NAMES = [
     "value",
     "clusterQueue",
     "kueue.x-k8s.io/queue-name",
+    "taints",
+    "effect",
+    "unschedulable",
+    "allocatable",
 ]
 KINDS = [
     "ClusterQueue",
@@ -260,6 +266,7 @@ KINDS = [
     "ConfigMap",
     "DeviceClass",
     "Pod",
+    "Node",
 ]
 API_VERSIONS = [
     "kueue.x-k8s.io/v1beta2",
@@ -289,7 +296,13 @@ json_like = st.recursive(
 )
 manifests: st.SearchStrategy[dict[str, Any]] = st.fixed_dictionaries(
     {"kind": st.sampled_from(KINDS), "apiVersion": st.sampled_from(API_VERSIONS)},
-    optional={"metadata": json_like, "spec": json_like, "value": json_like, "data": json_like},
+    optional={
+        "metadata": json_like,
+        "spec": json_like,
+        "value": json_like,
+        "data": json_like,
+        "status": json_like,
+    },
 )
 
 

@@ -1,7 +1,7 @@
 """Seeds, mutations and settings shared by the fuzz tests.
 
 Seeds are the valid manifests the project ships: ``deploy/samples``,
-``examples/scenarios``, the reference YAML in ``tests/fixtures/references`` and
+``examples/scenarios``, ``examples/demo``, the reference YAML in ``tests/fixtures/references`` and
 the v1 golden journal/decision fixtures. A mutation walks to one place in a
 seed (a key or a list item at any depth) and replaces, deletes, renames,
 retypes or multiplies it, with values that have broken parsers before: huge
@@ -49,6 +49,7 @@ def seed_manifests() -> list[dict[str, Any]]:
     paths = [
         *REPO.glob("deploy/samples/*.yaml"),
         *REPO.glob("examples/scenarios/*.yaml"),
+        *REPO.glob("examples/demo/*.yaml"),  # its Nodes too (#17)
         *REPO.glob("tests/fixtures/references/*.yaml"),
     ]
     docs = _yaml_docs(paths)

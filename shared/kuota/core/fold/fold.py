@@ -23,6 +23,7 @@ from typing import Any
 
 from kuota import kinds
 from kuota.api.managed import namespace_managed
+from kuota.api.nodes import Node
 from kuota.api.parse import object_ref, parse_job, parse_object
 from kuota.api.types import (
     ClusterQueue,
@@ -216,6 +217,8 @@ class Fold(Cohorts):
             self._reevaluate(self._holds.pop(("wpc", obj.name), {}))
         elif isinstance(obj, Namespace):
             self._set_namespace(obj.name, dict(obj.labels))
+        elif isinstance(obj, Node):
+            self._nodes[obj.name] = obj  # kept for placement (#17); nothing to re-evaluate
         elif isinstance(obj, Configuration):
             ref = ObjectRef(str(kind), _meta_name(manifest), _meta_namespace(manifest, str(kind)))
             self._set_config(obj, ref)
@@ -253,6 +256,8 @@ class Fold(Cohorts):
             self._wpcs.pop(name, None)  # admitted and queued workloads keep their priority
         elif kind == "Namespace":
             self._set_namespace(name, None)
+        elif kind == "Node":
+            self._nodes.pop(name, None)
         elif kind in _CONFIG_KINDS:
             source = self._config_source
             if source is not None and (source.kind, source.name) == (kind, name):
