@@ -18,7 +18,8 @@ A pod group or a single Pod (``ns/podgroup/<group>``, ``ns/pod/<name>``, #18)
 has no object to suspend: its Pods are listed (by the group label in the
 namespace, or the one Pod by name) and :func:`kuota.actuation.plan_pods.plan_pods`
 says what to write: one conditional merge patch per gated Pod for an admission
-(its flavors in, its gate out, the decision recorded), one delete per running Pod
+(its flavors in, pinned to its podset's nodes when the decision placed it, its
+gate out, the decision recorded), one delete per running Pod
 for a stop (Kueue stops a pod group by deleting its Pods). A conflict lists
 them again; the Pods already written are then found done.
 """

@@ -4,14 +4,17 @@ Theory of operation: like Kueue's job reconciler, without a Workload object.
 What must be remembered lives on the Job, written in the same update as the
 change: the last decision applied and its :class:`DecisionOrder`
 (``kuota.dev/decision-id`` / ``-offset``: a redelivered or older decision is
-skipped) and the template's own ``nodeSelector`` / ``tolerations``
+skipped) and the template's own ``nodeSelector`` / ``tolerations``, and its own
+``affinity`` once a podset is pinned to nodes
 (``kuota.dev/original-pod-template-scheduling``, so a stop restores them).
 :func:`plan` looks at the Job as it is now and returns ONE step (update,
 reset ``startTime``, wait, skip, fail); the shell executes it and asks again,
 so a crash between steps is harmless. Admitted injects the flavors as Kueue's
-``podset.Merge`` does (:func:`inject`, read with the fold's :func:`read_flavor`)
-and fails as ``JobChanged`` if the Job is not at the decision's generation; a
-stop suspends, waits for the pods, resets ``startTime``, restores the template;
+``podset.Merge`` does (:func:`inject`, read with the fold's :func:`read_flavor`),
+pins the podset to the nodes its DRA pods were placed on when the decision names
+them (:func:`pin_to_nodes`, docs/design/dra-placement.md) and fails as
+``JobChanged`` if the Job is not at the decision's generation; a stop suspends,
+waits for the pods, resets ``startTime``, restores the template;
 ``Suspended`` (the backstop) suspends a Job started without an admission.
 Why steps, what the apiserver allows: docs/design/actuator.md.
 """
@@ -21,9 +24,9 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from kuota.api.parse import object_ref, parse_object
 from kuota.api.parse_job import DECISION_ID_ANNOTATION
@@ -36,6 +39,7 @@ __all__ = [
     "ANN_ORIGINAL",
     "JOB_CHANGED",
     "JOB_MUTATING",
+    "NODE_NAME_FIELD",
     "STOPPING",
     "SUSPENDED",
     "DecisionOrder",
@@ -52,6 +56,8 @@ __all__ = [
     "assigned_flavors",
     "feedback_events",
     "inject",
+    "own_fields",
+    "pin_to_nodes",
     "plan",
     "read_flavor",
     "toleration_json",
@@ -66,6 +72,10 @@ STOPPING = frozenset({"Preempted", "Evicted", "Deactivated"})
 SUSPENDED = "Suspended"  # the backstop: no admission to end, the Job just must not run
 JOB_CHANGED = "JobChanged"  # an Admitted decision's Job is no longer at its generation
 JOB_MUTATING = frozenset({"Admitted", SUSPENDED}) | STOPPING
+# The node field a required node affinity pins a pod to its placement's nodes with:
+# the node's name itself, exact whatever labels the node carries.
+NODE_NAME_FIELD = "metadata.name"
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 
 # Kueue truncates event messages to this many characters (api.TruncateEventMessage).
 MAX_EVENT_MESSAGE = 1024
@@ -151,20 +161,25 @@ def toleration_json(t: Toleration) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class SchedulingFields:
-    """A pod template's ``nodeSelector`` and ``tolerations`` (None = not set)."""
+    """A pod template's ``nodeSelector`` and ``tolerations`` (None = not set), and its
+    ``affinity``. ``owns_affinity``: the affinity is kuota's to write (a podset pinned
+    to nodes, :func:`pin_to_nodes`): recorded, written and restored with the other
+    two, None meaning the template has none. Without it the affinity is only what
+    was read, and no write or comparison touches it."""
 
     node_selector: Mapping[str, str] | None = None
     tolerations: tuple[Mapping[str, Any], ...] | None = None
+    affinity: Mapping[str, Any] | None = None
+    owns_affinity: bool = False
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "nodeSelector": dict(self.node_selector) if self.node_selector else None,
-                "tolerations": [dict(t) for t in self.tolerations] if self.tolerations else None,
-            },
-            sort_keys=True,
-            separators=(",", ":"),
-        )
+        record: dict[str, Any] = {
+            "nodeSelector": dict(self.node_selector) if self.node_selector else None,
+            "tolerations": [dict(t) for t in self.tolerations] if self.tolerations else None,
+        }
+        if self.owns_affinity:
+            record["affinity"] = None if self.affinity is None else dict(self.affinity)
+        return json.dumps(record, sort_keys=True, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: object) -> SchedulingFields | None:
@@ -176,12 +191,20 @@ class SchedulingFields:
             return None
         if not isinstance(data, dict):
             return None
-        return cls.read(data)
+        return cls.from_record(data)
+
+    @classmethod
+    def from_record(cls, data: Mapping[str, Any]) -> SchedulingFields:
+        """The fields as the actuator recorded them (:meth:`to_json`): the affinity
+        is owned when the record has the key, even as null."""
+        fields = cls.read(data)
+        return replace(fields, owns_affinity=True) if "affinity" in data else fields
 
     @classmethod
     def read(cls, pod_spec: Mapping[str, Any]) -> SchedulingFields:
         sel = pod_spec.get("nodeSelector")
         tol = pod_spec.get("tolerations")
+        affinity = pod_spec.get("affinity")
         return cls(
             node_selector=(
                 {str(k): str(v) for k, v in sel.items()} if isinstance(sel, Mapping) else None
@@ -191,13 +214,37 @@ class SchedulingFields:
                 if isinstance(tol, list)
                 else None
             ),
+            affinity=affinity if isinstance(affinity, Mapping) else None,
         )
 
     def same_as(self, other: SchedulingFields) -> bool:
-        """Equal as Kubernetes sees it: an empty selector or list is an absent one."""
+        """Equal as Kubernetes sees it: an empty selector or list is an absent one;
+        the affinity counts when either side owns it."""
+        if (self.owns_affinity or other.owns_affinity) and (self.affinity or None) != (
+            other.affinity or None
+        ):
+            return False
         return dict(self.node_selector or {}) == dict(other.node_selector or {}) and [
             _toleration_key(t) for t in self.tolerations or ()
         ] == [_toleration_key(t) for t in other.tolerations or ()]
+
+    def write(self, pod_spec: dict[str, Any]) -> None:
+        """Set these fields in ``pod_spec`` (an unset one removed); the affinity only
+        when owned."""
+        if self.node_selector:
+            pod_spec["nodeSelector"] = dict(self.node_selector)
+        else:
+            pod_spec.pop("nodeSelector", None)
+        if self.tolerations:
+            pod_spec["tolerations"] = [dict(t) for t in self.tolerations]
+        else:
+            pod_spec.pop("tolerations", None)
+        if not self.owns_affinity:
+            return
+        if self.affinity is None:
+            pod_spec.pop("affinity", None)
+        else:
+            pod_spec["affinity"] = copy.deepcopy(dict(self.affinity))
 
 
 def _toleration_key(t: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -216,12 +263,21 @@ class InjectionConflict(ValueError):
     """The flavors' node labels contradict the Job's own nodeSelector."""
 
 
+_T = TypeVar("_T")
+
+
+def _main_podset(by_podset: Mapping[str, _T] | None) -> _T | None:
+    """A Job's entry of a decision's per-podset map: ``main``, else the only one."""
+    podsets = by_podset or {}
+    entry = podsets.get(MAIN_PODSET)
+    if entry is None and len(podsets) == 1:
+        entry = next(iter(podsets.values()))
+    return entry
+
+
 def assigned_flavors(decision: Decision) -> list[str]:
     """The flavors assigned to the Job's podset, deduplicated, in resource-name order."""
-    by_podset = decision.flavors or {}
-    podset = by_podset.get(MAIN_PODSET)
-    if podset is None and len(by_podset) == 1:
-        podset = next(iter(by_podset.values()))
+    podset = _main_podset(decision.flavors)
     names: list[str] = []
     for resource in sorted(podset or {}):
         flavor = (podset or {})[resource]
@@ -230,8 +286,82 @@ def assigned_flavors(decision: Decision) -> list[str]:
     return names
 
 
-def inject(original: SchedulingFields, flavors: Sequence[ResourceFlavor]) -> SchedulingFields:
-    """The template's scheduling fields once ``flavors`` are injected (Kueue's podset.Merge)."""
+def _on_node(node: str) -> dict[str, Any]:
+    # One value only: Kubernetes refuses a node field requirement In several names.
+    return {"key": NODE_NAME_FIELD, "operator": "In", "values": [node]}
+
+
+def pin_to_nodes(
+    affinity: object, nodes: Sequence[str], *, keep_terms: bool = False
+) -> dict[str, Any] | None:
+    """A copy of a pod's ``affinity`` (None or anything not a map: none) whose required
+    node affinity also asks for one of ``nodes`` (not empty) by name.
+
+    Required terms are ORed, a term's requirements ANDed, and a ``matchFields``
+    requirement on ``metadata.name`` takes ONE value (the apiserver refuses ``In``
+    with more), so each term is repeated once per node with ``metadata.name In
+    [node]`` added to its ``matchFields``: (T1 or T2) and (A or B) as (T1 and A)
+    or (T1 and B) or (T2 and A) or (T2 and B). Without terms, one term per node.
+    A term already pinned to one of ``nodes`` is kept as it is, so pinning twice
+    changes nothing. Preferred node affinity, pod (anti-)affinity: untouched.
+
+    ``keep_terms``: what a gated Pod allows (its required terms, once it has
+    some, may only be narrowed, none added): None when that would take more terms.
+    """
+    if not nodes:
+        raise ValueError("no node to pin to")
+    names = sorted(set(nodes))
+    out: dict[str, Any] = copy.deepcopy(dict(affinity)) if isinstance(affinity, Mapping) else {}
+    node_affinity = out.get("nodeAffinity")
+    if not isinstance(node_affinity, dict):
+        node_affinity = out["nodeAffinity"] = {}
+    required = node_affinity.get(_REQUIRED)
+    if not isinstance(required, dict):
+        required = node_affinity[_REQUIRED] = {}
+    had = required.get("nodeSelectorTerms")
+    terms: list[Any] = had if isinstance(had, list) and had else [{}]
+    pinned: list[Any] = []
+    for term in terms:
+        if not isinstance(term, dict):
+            pinned.append(term)  # not a term: the apiserver never stored it
+            continue
+        fields = term.get("matchFields")
+        fields = fields if isinstance(fields, list) else []
+        if any(_on_node(n) in fields for n in names):
+            pinned.append(term)
+            continue
+        pinned.extend(
+            {**copy.deepcopy(term), "matchFields": [*copy.deepcopy(fields), _on_node(n)]}
+            for n in names
+        )
+    if keep_terms and terms is had and len(pinned) != len(terms):
+        return None
+    required["nodeSelectorTerms"] = pinned
+    return out
+
+
+def own_fields(
+    recorded: SchedulingFields | None, current: SchedulingFields, *, pinning: bool
+) -> SchedulingFields:
+    """A template's own scheduling fields: the actuator's record, else the template
+    as it is. A podset about to be pinned owns its affinity from then on: the
+    recorded one, else the template's (kuota has not written it while no record
+    owns it)."""
+    own = current if recorded is None else recorded
+    if pinning and not own.owns_affinity:
+        return replace(own, affinity=current.affinity, owns_affinity=True)
+    return own
+
+
+def inject(
+    original: SchedulingFields,
+    flavors: Sequence[ResourceFlavor],
+    nodes: Sequence[str] = (),
+) -> SchedulingFields:
+    """The template's scheduling fields once ``flavors`` are injected (Kueue's
+    podset.Merge) and, with ``nodes``, its pods pinned to them (:func:`pin_to_nodes`;
+    ``original`` must own its affinity then: :func:`own_fields`). Without ``nodes``
+    an owned affinity is the original one again."""
     from_flavors: dict[str, tuple[str, str]] = {}  # key -> (value, the flavor naming it)
     tolerations: list[Mapping[str, Any]] = []
     for fl in flavors:
@@ -253,7 +383,13 @@ def inject(original: SchedulingFields, flavors: Sequence[ResourceFlavor]) -> Sch
         if key not in seen:
             seen.add(key)
             merged.append(dict(t))
-    return SchedulingFields(selector or None, tuple(merged) or None)
+    affinity = pin_to_nodes(original.affinity, nodes) if nodes else original.affinity
+    return SchedulingFields(
+        selector or None,
+        tuple(merged) or None,
+        affinity,
+        owns_affinity=original.owns_affinity or bool(nodes),
+    )
 
 
 # --------------------------------------------------------------------------- plans
@@ -440,12 +576,13 @@ def _plan_admit(
                 f"cannot be added: {where}{fl.message}",
             )
         chosen.append(fl)
-    pod_spec = _pod_spec(job)
-    current = SchedulingFields.read(pod_spec)
+    nodes = _main_podset(decision.nodes) or []
+    current = SchedulingFields.read(_pod_spec(job))
     annotations = _mapping(_mapping(job.get("metadata")).get("annotations"))
-    original = SchedulingFields.from_json(annotations.get(ANN_ORIGINAL)) or current
+    recorded = SchedulingFields.from_json(annotations.get(ANN_ORIGINAL))
+    original = own_fields(recorded, current, pinning=bool(nodes))
     try:
-        desired = inject(original, chosen)
+        desired = inject(original, chosen, nodes)
     except InjectionConflict as err:
         return Fail("FailedToStart", str(err))
     cq = decision.cluster_queue or ""
@@ -474,6 +611,8 @@ def _plan_admit(
     ann[ANN_DECISION_ID] = decision.id
     ann[ANN_DECISION_OFFSET] = str(order)
     flavor_text = ", ".join(names) if names else "no flavor"
+    if nodes:
+        flavor_text += f", pinned to {len(nodes)} node(s)"
     return UpdateJob(new, final=True, what=f"unsuspend with {flavor_text}", events=events)
 
 
@@ -601,15 +740,7 @@ def _pod_spec(job: Mapping[str, Any]) -> Mapping[str, Any]:
 def _set_scheduling(job: dict[str, Any], fields: SchedulingFields) -> None:
     spec = job.setdefault("spec", {})
     template = spec.setdefault("template", {})
-    pod = template.setdefault("spec", {})
-    if fields.node_selector:
-        pod["nodeSelector"] = dict(fields.node_selector)
-    else:
-        pod.pop("nodeSelector", None)
-    if fields.tolerations:
-        pod["tolerations"] = [dict(t) for t in fields.tolerations]
-    else:
-        pod.pop("tolerations", None)
+    fields.write(template.setdefault("spec", {}))
 
 
 def _suspended(job: Mapping[str, Any]) -> bool:

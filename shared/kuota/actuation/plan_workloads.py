@@ -5,7 +5,8 @@ workload kind with its own suspend field other than a Job (the kinds of
 :data:`WIRED`: a PyTorchJob, a RayCluster, a RayJob, a JobSet). Such an object has no
 ``startTime`` rule that
 freezes its pod templates while it runs, so every decision is ONE write: an
-admission unsuspends it with each podset's flavors in its own template
+admission unsuspends it with each podset's flavors in its own template, and
+each podset placed on nodes pinned to them
 (:func:`kuota.actuation.workloads.admit`), a stop suspends it and restores the
 templates in the same write (:func:`kuota.actuation.workloads.stop`); the
 operator then deletes its pods, which the actuator's drains wait for
@@ -144,7 +145,7 @@ def _admit(
     missing = [n for n in decision_flavors(decision) if n not in flavors]
     if missing:
         return Fail("FlavorNotFound", f"ResourceFlavor {', '.join(missing)} not found")
-    new = admit(obj, flavors_by_podset(decision, flavors))
+    new = admit(obj, flavors_by_podset(decision, flavors), decision.nodes)
     _record(new, decision, order)
     cq = decision.cluster_queue or ""
     events = (

@@ -8,16 +8,19 @@ until admission. :func:`pod_templates` finds the pod spec of each podset, in
 the order and with the names the parser gives them (``kuota.api.parse_workloads``).
 :func:`admit` unsuspends the object and injects each podset's flavors into its
 own template as :func:`kuota.actuation.patch.inject` does for a Job (Kueue's
-``podset.Merge``), remembering every template's own ``nodeSelector`` and
-``tolerations`` in ``kuota.dev/original-pod-template-scheduling`` (a map podset
--> fields); :func:`stop` suspends it and restores them. :func:`admit_pod` injects
-a Pod's podset flavors and removes its gate (a gated Pod's scheduling
-directives may still change; a Pod is never gated again: a stop deletes it, as
-Kueue does). Every function returns a new manifest and never raises but
-:class:`PatchError` (with a CamelCase reason). The actuator calls them for the
-kinds wired into the services (``kuota.actuation.plan_workloads``, and
-``kuota.actuation.plan_pods`` for pod groups, #18): docs/design/workload-kinds.md
-("Actuation").
+``podset.Merge``), and pins each podset the decision placed on nodes to them
+(a required node affinity, :func:`kuota.actuation.patch.pin_to_nodes`; not a
+JobSet's: :data:`AFFINITY_FROZEN`), remembering every template's own
+``nodeSelector`` and ``tolerations`` (and ``affinity``, once pinned) in
+``kuota.dev/original-pod-template-scheduling`` (a map podset -> fields);
+:func:`stop` suspends it and restores them. :func:`admit_pod` injects a Pod's
+podset flavors, pins it as far as a gated Pod may be narrowed, and removes its
+gate (a gated Pod's scheduling directives may still change; a Pod is never
+gated again: a stop deletes it, as Kueue does). Every function returns a new
+manifest and never raises but :class:`PatchError` (with a CamelCase reason). The
+actuator calls them for the kinds wired into the services
+(``kuota.actuation.plan_workloads``, and ``kuota.actuation.plan_pods`` for pod
+groups, #18): docs/design/workload-kinds.md ("Actuation").
 """
 
 from __future__ import annotations
@@ -33,12 +36,15 @@ from kuota.actuation.patch import (
     InjectionConflict,
     SchedulingFields,
     inject,
+    own_fields,
+    pin_to_nodes,
 )
 from kuota.api.parse_workloads import ADMISSION_GATE, RAY_HEAD, RAY_SUBMITTER, read_pod
 from kuota.api.types import PodMember, ResourceFlavor, ValidationError
 from kuota.events.schema import Decision
 
 __all__ = [
+    "AFFINITY_FROZEN",
     "SUSPEND_FIELDS",
     "PatchError",
     "admit",
@@ -61,6 +67,12 @@ SUSPEND_FIELDS: dict[str, Path] = {
     "RayJob": ("spec", "suspend"),
     "JobSet": ("spec", "suspend"),
 }
+#: Kinds whose templates' affinity cannot change while suspended, so their podsets are
+#: never pinned to nodes: the JobSet webhook lets only the labels, annotations,
+#: nodeSelector, tolerations and scheduling gates of a suspended JobSet's templates
+#: change (Kueue's podset.Merge), and the JobSet controller copies only those into
+#: the child Jobs it resumes (docs/design/dra-placement.md).
+AFFINITY_FROZEN = frozenset({"JobSet"})
 _PYTORCH_TYPES = (("Master", "master"), ("Worker", "worker"))
 # KubeRay's default submitter, written into a RayJob's spec.submitterPodTemplate
 # when a flavor must be injected into it (Kueue does the same).
@@ -210,7 +222,9 @@ def _originals(obj: Mapping[str, Any]) -> dict[str, SchedulingFields] | None:
         return None
     if not isinstance(data, dict):
         return None
-    return {str(k): SchedulingFields.read(v) for k, v in data.items() if isinstance(v, Mapping)}
+    return {
+        str(k): SchedulingFields.from_record(v) for k, v in data.items() if isinstance(v, Mapping)
+    }
 
 
 def _originals_json(originals: Mapping[str, SchedulingFields]) -> str:
@@ -221,17 +235,6 @@ def _originals_json(originals: Mapping[str, SchedulingFields]) -> str:
     )
 
 
-def _set_fields(pod: dict[str, Any], fields: SchedulingFields) -> None:
-    if fields.node_selector:
-        pod["nodeSelector"] = dict(fields.node_selector)
-    else:
-        pod.pop("nodeSelector", None)
-    if fields.tolerations:
-        pod["tolerations"] = [dict(t) for t in fields.tolerations]
-    else:
-        pod.pop("tolerations", None)
-
-
 def _annotations(obj: dict[str, Any]) -> dict[str, Any]:
     return _ensure(obj, ("metadata", "annotations"))
 
@@ -240,14 +243,19 @@ def _annotations(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def admit(
-    obj: Mapping[str, Any], by_podset: Mapping[str, Sequence[ResourceFlavor]]
+    obj: Mapping[str, Any],
+    by_podset: Mapping[str, Sequence[ResourceFlavor]],
+    nodes: Mapping[str, Sequence[str]] | None = None,
 ) -> dict[str, Any]:
-    """``obj`` unsuspended, each podset's flavors in its own pod template, and the
-    templates' own scheduling fields kept in ``ANN_ORIGINAL`` (kept from an earlier
-    admission if already there, so admitting again never stacks flavors)."""
+    """``obj`` unsuspended, each podset's flavors in its own pod template, each podset
+    of ``nodes`` (the decision's) pinned to its nodes unless the kind is
+    :data:`AFFINITY_FROZEN`, and the templates' own scheduling fields kept in
+    ``ANN_ORIGINAL`` (kept from an earlier admission if already there, so admitting
+    again never stacks flavors or pins)."""
     templates = pod_templates(obj)
     names = [name for name, _ in templates]
-    unknown = sorted(set(by_podset) - set(names))
+    pins = {} if _kind(obj) in AFFINITY_FROZEN else dict(nodes or {})
+    unknown = sorted((set(by_podset) | set(pins)) - set(names))
     if unknown:
         raise PatchError(
             "PodSetsChanged",
@@ -260,10 +268,11 @@ def admit(
         if name == RAY_SUBMITTER and _get(new, path) is None:
             _default_submitter(new, path)
         pod = _ensure(new, path)
-        original = kept.get(name) or SchedulingFields.read(pod)
+        on = pins.get(name) or ()
+        original = own_fields(kept.get(name), SchedulingFields.read(pod), pinning=bool(on))
         originals[name] = original
         try:
-            _set_fields(pod, inject(original, list(by_podset.get(name, ()))))
+            inject(original, list(by_podset.get(name, ())), on).write(pod)
         except InjectionConflict as err:
             raise PatchError("FailedToStart", f"podset {name}: {err}") from None
     _annotations(new)[ANN_ORIGINAL] = _originals_json(originals)
@@ -284,13 +293,14 @@ def _default_submitter(obj: dict[str, Any], path: Path) -> None:
 
 def stop(obj: Mapping[str, Any]) -> dict[str, Any]:
     """``obj`` suspended, every pod template's own ``nodeSelector`` and
-    ``tolerations`` restored, and the remembered originals dropped."""
+    ``tolerations`` (and ``affinity``, where pinned) restored, and the remembered
+    originals dropped."""
     new = with_suspend(obj, True)
     originals = _originals(obj) or {}
     for name, path in pod_templates(obj):
         fields = originals.get(name)
         if fields is not None and isinstance(_get(new, path), dict):
-            _set_fields(_ensure(new, path), fields)
+            fields.write(_ensure(new, path))
     annotations = _get(new, ("metadata", "annotations"))
     if isinstance(annotations, dict):
         annotations.pop(ANN_ORIGINAL, None)
@@ -299,9 +309,10 @@ def stop(obj: Mapping[str, Any]) -> dict[str, Any]:
 
 def user_templates(obj: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of ``obj`` with every pod template's ``nodeSelector`` and ``tolerations``
-    as the user wrote them (from ``ANN_ORIGINAL``, where the actuator injected
-    flavors): what the fold reads, so an admission's own write never looks like a
-    change of the podsets. ``obj`` copied unchanged without a readable record."""
+    (and ``affinity``, where pinned) as the user wrote them (from ``ANN_ORIGINAL``,
+    where the actuator injected flavors): what the fold reads, so an admission's own
+    write never looks like a change of the podsets. ``obj`` copied unchanged without a
+    readable record."""
     new = copy.deepcopy(dict(obj))
     originals = _originals(obj)
     if not originals:
@@ -314,13 +325,20 @@ def user_templates(obj: Mapping[str, Any]) -> dict[str, Any]:
         fields = originals.get(name)
         pod = _get(new, path)
         if fields is not None and isinstance(pod, dict):
-            _set_fields(pod, fields)
+            fields.write(pod)
     return new
 
 
 def admit_pod(pod: Mapping[str, Any], decision: Decision, flavors: Flavors) -> dict[str, Any]:
     """A gated Pod of an admitted pod group (or a single Pod): its podset's flavors
-    injected into its spec, and the ``kueue.x-k8s.io/admission`` gate removed."""
+    injected into its spec, pinned to its podset's nodes when the decision names
+    them, and the ``kueue.x-k8s.io/admission`` gate removed.
+
+    The pin is what Kubernetes lets a gated Pod take: a required node affinity
+    set where it has no required terms, else a ``matchFields`` requirement added
+    to each of its terms. A Pod with required terms of its own and a podset on
+    more than one node cannot be pinned (the OR of the nodes would need new
+    terms, which the apiserver refuses on a Pod): it is ungated unpinned."""
     member = read_pod(pod, at=0.0)
     if not isinstance(member, PodMember):
         raise PatchError("NotAGroupPod", "the Pod has no queue label: not kuota's")
@@ -333,9 +351,13 @@ def admit_pod(pod: Mapping[str, Any], decision: Decision, flavors: Flavors) -> d
     new = copy.deepcopy(dict(pod))
     spec = _ensure(new, ("spec",))
     try:
-        _set_fields(spec, inject(SchedulingFields.read(spec), by_podset[member.role]))
+        inject(SchedulingFields.read(spec), by_podset[member.role]).write(spec)
     except InjectionConflict as err:
         raise PatchError("FailedToStart", str(err)) from None
+    on = (decision.nodes or {}).get(member.role)
+    pinned = pin_to_nodes(spec.get("affinity"), on, keep_terms=True) if on else None
+    if pinned is not None:
+        spec["affinity"] = pinned
     gates = spec.get("schedulingGates")
     if isinstance(gates, list):
         left = [

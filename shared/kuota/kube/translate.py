@@ -61,7 +61,8 @@ FOLD_ANNOTATIONS = frozenset({ACTIVE_ANNOTATION})
 # metadata.creationTimestamp).
 SIMULATION_ANNOTATIONS = frozenset({CREATED_AT_ANNOTATION})
 # Written by the actuator (kuota.actuation.patch.ANN_ORIGINAL): the pod template's
-# nodeSelector and tolerations before the first flavor was injected.
+# nodeSelector and tolerations before the first flavor was injected (and its affinity
+# before a podset was pinned to nodes).
 ORIGINAL_SCHEDULING_ANNOTATION = "kuota.dev/original-pod-template-scheduling"
 # On a Job journaled by a pipeline whose KUOTA_JOB_LABEL_SELECTOR it left (its
 # value: that selector); the fold does not read it.
@@ -135,7 +136,8 @@ def original_scheduling(obj: Mapping[str, Any]) -> dict[str, Any] | None:
 
     ``None`` when the actuator's record is present but unreadable; otherwise a
     dict with the keys that are set (an empty selector or list is absent, as
-    Kubernetes treats it)."""
+    Kubernetes treats it), and ``affinity`` (None: the template had none) when the
+    record has it: the actuator pinned the template to nodes."""
     annotations = _meta(obj).get("annotations")
     recorded = (
         annotations.get(ORIGINAL_SCHEDULING_ANNOTATION)
@@ -152,7 +154,10 @@ def original_scheduling(obj: Mapping[str, Any]) -> dict[str, Any] | None:
         if not isinstance(source, Mapping):
             return None
     assert isinstance(source, Mapping)
-    return {k: source[k] for k in _SCHEDULING if source.get(k)}
+    out = {k: source[k] for k in _SCHEDULING if source.get(k)}
+    if recorded is not None and "affinity" in source:
+        out["affinity"] = source["affinity"]
+    return out
 
 
 def _pod_spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -255,7 +260,13 @@ def _job_projection(obj: Mapping[str, Any]) -> dict[str, Any]:
         if original is not None:
             for k in _SCHEDULING:
                 ppod.pop(k, None)
-            ppod.update(copy.deepcopy(original))
+            user = copy.deepcopy(original)
+            if "affinity" in user:  # pinned to nodes: the user's affinity, not the pin
+                ppod.pop("affinity", None)
+                affinity = user.pop("affinity")
+                if affinity is not None:
+                    ppod["affinity"] = _affinity(affinity)
+            ppod.update(user)
     return out
 
 
@@ -418,12 +429,21 @@ def _job_spec_projection(obj: Mapping[str, Any]) -> object:
     out = {k: v for k, v in spec.items() if k != "suspend"}
     out["suspend"] = spec.get("suspend") is True
     template = out.get("template")
+    user = original_scheduling(obj)
     if isinstance(template, Mapping):
         tspec = template.get("spec")
         if isinstance(tspec, Mapping):
             tspec = {k: v for k, v in tspec.items() if k not in _SCHEDULING}
+            if user is not None and "affinity" in user:
+                # pinned to nodes: digested with the user's affinity in its place, as
+                # the same template before the pin and after its restore
+                tspec.pop("affinity", None)
+                if user["affinity"] is not None:
+                    tspec["affinity"] = user["affinity"]
             out["template"] = {**template, "spec": tspec}
-    out["scheduling (user)"] = original_scheduling(obj)
+    if user is not None:
+        user = {k: v for k, v in user.items() if k != "affinity"}
+    out["scheduling (user)"] = user
     return out
 
 

@@ -267,11 +267,26 @@ def test_journaled_job_carries_the_users_scheduling_not_the_injection() -> None:
     assert injected.m["spec"]["template"]["spec"]["nodeSelector"]["gpu"] == "h100", "input kept"
 
 
-def test_actuator_admit_and_stop_echo_only_the_suspend_flips() -> None:
+PINNED_AFFINITY = {
+    "nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": "rack", "operator": "Exists"}]}]
+        }
+    }
+}
+
+
+@pytest.mark.parametrize(
+    ("affinity", "nodes"), [(None, None), (PINNED_AFFINITY, {"main": ["n1", "n2"]})]
+)
+def test_actuator_admit_and_stop_echo_only_the_suspend_flips(
+    affinity: dict[str, Any] | None, nodes: dict[str, list[str]] | None
+) -> None:
     """Contract with kuota.actuation.patch: every Job the actuator writes while
     admitting and stopping has the digest of the Job the user created, but for
     ``spec.suspend`` (the backstop reads it): each write that flips it is
-    journaled once, every other write is not."""
+    journaled once, every other write is not. A podset pinned to nodes (#17) is
+    journaled with the user's affinity, not the pin."""
     from kuota.actuation.patch import (
         ANN_ORIGINAL,
         DecisionOrder,
@@ -293,6 +308,8 @@ def test_actuator_admit_and_stop_echo_only_the_suspend_flips() -> None:
         }
     )
     job = JobB().pod_spec(nodeSelector={"zone": "a"}).m
+    if affinity is not None:
+        job["spec"]["template"]["spec"]["affinity"] = copy.deepcopy(affinity)
     first = upsert(job)
     admitted = Decision(
         id="d1",
@@ -304,6 +321,7 @@ def test_actuator_admit_and_stop_echo_only_the_suspend_flips() -> None:
         uid="u-1",
         cluster_queue="cq",
         flavors={"main": {"nvidia.com/gpu": "h100"}},
+        nodes=nodes,
     )
     preempted = Decision(
         id="d2",
@@ -334,6 +352,8 @@ def test_actuator_admit_and_stop_echo_only_the_suspend_flips() -> None:
                 suspend_flips += 1
                 assert len(upserts) == 1 and not t.skipped, f"{decision.type}: {step.what}"
                 assert upserts[0].object["spec"]["suspend"] is job["spec"]["suspend"]
+                journaled = upserts[0].object["spec"]["template"]["spec"]
+                assert journaled.get("affinity") == affinity, "the user's, never the pin"
             else:
                 assert t.skipped and not upserts, (
                     f"{decision.type}: {step.what} echoed into the journal"
@@ -344,6 +364,7 @@ def test_actuator_admit_and_stop_echo_only_the_suspend_flips() -> None:
     assert writes >= 3, "admit, suspend and restore were all exercised"
     assert suspend_flips == 2, "the unsuspend of the admission and the suspend of the stop"
     assert job["spec"]["template"]["spec"]["nodeSelector"] == {"zone": "a"}, "restored"
+    assert job["spec"]["template"]["spec"].get("affinity") == affinity, "restored"
 
 
 def test_status_only_change_of_other_kinds_is_not_journaled() -> None:
