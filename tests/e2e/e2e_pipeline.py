@@ -293,8 +293,7 @@ def run_fixture(config_extra: dict[str, Any] | None = None) -> Any:
             pipeline=pipeline,
             api=api,
             env=env,
-            infra=[o for o in hw if o["kind"] != "Node"]
-            + [{**cfg, "metadata": {"name": "kuota-config-file"}}],
+            infra=[*hw, {**cfg, "metadata": {"name": "kuota-config-file"}}],
             kafka=KafkaSettings.from_env(
                 {"KUOTA_KAFKA_BOOTSTRAP": kafka_bootstrap, "KUOTA_TOPIC_PREFIX": f"{run_id}."}
             ),

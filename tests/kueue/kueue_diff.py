@@ -90,6 +90,12 @@ DEPARTURES: dict[str, dict[str, str]] = {
         "admission order: kuota ['fin/f-1', 'fin/f-2', 'fin/f-3'] "
         "kueue ['fin/f-1', 'fin/f-3', 'fin/f-2']": "FIFO ties within one second",
     },
+    "node-fragmentation": {
+        # f-2's quota fits but no node has its 2 GPUs: Kueue admits it (its pod
+        # waits Pending, holding quota that f-3 then lacks); kuota places first
+        "admission order: kuota ['frag/f-1', 'frag/f-3', 'frag/f-2'] "
+        "kueue ['frag/f-1', 'frag/f-2', 'frag/f-3']": "Quota and a node",
+    },
 }
 
 

@@ -141,7 +141,10 @@ def test_mig_slices_and_their_whole_gpu_exclude_each_other() -> None:
     ]
     slice_ = manifests.resource_slice("node-a", devices=[whole, *mig], counters=counters)
     mig_template = manifests.resource_claim_template(
-        "mig", namespace="team-a", device_class=GPU, cel=["device.attributes['gpu.nvidia.com'].type == 'mig'"]
+        "mig",
+        namespace="team-a",
+        device_class=GPU,
+        cel=["device.attributes['gpu.nvidia.com'].type == 'mig'"],
     )
     d = cluster(slice_, mig_template, quota=100)
     out = d.apply(gpu_job("slices", pods=3, template="mig"))
@@ -151,13 +154,16 @@ def test_mig_slices_and_their_whole_gpu_exclude_each_other() -> None:
     assert admitted(out) == ["team-a/whole"]
     assert d.state("team-a/whole") == "Admitted"
     full = manifests.resource_claim_template(
-        "full", namespace="team-a", device_class=GPU, cel=["device.attributes['gpu.nvidia.com'].type == 'gpu'"]
+        "full",
+        namespace="team-a",
+        device_class=GPU,
+        cel=["device.attributes['gpu.nvidia.com'].type == 'gpu'"],
     )
     d.apply(full)
     out = d.apply(gpu_job("gpu", template="full"))
     verdict = last(out, "Inadmissible")
     assert verdict.reason == "NoNodePlacement"
-    assert verdict.message.endswith("node-a has 0 free")
+    assert verdict.message.endswith("node-a has 0 free, 1 other node has none")
 
 
 def test_without_nodes_admission_is_on_quota_alone() -> None:
@@ -190,9 +196,9 @@ def test_placement_survives_pickling_and_replays_identically() -> None:
     d.apply(gpu_job("a", template="two"))
     for fold in (copy.deepcopy(d.fold), pickle.loads(pickle.dumps(d.fold))):
         twin = Driver(fold)
-        twin.n, twin.t = d.n, d.t
+        twin.n, twin.t, twin.events = d.n, d.t, list(d.events)
         assert twin.apply(gpu_job("b", template="two")) == copy.deepcopy(d).apply(
             gpu_job("b", template="two")
         )
     out = d.apply(gpu_job("b", template="two"))
-    assert last(out, "Inadmissible").reason == "NoNodePlacement"
+    assert last(out, "Inadmissible").message.endswith("node-a has 0 free, node-b has 1 free")

@@ -226,7 +226,10 @@ def _candidates(
                 for d in matched:
                     node = inventory.node_name(d)
                     ident = (d.driver, d.pool, d.device.name)
-                    if node is None or d.device.allow_multiple_allocations or ident in taken:
+                    if node is None or d.device.allow_multiple_allocations:
+                        continue
+                    if ident in taken:  # the node has such devices, none free
+                        grouped.setdefault(node, [])
                         continue
                     consumes = tuple(
                         sorted(
@@ -462,6 +465,12 @@ def _free(
     eligible = [n for n in nodes if pod.nodes is None or n in pod.nodes]
     if not eligible:
         return f"needs {needs}; no node is eligible"
+    # nodes without any matching device are counted, not named
+    bare = [n for n in eligible if not any(n in candidates[r] for r in range(len(pod.requests)))]
+    if pod.requests and len(bare) < len(eligible):
+        eligible = [n for n in eligible if n not in bare]
+    else:
+        bare = []
     parts = []
     for node in eligible[:_NODES_NAMED]:
         counts = []
@@ -482,4 +491,8 @@ def _free(
             parts.append(f"{node} has free {per}")
     if len(eligible) > _NODES_NAMED:
         parts.append(f"and {len(eligible) - _NODES_NAMED} more nodes")
+    if bare:
+        parts.append(
+            "1 other node has none" if len(bare) == 1 else f"{len(bare)} other nodes have none"
+        )
     return f"needs {needs}; {', '.join(parts)}"

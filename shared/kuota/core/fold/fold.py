@@ -218,7 +218,9 @@ class Fold(Cohorts):
         elif isinstance(obj, Namespace):
             self._set_namespace(obj.name, dict(obj.labels))
         elif isinstance(obj, Node):
-            self._nodes[obj.name] = obj  # kept for placement (#17); nothing to re-evaluate
+            if self._nodes.get(obj.name) != obj:
+                self._nodes[obj.name] = obj  # placement (#17): what a node offers moved
+                self._wake_unplaced()
         elif isinstance(obj, Configuration):
             ref = ObjectRef(str(kind), _meta_name(manifest), _meta_namespace(manifest, str(kind)))
             self._set_config(obj, ref)
@@ -257,7 +259,8 @@ class Fold(Cohorts):
         elif kind == "Namespace":
             self._set_namespace(name, None)
         elif kind == "Node":
-            self._nodes.pop(name, None)
+            if self._nodes.pop(name, None) is not None:
+                self._wake_unplaced()  # its holds stay until their workloads' pods are gone
         elif kind in _CONFIG_KINDS:
             source = self._config_source
             if source is not None and (source.kind, source.name) == (kind, name):
