@@ -12,7 +12,10 @@ core:
   limit inside the cohort;
 - the Configuration with both deviceClassMappings, the two DeviceClasses, one
   ResourceFlavor per kind of charge, ResourceSlices for 8-GPU H100 nodes
-  (counter sets in their own slice; 8 whole GPUs + 56 1g.10gb MIG devices), a
+  (counter sets in their own slice; 8 whole GPUs + 56 1g.10gb MIG devices) and
+  the Nodes themselves (so every Job's pods are placed on a node with free
+  devices before it is admitted, #17; ``--no-nodes`` leaves them out: quota
+  alone, the trace of the digests before #17), a
   namespace per queue with its LocalQueue and the two ResourceClaimTemplates;
 - 100,000 Jobs (``--workloads``) arriving as a Poisson process whose rate keeps
   the offered load at ``--load`` times the cluster's quota, each with a
@@ -101,6 +104,7 @@ def cluster(
     mig_quota_gi: int,
     share_quota_gi: int = 0,
     afs_local_queues: int = 0,
+    with_nodes: bool = True,
 ) -> list[dict[str, Any]]:
     """Everything but the Jobs, in apply order. ``afs_local_queues`` > 0 turns
     admission fair sharing on with that many LocalQueues per namespace
@@ -221,6 +225,8 @@ def cluster(
                     },
                 }
             )
+        if with_nodes:  # the fold then places every DRA pod on a node (#17)
+            objects.append({"apiVersion": "v1", "kind": "Node", "metadata": _meta(node)})
         common = {"driver": "gpu.nvidia.com", "nodeName": node, "pool": pool}
         objects.append(
             {
@@ -498,6 +504,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--afs-local-queues", type=int, default=4, help="LocalQueues per namespace (--afs)"
     )
+    parser.add_argument(
+        "--no-nodes",
+        action="store_true",
+        help="no Node objects: admission on quota alone, no placement (the trace before #17)",
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--profile", action="store_true", help="cProfile the loop")
     parser.add_argument("--progress-every", type=int, default=50_000, help="events")
@@ -520,6 +531,7 @@ def main(argv: list[str] | None = None) -> int:
         mig_quota_gi=args.mig_quota_gi,
         share_quota_gi=share_quota_gi,
         afs_local_queues=afs_local_queues,
+        with_nodes=not args.no_nodes,
     )
     setup = len(manifests)
     manifests += jobs(

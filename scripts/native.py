@@ -45,6 +45,8 @@ FINDER = Path(__file__).resolve().with_name("native_finder.py")
 # interpreted ``kuota.sim.scenario``. Everything else stays pure Python.
 MODULES = (
     "kuota.core.assign.fitting",
+    "kuota.core.assign.node_match",
+    "kuota.core.dra.placement",
     "kuota.core.assign.flavors",
     "kuota.core.fold.cohorts",
     "kuota.core.fold.cycle",
@@ -52,6 +54,7 @@ MODULES = (
     "kuota.core.fold.draining",
     "kuota.core.fold.fairadmission",
     "kuota.core.fold.fold",
+    "kuota.core.fold.node_fit",
     "kuota.core.fold.ordering",
     "kuota.core.fold.placement",
     "kuota.core.fold.preempting",

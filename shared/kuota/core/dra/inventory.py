@@ -104,6 +104,9 @@ class DraInventory:
         self._usage: dict[tuple[tuple[str, ...], str | None, str], _Usage] = {}
         self._extended: dict[str, DeviceClass | None] = {}
         self._changed_template: tuple[str, str] | None = None
+        # What placement (kuota.core.dra.placement) derives from the devices and
+        # classes alone, kept until a DeviceClass or ResourceSlice changes
+        self.placement_memo: dict[object, object] = {}
         # Every (namespace, template) a charge looked up, until the fold finds no
         # workload naming it (see ``template_read``).
         self._read: dict[tuple[str, str], None] = {}
@@ -201,6 +204,7 @@ class DraInventory:
             return
         self._changed_template = None
         self._extended.clear()
+        self.placement_memo.clear()
         if what == _SLICE:
             self._matches.clear()
             self._usage.clear()

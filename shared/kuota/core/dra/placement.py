@@ -64,6 +64,7 @@ from dataclasses import dataclass
 from kuota.api.dra import ExactDeviceRequest
 from kuota.core.dra.cel import CompiledSelector, SelectorError, compile_selector
 from kuota.core.dra.inventory import DraInventory, MatchError, PoolDevice
+from kuota.core.pickling import register_by_fields
 
 __all__ = [
     "DEFAULT_BUDGET",
@@ -76,8 +77,10 @@ __all__ = [
     "PlacementResult",
     "PodPlacement",
     "SearchBudgetExhausted",
+    "device_consumes",
     "matching_devices",
     "place_gang",
+    "request_devices",
 ]
 
 DEFAULT_BUDGET = 100_000
@@ -151,11 +154,11 @@ def place_gang(
     problem = _unsupported(pods)
     if problem is not None:
         return PlacementInvalid(problem)
-    nodes, candidates, limits = _candidates(inventory, pods, taken)
+    nodes, candidates, limits = _candidates(inventory, pods)
     if isinstance(candidates, str):
         return PlacementInvalid(candidates)
     used = dict(consumed or {})
-    search = _Search(pods, nodes, candidates, limits, used, budget)
+    search = _Search(pods, nodes, candidates, limits, used, budget, taken)
     found = search.run()
     if found is not None:
         return Placement(found, search.steps)
@@ -165,7 +168,7 @@ def place_gang(
             f"{_pods(len(pods))}; not proven impossible",
             search.steps,
         )
-    return NoPlacement(_why(pods, nodes, candidates, limits, used, budget), search.steps)
+    return NoPlacement(_why(pods, nodes, candidates, limits, used, budget, taken), search.steps)
 
 
 # --------------------------------------------------------------------------- inputs
@@ -187,60 +190,100 @@ def _unsupported(pods: Sequence[GangPod]) -> str | None:
 
 
 _Candidates = tuple[tuple[dict[str, tuple[_Device, ...]], ...], ...]  # pod -> request -> node
+_ByNode = dict[str, tuple[_Device, ...]]  # node -> its matching devices, sorted
+_LIMITS = "limits"  # placement_memo key of the counter limits, and of the nodes
+_CONSUMES = "consumes"  # placement_memo key of device -> what it consumes
+
+
+def _static(inventory: DraInventory) -> tuple[tuple[str, ...], dict[CounterKey, int]]:
+    """The nodes that have devices, and every counter's limit (memoised until a
+    DeviceClass or ResourceSlice changes)."""
+    memo = inventory.placement_memo
+    found = memo.get(_LIMITS)
+    if found is None:
+        node_names: set[str] = set()
+        limits: dict[CounterKey, int] = {}
+        pools: set[tuple[str, str]] = set()
+        for d in inventory.usable_devices():
+            node = inventory.node_name(d)
+            if node is not None:
+                node_names.add(node)
+                pools.add((d.driver, d.pool))
+        for driver, pool in sorted(pools):
+            for cs in inventory.counter_sets(driver, pool):
+                for counter, amount in cs.counters:
+                    limits[(driver, pool, cs.name, counter)] = amount
+        found = memo[_LIMITS] = (tuple(sorted(node_names)), limits)
+    return found  # type: ignore[return-value]
+
+
+def device_consumes(inventory: DraInventory) -> dict[DeviceId, tuple[tuple[CounterKey, int], ...]]:
+    """Per usable device that consumes counters, what it consumes (memoised)."""
+    memo = inventory.placement_memo
+    found = memo.get(_CONSUMES)
+    if found is None:
+        out: dict[DeviceId, tuple[tuple[CounterKey, int], ...]] = {}
+        for d in inventory.usable_devices():
+            if d.device.consumes_counters:
+                out[(d.driver, d.pool, d.device.name)] = _consumption(d)
+        found = memo[_CONSUMES] = out
+    return found  # type: ignore[return-value]
+
+
+def _consumption(d: PoolDevice) -> tuple[tuple[CounterKey, int], ...]:
+    return tuple(
+        sorted(
+            ((d.driver, d.pool, use.counter_set, counter), amount)
+            for use in d.device.consumes_counters
+            for counter, amount in use.counters
+        )
+    )
+
+
+def request_devices(inventory: DraInventory, request: ExactDeviceRequest) -> _ByNode | str:
+    """The devices the request may take, per node (node-local, not shared),
+    whether taken or not; or why the request cannot be evaluated (memoised)."""
+    key = (request.device_class_name, request.selectors)
+    memo = inventory.placement_memo
+    found = memo.get(key)
+    if found is None:
+        matched = matching_devices(inventory, request)
+        if isinstance(matched, str):
+            found = matched
+        else:
+            grouped: dict[str, list[_Device]] = {}
+            for d in matched:
+                node = inventory.node_name(d)
+                if node is None or d.device.allow_multiple_allocations:
+                    continue
+                grouped.setdefault(node, []).append(
+                    _Device((d.driver, d.pool, d.device.name), _consumption(d))
+                )
+            found = {n: tuple(sorted(ds, key=lambda x: x.id)) for n, ds in grouped.items()}
+        memo[key] = found
+    return found  # type: ignore[return-value]
 
 
 def _candidates(
-    inventory: DraInventory, pods: Sequence[GangPod], taken: frozenset[DeviceId]
+    inventory: DraInventory, pods: Sequence[GangPod]
 ) -> tuple[tuple[str, ...], _Candidates | str, dict[CounterKey, int]]:
-    """The sorted node names, per pod and request the free candidates on each node
-    (or why a request cannot be evaluated), and every counter's limit."""
-    node_names: set[str] = set()
-    limits: dict[CounterKey, int] = {}
-    pools: set[tuple[str, str]] = set()
-    for d in inventory.usable_devices():
-        node = inventory.node_name(d)
-        if node is not None:
-            node_names.add(node)
-            pools.add((d.driver, d.pool))
-    for driver, pool in sorted(pools):
-        for cs in inventory.counter_sets(driver, pool):
-            for counter, amount in cs.counters:
-                limits[(driver, pool, cs.name, counter)] = amount
-    for pod in pods:
-        if pod.nodes is not None:
-            node_names.update(pod.nodes)
-    nodes = tuple(sorted(node_names))
-
+    """The sorted node names, per pod and request the candidates on each node
+    (taken ones included: the search skips them), or why a request cannot be
+    evaluated, and every counter's limit."""
+    with_devices, limits = _static(inventory)
+    extra = {n for pod in pods if pod.nodes is not None for n in pod.nodes}
+    nodes = tuple(sorted(extra.union(with_devices))) if extra else with_devices
     out: list[tuple[dict[str, tuple[_Device, ...]], ...]] = []
-    cache: dict[tuple[str, tuple[str, ...]], dict[str, tuple[_Device, ...]]] = {}
     for i, pod in enumerate(pods):
         per_request: list[dict[str, tuple[_Device, ...]]] = []
         for r, request in enumerate(pod.requests):
-            key = (request.device_class_name, request.selectors)
-            found = cache.get(key)
-            if found is None:
-                matched = matching_devices(inventory, request, f"pod {i + 1} request {r + 1}")
-                if isinstance(matched, str):
-                    return nodes, matched, limits
-                grouped: dict[str, list[_Device]] = {}
-                for d in matched:
-                    node = inventory.node_name(d)
-                    ident = (d.driver, d.pool, d.device.name)
-                    if node is None or d.device.allow_multiple_allocations:
-                        continue
-                    if ident in taken:  # the node has such devices, none free
-                        grouped.setdefault(node, [])
-                        continue
-                    consumes = tuple(
-                        sorted(
-                            ((d.driver, d.pool, use.counter_set, counter), amount)
-                            for use in d.device.consumes_counters
-                            for counter, amount in use.counters
-                        )
-                    )
-                    grouped.setdefault(node, []).append(_Device(ident, consumes))
-                found = {n: tuple(sorted(ds, key=lambda x: x.id)) for n, ds in grouped.items()}
-                cache[key] = found
+            found = request_devices(inventory, request)
+            if isinstance(found, str):
+                return (
+                    nodes,
+                    f"pod {i + 1} request {r + 1}: {found.removeprefix('request: ')}",
+                    limits,
+                )
             per_request.append(found)
         out.append(tuple(per_request))
     return nodes, tuple(out), limits
@@ -285,6 +328,7 @@ class _Search:
         limits: dict[CounterKey, int],
         used: dict[CounterKey, int],
         budget: int,
+        taken: frozenset[DeviceId] = frozenset(),
     ) -> None:
         self.pods = pods
         self.nodes = nodes
@@ -294,7 +338,7 @@ class _Search:
         self.budget = budget
         self.steps = 0
         self.exhausted = False
-        self.taken: set[DeviceId] = set()
+        self.taken: set[DeviceId] = set(taken)  # already taken, and what this search took
         self.node_of: list[int] = [-1] * len(pods)
         self.first: list[int] = [-1] * len(pods)  # candidate index of request 0's first device
         self.chosen: list[list[tuple[DeviceId, ...]]] = [[() for _ in pod.requests] for pod in pods]
@@ -354,16 +398,29 @@ class _Search:
         return i > 0 and self.pods[i - 1] == self.pods[i]
 
     def _may_fit(self, i: int, node: str) -> bool:
+        """Whether each request has at least ``count`` untaken candidates whose
+        counters are not spent on ``node`` (a necessary condition)."""
+        taken = self.taken
         for r, request in enumerate(self.pods[i].requests):
-            free = sum(1 for d in self.candidates[i][r].get(node, ()) if d.id not in self.taken)
-            if free < request.count:
+            need = request.count
+            if need <= 0:
+                continue
+            for d in self.candidates[i][r].get(node, ()):
+                if d.id not in taken and (not d.consumes or self._fits(d)):
+                    need -= 1
+                    if need == 0:
+                        break
+            else:
                 return False
         return True
 
     def _fits(self, d: _Device) -> bool:
-        return all(
-            self.used.get(key, 0) + amount <= self.limits.get(key, 0) for key, amount in d.consumes
-        )
+        used = self.used
+        limits = self.limits
+        for key, amount in d.consumes:  # noqa: SIM110 (a loop: no generator per device)
+            if used.get(key, 0) + amount > limits.get(key, 0):
+                return False
+        return True
 
     def _take(self, d: _Device) -> None:
         self.taken.add(d.id)
@@ -438,18 +495,23 @@ def _why(
     limits: dict[CounterKey, int],
     used: dict[CounterKey, int],
     budget: int,
+    taken: frozenset[DeviceId],
 ) -> str:
     """Name the first pod that fits on no node alone, else say they do not fit together."""
+    tried: set[GangPod] = set()
     for i, pod in enumerate(pods):
-        alone = _Search((pod,), nodes, (candidates[i],), limits, dict(used), budget)
+        if pod in tried:
+            continue  # an identical pod before it fit alone
+        tried.add(pod)
+        alone = _Search((pod,), nodes, (candidates[i],), limits, dict(used), budget, taken)
         if alone.run() is None and not alone.exhausted:
             return (
                 f"no node can take pod {i + 1} of {len(pods)}: "
-                f"{_free(pod, nodes, candidates[i], limits, used)}"
+                f"{_free(pod, nodes, candidates[i], limits, used, taken)}"
             )
     return (
         f"each pod fits alone but the {len(pods)} pods cannot be placed together; "
-        f"pod 1: {_free(pods[0], nodes, candidates[0], limits, used)}"
+        f"pod 1: {_free(pods[0], nodes, candidates[0], limits, used, taken)}"
     )
 
 
@@ -459,6 +521,7 @@ def _free(
     candidates: tuple[dict[str, tuple[_Device, ...]], ...],
     limits: dict[CounterKey, int],
     used: dict[CounterKey, int],
+    taken: frozenset[DeviceId],
 ) -> str:
     """What the pod needs and what each eligible node has free for it."""
     needs = " and ".join(_needs(q) for q in pod.requests) or "no devices"
@@ -478,7 +541,8 @@ def _free(
             free = sum(
                 1
                 for d in candidates[r].get(node, ())
-                if all(used.get(key, 0) + a <= limits.get(key, 0) for key, a in d.consumes)
+                if d.id not in taken
+                and all(used.get(key, 0) + a <= limits.get(key, 0) for key, a in d.consumes)
             )
             counts.append(free)
         if len(counts) == 1:
@@ -496,3 +560,8 @@ def _free(
             "1 other node has none" if len(bare) == 1 else f"{len(bare)} other nodes have none"
         )
     return f"needs {needs}; {', '.join(parts)}"
+
+
+register_by_fields(
+    GangPod, PodPlacement, Placement, NoPlacement, SearchBudgetExhausted, PlacementInvalid, _Device
+)

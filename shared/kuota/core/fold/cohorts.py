@@ -81,6 +81,7 @@ class Cohorts(Preempting):
             return
         else:
             self._flavors[name] = flavor
+        self._eligible.clear()  # the nodes a podset may use (placement) depend on it
         self._flavor_changed(name)
 
     def _flavor_changed(self, name: str) -> None:

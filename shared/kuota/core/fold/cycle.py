@@ -27,6 +27,7 @@ from kuota.core.assign.flavors import (
     plan_podsets,
     still_fits,
 )
+from kuota.core.dra.placement import CounterKey, DeviceId, device_consumes
 from kuota.core.fold.backstop import JOB_CHANGED, generation_seen
 from kuota.core.fold.decisions import (
     admitted,
@@ -36,7 +37,13 @@ from kuota.core.fold.decisions import (
     requeued,
 )
 from kuota.core.fold.fairadmission import AFS_EXTRA, FairAdmission
-from kuota.core.fold.node_fit import NO_NODE_PLACEMENT, Placed, Unplaceable, place_workload
+from kuota.core.fold.node_fit import (
+    NO_NODE_PLACEMENT,
+    Placed,
+    Unplaceable,
+    place_workload,
+    taken_counters,
+)
 from kuota.core.fold.ordering import Entry, cycle_order
 from kuota.core.fold.state import Waiter
 from kuota.core.preemption.podsready import (
@@ -203,6 +210,8 @@ class Cycles(FairAdmission):
             requests=rec.requests,
             podset_flavors=fit.flavors,
             held=self._devices_held,
+            eligible_memo=self._eligible,
+            consumed=self._counters_held(),
         )
         if isinstance(outcome, Unplaceable):
             verdict = text_verdict(NO_NODE_PLACEMENT, outcome.message)
@@ -211,6 +220,24 @@ class Cycles(FairAdmission):
         if isinstance(outcome, Placed):
             self._placing = (rec.key, outcome)
         return True
+
+    def _counters_held(self) -> dict[CounterKey, int]:
+        """The counters the held devices spend: kept up to date by holds and
+        releases, computed afresh when the inventory changed."""
+        generation = self._inventory.generation
+        if self._counters_at != generation:
+            self._held_counters = taken_counters(self._inventory, self._devices_held)
+            self._counters_at = generation
+        return self._held_counters
+
+    def _count_held(self, devices: tuple[DeviceId, ...], sign: int) -> None:
+        if self._counters_at != self._inventory.generation:
+            return  # recomputed at the next use
+        consumes = device_consumes(self._inventory)
+        counters = self._held_counters
+        for device in devices:
+            for key, amount in consumes.get(device, ()):
+                counters[key] = counters.get(key, 0) + sign * amount
 
     def _hold_devices(self, rec: WorkloadRecord) -> dict[str, list[str]] | None:
         """Hold the devices found for ``rec`` by ``_placeable``; its nodes per
@@ -222,6 +249,7 @@ class Cycles(FairAdmission):
         self._device_holds[rec.key] = placed.devices
         for device in placed.devices:
             self._devices_held[device] = rec.key
+        self._count_held(placed.devices, 1)
         return {name: list(nodes) for name, nodes in placed.nodes.items()}
 
     def _release_devices(self, key: str) -> None:
@@ -233,6 +261,7 @@ class Cycles(FairAdmission):
         for device in devices:
             if self._devices_held.get(device) == key:
                 del self._devices_held[device]
+        self._count_held(devices, -1)
         self._wake_unplaced()
 
     def _wake_unplaced(self) -> None:

@@ -220,6 +220,7 @@ class Fold(Cohorts):
         elif isinstance(obj, Node):
             if self._nodes.get(obj.name) != obj:
                 self._nodes[obj.name] = obj  # placement (#17): what a node offers moved
+                self._eligible.clear()
                 self._wake_unplaced()
         elif isinstance(obj, Configuration):
             ref = ObjectRef(str(kind), _meta_name(manifest), _meta_namespace(manifest, str(kind)))
@@ -260,6 +261,7 @@ class Fold(Cohorts):
             self._set_namespace(name, None)
         elif kind == "Node":
             if self._nodes.pop(name, None) is not None:
+                self._eligible.clear()
                 self._wake_unplaced()  # its holds stay until their workloads' pods are gone
         elif kind in _CONFIG_KINDS:
             source = self._config_source

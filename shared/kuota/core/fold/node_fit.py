@@ -27,7 +27,7 @@ Pure: the same arguments give the same answer.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kuota.api.dra import ExactDeviceRequest
@@ -43,9 +43,11 @@ from kuota.core.dra.placement import (
     NoPlacement,
     Placement,
     PlacementInvalid,
+    device_consumes,
     matching_devices,
     place_gang,
 )
+from kuota.core.pickling import register_by_fields
 
 #: The Inadmissible reason of a workload whose quota fits but whose pods no node
 #: can take.
@@ -83,9 +85,14 @@ def place_workload(
     requests: Sequence[PodSetRequest],
     podset_flavors: Sequence[tuple[str, tuple[tuple[str, str], ...]]],
     held: Mapping[DeviceId, str],
+    eligible_memo: dict[tuple[object, ...], frozenset[str]] | None = None,
+    consumed: Mapping[CounterKey, int] | None = None,
 ) -> PlaceOutcome:
     """Place every DRA pod of a workload whose quota fits (module docstring).
-    ``podset_flavors``: per podset, its (resource, flavor) assignment."""
+    ``podset_flavors``: per podset, its (resource, flavor) assignment;
+    ``eligible_memo``: the nodes each (constraints, flavors) may use, kept by the
+    caller until a Node or a ResourceFlavor changes; ``consumed``: the counters
+    the held devices spend, when the caller keeps them (else computed)."""
     if not nodes:
         return NOT_PLACED
     with_devices = [ps for ps in requests if ps.devices and ps.count > 0]
@@ -102,13 +109,23 @@ def place_workload(
     for ps in with_devices:
         names = sorted({f for _, f in assigned.get(ps.name, ())})
         flavor_names.update(names)
-        of = [flavors[n] for n in names if n in flavors]
-        eligible = frozenset(n for n, node in nodes.items() if node_mismatch(node, ps, of) is None)
+        key = (ps.node_selector, ps.required_affinity, ps.tolerations, tuple(names))
+        eligible = eligible_memo.get(key) if eligible_memo is not None else None
+        if eligible is None:
+            of = [flavors[n] for n in names if n in flavors]
+            eligible = frozenset(
+                n for n, node in nodes.items() if node_mismatch(node, ps, of) is None
+            )
+            if eligible_memo is not None:
+                eligible_memo[key] = eligible
         pods.extend([GangPod(ps.devices, eligible)] * ps.count)
         owner.extend([ps.name] * ps.count)
     taken = frozenset(held)
     result = place_gang(
-        inventory=inventory, pods=pods, taken=taken, consumed=_consumed(inventory, taken)
+        inventory=inventory,
+        pods=pods,
+        taken=taken,
+        consumed=consumed if consumed is not None else taken_counters(inventory, taken),
     )
     if isinstance(result, Placement):
         by_podset: dict[str, set[str]] = {}
@@ -133,31 +150,33 @@ def place_workload(
 
 def _node_local(inventory: DraInventory, request: ExactDeviceRequest) -> bool:
     """Whether every device the request may take is local to a node and taken
-    whole (a device shared by several claims is consumable capacity: not placed)."""
-    matched = matching_devices(inventory, request)
-    if isinstance(matched, str):
-        return False
-    return all(
-        inventory.node_name(d) is not None and not d.device.allow_multiple_allocations
-        for d in matched
-    )
+    whole (a device shared by several claims is consumable capacity: not placed);
+    memoised with the inventory's placement memo."""
+    key = ("node-local", request.device_class_name, request.selectors)
+    memo = inventory.placement_memo
+    found = memo.get(key)
+    if found is None:
+        matched = matching_devices(inventory, request)
+        found = memo[key] = not isinstance(matched, str) and all(
+            inventory.node_name(d) is not None and not d.device.allow_multiple_allocations
+            for d in matched
+        )
+    return bool(found)
 
 
-def _consumed(inventory: DraInventory, taken: frozenset[DeviceId]) -> dict[CounterKey, int]:
+def taken_counters(inventory: DraInventory, taken: Iterable[DeviceId]) -> dict[CounterKey, int]:
     """The shared counters the held devices spend."""
     out: dict[CounterKey, int] = {}
-    if not taken:
-        return out
-    for d in inventory.usable_devices():
-        if (d.driver, d.pool, d.device.name) not in taken:
-            continue
-        for use in d.device.consumes_counters:
-            for counter, amount in use.counters:
-                key = (d.driver, d.pool, use.counter_set, counter)
-                out[key] = out.get(key, 0) + amount
+    consumes = device_consumes(inventory)
+    for device in taken:
+        for key, amount in consumes.get(device, ()):
+            out[key] = out.get(key, 0) + amount
     return out
 
 
 def _gang(podsets: Sequence[PodSetRequest]) -> str:
     parts = ", ".join(f"{ps.name} {ps.count}" for ps in podsets)
     return f"pods placed as one gang ({parts})"
+
+
+register_by_fields(Placed, Unplaceable)

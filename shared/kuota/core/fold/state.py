@@ -40,7 +40,7 @@ from kuota.core.assign.flavors import (
     QueueView,
 )
 from kuota.core.dra.charging import DraInventory, NotChargeable
-from kuota.core.dra.placement import DeviceId
+from kuota.core.dra.placement import CounterKey, DeviceId
 from kuota.core.fold.decisions import inadmissible, rejected
 from kuota.core.fold.node_fit import Placed
 from kuota.core.fold.timers import Timers
@@ -152,6 +152,12 @@ class FoldState:
         self._placement_waiters: dict[tuple[str, int], int] = {}
         # the placement found for the head about to be admitted: (workload, placed)
         self._placing: tuple[str, Placed] | None = None
+        # (constraints, flavors) -> the nodes they allow; cleared when a Node or a
+        # ResourceFlavor changes
+        self._eligible: dict[tuple[object, ...], frozenset[str]] = {}
+        # the counters the held devices spend, as of inventory generation _counters_at
+        self._held_counters: dict[CounterKey, int] = {}
+        self._counters_at = -1
         self._tree = QuotaTree()
         self._queues: dict[str, ClusterQueueQueue] = {}
         self._inactive: dict[str, Verdict] = {}  # ClusterQueue -> why it admits nothing
