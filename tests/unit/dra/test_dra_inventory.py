@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from builders.manifests import Version, device_class
+from builders.manifests import Version, device_class, resource_claim
 from dra_builders import (
     GPU_CLASS,
     SINGLE_GPU,
@@ -38,9 +38,14 @@ from kuota.core.dra.charging import DraInventory
 def test_handles_the_three_kinds() -> None:
     assert [
         k
-        for k in ("DeviceClass", "ResourceSlice", "ResourceClaimTemplate", "Job")
+        for k in ("DeviceClass", "ResourceSlice", "ResourceClaimTemplate", "ResourceClaim", "Job")
         if DraInventory.handles(k)
     ] == ["DeviceClass", "ResourceSlice", "ResourceClaimTemplate"]
+    claim = resource_claim("c", namespace="team-a", device_class="gpu.nvidia.com")
+    inv = DraInventory()
+    error = inv.upsert(claim)  # the fold keeps claims apart (FoldState._claims)
+    assert isinstance(error, ValidationError) and error.field == "kind"
+    assert inv.generation == 0
 
 
 # --------------------------------------------------------------------------- parsing

@@ -30,6 +30,7 @@ from kuota.api.dra import (
     CounterSet,
     Device,
     DeviceClass,
+    ResourceClaim,
     ResourceClaimTemplate,
     ResourceSlice,
     parse_dra_object,
@@ -137,6 +138,9 @@ class DraInventory:
         if isinstance(obj, ValidationError):
             self._forget(obj.ref)
             return obj
+        if isinstance(obj, ResourceClaim):  # the fold's (FoldState._claims), never here
+            ref = ObjectRef("ResourceClaim", obj.name, obj.namespace)
+            return ValidationError(ref, "kind", "a ResourceClaim is not held by the inventory")
         if isinstance(obj, DeviceClass):
             if self._classes.get(obj.name) != obj:
                 self._classes[obj.name] = obj

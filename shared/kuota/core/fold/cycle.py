@@ -27,6 +27,7 @@ from kuota.core.assign.flavors import (
     plan_podsets,
     still_fits,
 )
+from kuota.core.dra.placement import DeviceId
 from kuota.core.fold.backstop import JOB_CHANGED, generation_seen
 from kuota.core.fold.decisions import (
     admitted,
@@ -203,6 +204,7 @@ class Cycles(FairAdmission):
             requests=rec.requests,
             podset_flavors=fit.flavors,
             held=self._devices_held,
+            claimed=self._claimed,
         )
         if isinstance(outcome, Unplaceable):
             verdict = text_verdict(NO_NODE_PLACEMENT, outcome.message)
@@ -235,9 +237,34 @@ class Cycles(FairAdmission):
                 del self._devices_held[device]
         self._wake_unplaced()
 
+    def _set_claim(self, key: tuple[str, str], devices: tuple[DeviceId, ...]) -> None:
+        """ResourceClaim ``key`` (namespace, name) now takes ``devices`` (none: not
+        allocated, or deleted). When a device no claim takes any more is freed, wake
+        the heads that no node could take."""
+        before = self._claims.get(key, ())
+        if before == devices:
+            return
+        if devices:
+            self._claims[key] = devices
+        else:
+            del self._claims[key]
+        claimed = self._claimed
+        for device in devices:
+            claimed[device] = claimed.get(device, 0) + 1
+        freed = False
+        for device in before:
+            left = claimed[device] - 1
+            if left:
+                claimed[device] = left
+            else:
+                del claimed[device]
+                freed = True
+        if freed:
+            self._wake_unplaced()
+
     def _wake_unplaced(self) -> None:
-        """Capacity changed (a hold released, a node or DRA object changed): try
-        again the heads that no node could take."""
+        """Capacity changed (a hold released, a claim's devices freed, a node or
+        DRA object changed): try again the heads that no node could take."""
         if self._placement_waiters:
             waiters, self._placement_waiters = self._placement_waiters, {}
             self._wake_searchers(waiters)

@@ -147,8 +147,16 @@ class FoldState:
         # (core/fold/node_fit.py): workload -> devices, and device -> workload
         self._device_holds: dict[str, tuple[DeviceId, ...]] = {}
         self._devices_held: dict[DeviceId, str] = {}
+        # What the cluster really allocated: each allocated ResourceClaim, whoever owns
+        # it, (namespace, name) -> its devices; and device -> how many of those claims
+        # take it (a device shared by several claims counts once). Taken = held or
+        # claimed (core/fold/node_fit.py); kept apart from the DRA inventory, whose
+        # generation a claim, frequent and charging nothing, must not move.
+        self._claims: dict[tuple[str, str], tuple[DeviceId, ...]] = {}
+        self._claimed: dict[DeviceId, int] = {}
         # (ClusterQueue, shape or BLOCKED_HEAD) -> epoch: heads whose quota fit but
-        # that no node could take; a hold released or a node or DRA change wakes them
+        # that no node could take; a hold released, a claim's devices freed, or a
+        # node or DRA change wakes them
         self._placement_waiters: dict[tuple[str, int], int] = {}
         # the placement found for the head about to be admitted: (workload, placed)
         self._placing: tuple[str, Placed] | None = None

@@ -1,0 +1,168 @@
+"""What is really allocated (#17): the devices of every allocated ResourceClaim,
+whoever owns it, are taken on their nodes; a claim's devices freed wake the heads
+no node could take."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+from typing import Any
+
+from builders import manifests
+from core_builders import Driver, admitted, last
+from test_fold_node_placement import GPU, cluster, gpu_job, gpus
+
+
+def claim(
+    name: str, *devices: str, node: str = "node-a", namespace: str = "other", **kw: Any
+) -> dict[str, Any]:
+    """A claim of ``namespace`` (no workload kuota knows) allocated ``devices`` of
+    ``node``'s pool (none: not allocated)."""
+    return manifests.resource_claim(
+        name,
+        namespace=namespace,
+        device_class=GPU,
+        count=max(len(devices), 1),
+        allocated=[(node, d) for d in devices],
+        node=node if devices else None,
+        **kw,
+    )
+
+
+def gpu_slice(node: str, whole: bool, *migs: str) -> dict[str, Any]:
+    """``node``'s GPU of 20Gi: the whole GPU (``whole``) and MIG slices of 10Gi
+    (``migs``), each spending the GPU's memory counter."""
+    devices = [
+        manifests.device("gpu-0", attributes={"type": "gpu"}, consumes={"memory": "20Gi"})
+    ] * whole + [
+        manifests.device(m, attributes={"type": "mig"}, consumes={"memory": "10Gi"}) for m in migs
+    ]
+    return manifests.resource_slice(
+        node, devices=devices, counters={"gpu-0-cs": {"memory": "20Gi"}}
+    )
+
+
+def by_type(name: str, kind: str) -> dict[str, Any]:
+    return manifests.resource_claim_template(
+        name,
+        namespace="team-a",
+        device_class=GPU,
+        cel=[f"device.attributes['gpu.nvidia.com'].type == '{kind}'"],
+    )
+
+
+# --------------------------------------------------------------------------- claims not kuota's
+
+
+def test_a_claim_nobody_kuota_knows_takes_its_devices() -> None:
+    d = cluster(gpus("node-a", 2), gpus("node-b", 2))
+    assert d.apply(claim("theirs", "gpu-0")) == [], "a claim decides nothing by itself"
+    out = d.apply(gpu_job("big", template="two"))
+    assert last(out, "Admitted").nodes == {"main": ["node-b"]}
+
+
+def test_without_room_it_waits_naming_the_node_with_fewer_free() -> None:
+    d = cluster(gpus("node-a", 2), gpus("node-b", 1), claim("theirs", "gpu-0"))
+    out = d.apply(gpu_job("big", template="two"))
+    assert admitted(out) == []
+    verdict = last(out, "Inadmissible")
+    assert verdict.reason == "NoNodePlacement"
+    assert verdict.message == (
+        "no node in flavor default can take pod 1 of 1: needs 2 devices of class "
+        "gpu.nvidia.com; node-a has 1 free, node-b has 1 free"
+    )
+    assert d.usage("cq") == {}
+
+
+def test_deleting_the_claim_wakes_the_waiting_job_and_admits_it() -> None:
+    d = cluster(gpus("node-a", 2), gpus("node-b", 1), claim("theirs", "gpu-0"))
+    d.apply(gpu_job("big", template="two"))
+    assert d.state("team-a/big") == "Inadmissible"
+    out = d.delete("ResourceClaim", "theirs", "other")
+    assert admitted(out) == ["team-a/big"]
+    assert last(out, "Admitted").nodes == {"main": ["node-a"]}
+
+
+def test_a_deallocated_claim_frees_its_devices_too() -> None:
+    d = cluster(gpus("node-a", 2), claim("theirs", "gpu-0", "gpu-1"))
+    d.apply(gpu_job("one", template="one"))
+    assert d.state("team-a/one") == "Inadmissible"
+    out = d.apply(claim("theirs", "gpu-1"))  # one device given back
+    assert last(out, "Admitted").nodes == {"main": ["node-a"]}
+    out = d.apply(gpu_job("two", template="one"))
+    assert last(out, "Inadmissible").message.endswith("node-a has 0 free, 1 other node has none")
+    out = d.apply(claim("theirs"))  # no allocation any more
+    assert admitted(out) == ["team-a/two"]
+
+
+def test_a_device_shared_by_two_claims_counts_once_and_stays_taken_while_one_holds_it() -> None:
+    d = cluster(gpus("node-a", 2), claim("one", "gpu-0"), claim("two", "gpu-0"))
+    out = d.apply(gpu_job("a", template="one"))
+    assert last(out, "Admitted").nodes == {"main": ["node-a"]}  # gpu-1
+    out = d.apply(gpu_job("b", template="one"))
+    assert last(out, "Inadmissible").message.endswith("node-a has 0 free, 1 other node has none")
+    assert admitted(d.delete("ResourceClaim", "one", "other")) == []
+    assert admitted(d.delete("ResourceClaim", "two", "other")) == ["team-a/b"]
+
+
+def test_a_claimed_slice_spends_its_gpus_counters() -> None:
+    d = cluster(gpu_slice("node-a", True, "mig-0", "mig-1"), by_type("whole", "gpu"))
+    d.apply(claim("theirs", "mig-0"))
+    out = d.apply(gpu_job("full", template="whole"))
+    verdict = last(out, "Inadmissible")
+    assert verdict.reason == "NoNodePlacement"
+    assert verdict.message.endswith("node-a has 0 free, 1 other node has none")
+    assert admitted(d.delete("ResourceClaim", "theirs", "other")) == ["team-a/full"]
+
+
+def test_claims_charge_nothing_again_and_leave_the_inventory_alone() -> None:
+    d = cluster(gpus("node-a", 2))
+    generation = d.fold._inventory.generation
+    for i in range(3):
+        assert d.apply(claim(f"c{i}", f"gpu-{i % 2}")) == []
+    assert d.delete("ResourceClaim", "c0", "other") == []
+    assert d.fold._inventory.generation == generation
+    assert d.fold._claims == {
+        ("other", "c1"): ((GPU, "node-a", "gpu-1"),),
+        ("other", "c2"): ((GPU, "node-a", "gpu-0"),),
+    }
+    assert d.fold._claimed == {(GPU, "node-a", "gpu-0"): 1, (GPU, "node-a", "gpu-1"): 1}
+    d.apply(claim("c1"), claim("c2"))
+    assert d.fold._claims == {} and d.fold._claimed == {}
+
+
+def test_an_invalid_claim_is_rejected_and_its_previous_version_stays_in_force() -> None:
+    d = cluster(gpus("node-a", 1), claim("theirs", "gpu-0"))
+    bad = claim("theirs", "gpu-0")
+    bad["status"]["allocation"]["devices"]["results"][0]["pool"] = 7
+    out = d.apply(bad)
+    assert [(x.type, x.object, x.reason) for x in out] == [
+        ("Rejected", "ResourceClaim other/theirs", "InvalidObject")
+    ]
+    assert "status.allocation.devices.results[0].pool" in (out[0].message or "")
+    out = d.apply(gpu_job("a", template="one"))
+    assert last(out, "Inadmissible").message.endswith("node-a has 0 free, 1 other node has none"), (
+        "gpu-0 still taken"
+    )
+    assert admitted(d.apply(claim("theirs"))) == ["team-a/a"]
+    assert d.fold.rejections() == []
+
+
+# --------------------------------------------------------------------------- replay
+
+
+def test_claims_survive_pickling_and_continue_identically() -> None:
+    d = cluster(gpus("node-a", 2), gpus("node-b", 2), claim("theirs", "gpu-0", node="node-b"))
+    d.apply(claim("mine", "gpu-0", "gpu-1"), gpu_job("b", template="two"))
+    for fold in (copy.deepcopy(d.fold), pickle.loads(pickle.dumps(d.fold))):
+        twin = Driver(fold)
+        twin.n, twin.t, twin.events = d.n, d.t, list(d.events)
+        assert twin.fold._claims == d.fold._claims and twin.fold._claimed == d.fold._claimed
+        steps = [
+            lambda x: x.apply(gpu_job("c", template="one")),
+            lambda x: x.delete("ResourceClaim", "theirs", "other"),
+            lambda x: x.delete("ResourceClaim", "mine", "other"),
+        ]
+        original = copy.deepcopy(d)
+        for step in steps:
+            assert step(twin) == step(original)
