@@ -1,6 +1,7 @@
 """What is really allocated (#17): the devices of every allocated ResourceClaim,
 whoever owns it, are taken on their nodes; a claim's devices freed wake the heads
-no node could take."""
+no node could take; and kuota's hold on an admitted workload's devices (a
+prediction) ends when its pods are all ready, its claims standing for it then."""
 
 from __future__ import annotations
 
@@ -148,20 +149,100 @@ def test_an_invalid_claim_is_rejected_and_its_previous_version_stays_in_force() 
     assert d.fold.rejections() == []
 
 
+# --------------------------------------------------------------------------- kuota's own claims
+
+
+def scheduled_elsewhere() -> Driver:
+    """Job a admitted on node-a (4 GPUs) holding gpu-0 and gpu-1; the scheduler
+    gave its pod's claim gpu-2 and gpu-3 instead."""
+    d = cluster(gpus("node-a", 4))
+    out = d.apply(gpu_job("a", template="two"))
+    assert last(out, "Admitted").nodes == {"main": ["node-a"]}
+    assert d.fold._device_holds == {
+        "team-a/a": ((GPU, "node-a", "gpu-0"), (GPU, "node-a", "gpu-1"))
+    }
+    d.apply(claim("a-0-gpu", "gpu-2", "gpu-3", namespace="team-a", reserved_for="a-0"))
+    return d
+
+
+def test_before_its_pods_are_ready_the_hold_and_the_claim_both_count() -> None:
+    """Conservative: between the pods' scheduling and PodsReady kuota's own workload
+    is counted twice, so nothing is admitted on devices that may be taken."""
+    d = scheduled_elsewhere()
+    out = d.apply(gpu_job("b", template="two"))
+    verdict = last(out, "Inadmissible")
+    assert verdict.reason == "NoNodePlacement"
+    assert verdict.message == (
+        "no node in flavor default can take pod 1 of 1: needs 2 devices of class "
+        "gpu.nvidia.com; node-a has 0 free, 1 other node has none"
+    )
+    assert d.ready("team-a/a", ready=False) == [], "not ready: the hold stays"
+    assert "team-a/a" in d.fold._device_holds
+
+
+def test_pods_ready_ends_the_hold_and_only_the_claims_devices_count() -> None:
+    d = scheduled_elsewhere()
+    d.apply(gpu_job("b", template="two"))
+    out = d.ready("team-a/a")
+    assert admitted(out) == ["team-a/b"], "gpu-0 and gpu-1, which a's hold kept, are free"
+    assert last(out, "Admitted").nodes == {"main": ["node-a"]}
+    assert d.fold._device_holds == {
+        "team-a/b": ((GPU, "node-a", "gpu-0"), (GPU, "node-a", "gpu-1"))
+    }
+    assert list(d.fold._devices_held) == [(GPU, "node-a", "gpu-0"), (GPU, "node-a", "gpu-1")]
+
+
+def test_the_hold_never_comes_back_for_that_admission() -> None:
+    d = scheduled_elsewhere()
+    d.ready("team-a/a")
+    d.ready("team-a/a", ready=False)
+    d.ready("team-a/a")
+    assert "team-a/a" not in d.fold._device_holds
+    out = d.apply(gpu_job("b", template="two"))
+    assert admitted(out) == ["team-a/b"]
+    out = d.apply(gpu_job("c", template="one"))  # a's claim and b's hold: all 4 taken
+    assert last(out, "Inadmissible").message.endswith("node-a has 0 free, 1 other node has none")
+    out = d.finish("team-a/a")  # a's pods are done, its claim not deleted yet
+    assert admitted(out) == []
+    out = d.delete("ResourceClaim", "a-0-gpu", "team-a")
+    assert admitted(out) == ["team-a/c"]
+
+
+def test_a_device_both_held_and_claimed_counts_once() -> None:
+    """The scheduler agreed with the placement: the MIG slice kuota holds is the one
+    its claim took, and its counters are spent once, not twice."""
+    d = cluster(gpu_slice("node-a", False, "mig-0", "mig-1"), by_type("mig", "mig"))
+    out = d.apply(gpu_job("a", template="mig"))
+    assert d.fold._device_holds == {"team-a/a": ((GPU, "node-a", "mig-0"),)}
+    d.apply(claim("a-0-gpu", "mig-0", namespace="team-a"))
+    out = d.apply(gpu_job("b", template="mig"))
+    assert admitted(out) == ["team-a/b"]
+    assert d.fold._device_holds["team-a/b"] == ((GPU, "node-a", "mig-1"),)
+
+
+def test_pods_ready_of_a_workload_without_a_hold_changes_nothing() -> None:
+    d = cluster(gpus("node-a", 1), nodes=False)  # admitted on quota alone: no hold
+    d.apply(gpu_job("a", template="one"))
+    assert d.fold._device_holds == {}
+    assert d.ready("team-a/a") == []
+    assert d.ready("team-a/nobody") == []
+
+
 # --------------------------------------------------------------------------- replay
 
 
 def test_claims_survive_pickling_and_continue_identically() -> None:
-    d = cluster(gpus("node-a", 2), gpus("node-b", 2), claim("theirs", "gpu-0", node="node-b"))
-    d.apply(claim("mine", "gpu-0", "gpu-1"), gpu_job("b", template="two"))
+    d = scheduled_elsewhere()
+    d.apply(claim("theirs", "gpu-0", node="node-b"), gpus("node-b", 2))
+    d.apply(gpu_job("b", template="two"))
     for fold in (copy.deepcopy(d.fold), pickle.loads(pickle.dumps(d.fold))):
         twin = Driver(fold)
         twin.n, twin.t, twin.events = d.n, d.t, list(d.events)
         assert twin.fold._claims == d.fold._claims and twin.fold._claimed == d.fold._claimed
         steps = [
-            lambda x: x.apply(gpu_job("c", template="one")),
+            lambda x: x.ready("team-a/a"),
+            lambda x: x.apply(gpu_job("c", template="two")),
             lambda x: x.delete("ResourceClaim", "theirs", "other"),
-            lambda x: x.delete("ResourceClaim", "mine", "other"),
         ]
         original = copy.deepcopy(d)
         for step in steps:

@@ -227,8 +227,8 @@ class Cycles(FairAdmission):
         return {name: list(nodes) for name, nodes in placed.nodes.items()}
 
     def _release_devices(self, key: str) -> None:
-        """The pods of ``key`` are gone: give its devices back, and wake the heads
-        that no node could take."""
+        """The pods of ``key`` are gone (or all ready: :meth:`_end_hold`): give its
+        held devices back, and wake the heads that no node could take."""
         devices = self._device_holds.pop(key, None)
         if devices is None:
             return
@@ -236,6 +236,13 @@ class Cycles(FairAdmission):
             if self._devices_held.get(device) == key:
                 del self._devices_held[device]
         self._wake_unplaced()
+
+    def _end_hold(self, key: str) -> None:
+        """The pods of admitted ``key`` are all ready: they are scheduled and their
+        claims allocated, and those claims (``_claims``) now stand for the devices
+        it uses, wherever the scheduler put them. Its hold, a prediction, ends; it
+        never comes back for this admission."""
+        self._release_devices(key)
 
     def _set_claim(self, key: tuple[str, str], devices: tuple[DeviceId, ...]) -> None:
         """ResourceClaim ``key`` (namespace, name) now takes ``devices`` (none: not

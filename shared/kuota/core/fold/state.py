@@ -144,7 +144,8 @@ class FoldState:
         self._inventory = DraInventory()
         self._nodes: dict[str, Node] = {}  # by name (per-node DRA placement, #17)
         # Devices kuota placed admitted workloads on, held until their pods are gone
-        # (core/fold/node_fit.py): workload -> devices, and device -> workload
+        # (core/fold/node_fit.py), or until they are all ready, when their claims
+        # stand for them: workload -> devices, and device -> workload
         self._device_holds: dict[str, tuple[DeviceId, ...]] = {}
         self._devices_held: dict[DeviceId, str] = {}
         # What the cluster really allocated: each allocated ResourceClaim, whoever owns
