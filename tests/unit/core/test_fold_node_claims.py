@@ -220,6 +220,22 @@ def test_a_device_both_held_and_claimed_counts_once() -> None:
     assert d.fold._device_holds["team-a/b"] == ((GPU, "node-a", "mig-1"),)
 
 
+def test_without_a_claim_allocated_since_the_hold_it_lasts_until_the_pods_are_gone() -> None:
+    """Nothing in the journal stands for the workload's devices: a journal from
+    before ingest watched claims, a simulator file (its pods get no claims), or
+    claims of other namespaces, or allocated before the hold began."""
+    d = cluster(gpus("node-a", 2), claim("before", "gpu-0", node="node-b", namespace="team-a"))
+    d.apply(gpu_job("a", template="two"))
+    d.apply(claim("elsewhere", "gpu-1", node="node-b"))  # another namespace's
+    d.apply(gpu_job("b", template="two"))
+    assert d.ready("team-a/a") == []
+    assert "team-a/a" in d.fold._device_holds
+    assert admitted(d.finish("team-a/a")) == ["team-a/b"]
+    d.apply(claim("b-0-gpu", "gpu-0", "gpu-1", namespace="team-a"))  # b's own, after its hold
+    assert admitted(d.ready("team-a/b")) == []
+    assert d.fold._device_holds == {}
+
+
 def test_pods_ready_of_a_workload_without_a_hold_changes_nothing() -> None:
     d = cluster(gpus("node-a", 1), nodes=False)  # admitted on quota alone: no hold
     d.apply(gpu_job("a", template="one"))

@@ -222,6 +222,7 @@ class Cycles(FairAdmission):
             return None
         placed = placing[1]
         self._device_holds[rec.key] = placed.devices
+        self._held_since[rec.key] = self._claim_seq
         for device in placed.devices:
             self._devices_held[device] = rec.key
         return {name: list(nodes) for name, nodes in placed.nodes.items()}
@@ -232,17 +233,23 @@ class Cycles(FairAdmission):
         devices = self._device_holds.pop(key, None)
         if devices is None:
             return
+        del self._held_since[key]
         for device in devices:
             if self._devices_held.get(device) == key:
                 del self._devices_held[device]
         self._wake_unplaced()
 
-    def _end_hold(self, key: str) -> None:
-        """The pods of admitted ``key`` are all ready: they are scheduled and their
+    def _end_hold(self, rec: WorkloadRecord) -> None:
+        """The pods of admitted ``rec`` are all ready: they are scheduled and their
         claims allocated, and those claims (``_claims``) now stand for the devices
         it uses, wherever the scheduler put them. Its hold, a prediction, ends; it
-        never comes back for this admission."""
-        self._release_devices(key)
+        never comes back for this admission. Only once a claim of its namespace was
+        allocated after the hold began: else nothing in the journal stands for its
+        devices (a journal without claims, a simulator file), and the hold lasts
+        until its pods are gone."""
+        since = self._held_since.get(rec.key)
+        if since is not None and self._allocated_at.get(rec.spec.namespace, 0) > since:
+            self._release_devices(rec.key)
 
     def _set_claim(self, key: tuple[str, str], devices: tuple[DeviceId, ...]) -> None:
         """ResourceClaim ``key`` (namespace, name) now takes ``devices`` (none: not
@@ -253,6 +260,8 @@ class Cycles(FairAdmission):
             return
         if devices:
             self._claims[key] = devices
+            self._claim_seq += 1
+            self._allocated_at[key[0]] = self._claim_seq
         else:
             del self._claims[key]
         claimed = self._claimed

@@ -126,7 +126,7 @@ class Fold(Cohorts):
             rec = self._workloads.get(event.workload or f"{event.namespace}/{event.name}")
             self._timers.pods_ready(self._config, rec, event.ready, at)
             if event.ready and self._device_holds and rec is not None and rec.state == ADMITTED:
-                self._end_hold(rec.key)  # its claims stand for its devices now (#17)
+                self._end_hold(rec)  # its claims stand for its devices now (#17)
         elif event.type == "ObjectDeleted":
             self._delete(event.kind, event.name, event.namespace)
         elif event.type == "PreemptionPlan":

@@ -155,6 +155,15 @@ class FoldState:
         # generation a claim, frequent and charging nothing, must not move.
         self._claims: dict[tuple[str, str], tuple[DeviceId, ...]] = {}
         self._claimed: dict[DeviceId, int] = {}
+        # When a hold may end at PodsReady: only once a claim of the workload's
+        # namespace was allocated after its hold began (its pods' claims, as far as
+        # the fold can tell; a journal from before ingest watched claims, or a
+        # simulator file, whose pods get none, keeps holds until the pods are gone).
+        # The number of claim allocations seen, the latest one's per namespace, and
+        # that number when each hold began.
+        self._claim_seq = 0
+        self._allocated_at: dict[str, int] = {}
+        self._held_since: dict[str, int] = {}
         # (ClusterQueue, shape or BLOCKED_HEAD) -> epoch: heads whose quota fit but
         # that no node could take; a hold released, a claim's devices freed, or a
         # node or DRA change wakes them
