@@ -12,6 +12,7 @@ the same way.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -439,3 +440,22 @@ def node(
         "metadata": {"name": name, "labels": dict(labels or {})},
         "spec": spec,
     }
+
+
+#: For :func:`set_path`: remove the field.
+DELETE = object()
+
+
+def set_path(manifest: dict[str, Any], path: str, value: object) -> dict[str, Any]:
+    """A copy of ``manifest`` with the field at dotted ``path`` (list indexes as
+    numbers: ``spec.devices.0.name``) set to ``value``, or removed (:data:`DELETE`)."""
+    out = copy.deepcopy(manifest)
+    node: Any = out
+    keys = [int(k) if k.isdigit() else k for k in path.split(".")]
+    for k in keys[:-1]:
+        node = node[k]
+    if value is DELETE:
+        del node[keys[-1]]
+    else:
+        node[keys[-1]] = value
+    return out

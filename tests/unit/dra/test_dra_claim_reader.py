@@ -3,11 +3,16 @@ devices its allocation took; never raises, a bad field is named."""
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
-from builders.manifests import device_request, resource_claim, resource_claim_template
+from builders.manifests import (
+    DELETE,
+    device_request,
+    resource_claim,
+    resource_claim_template,
+    set_path,
+)
 
 from kuota.api.dra import (
     KINDS,
@@ -102,46 +107,33 @@ def test_the_journaled_projection_reads_as_the_whole_claim() -> None:
     assert parse_dra_object(journal_object("ResourceClaim", whole)) == parse_dra_object(whole)
 
 
-def _set(manifest: dict[str, Any], path: str, value: object) -> dict[str, Any]:
-    out = copy.deepcopy(manifest)
-    node: Any = out
-    keys = [int(k) if k.isdigit() else k for k in path.split(".")]
-    for k in keys[:-1]:
-        node = node[k]
-    if value is None:
-        del node[keys[-1]]
-    else:
-        node[keys[-1]] = value
-    return out
-
-
 RESULTS = "status.allocation.devices.results"
 
 
 @pytest.mark.parametrize(
     ("path", "value", "field"),
     [
-        ("metadata.namespace", None, "metadata.namespace"),
+        ("metadata.namespace", DELETE, "metadata.namespace"),
         ("metadata.uid", 7, "metadata.uid"),
-        ("spec", None, "spec"),
+        ("spec", DELETE, "spec"),
         ("spec.devices", ["x"], "spec.devices"),
         ("spec.devices.requests", "gpu", "spec.devices.requests"),
         ("spec.devices.requests.0.exactly.count", 0, "spec.devices.requests[0].exactly.count"),
-        ("spec.devices.requests.0.exactly", None, "spec.devices.requests[0]"),
+        ("spec.devices.requests.0.exactly", DELETE, "spec.devices.requests[0]"),
         ("status", "allocated", "status"),
         ("status.allocation", ["x"], "status.allocation"),
         ("status.allocation.devices", 3, "status.allocation.devices"),
         (RESULTS, {"device": "gpu-0"}, RESULTS),
         (f"{RESULTS}.0", "gpu-0", f"{RESULTS}[0]"),
-        (f"{RESULTS}.0.driver", None, f"{RESULTS}[0].driver"),
+        (f"{RESULTS}.0.driver", DELETE, f"{RESULTS}[0].driver"),
         (f"{RESULTS}.0.pool", 5, f"{RESULTS}[0].pool"),
         (f"{RESULTS}.0.device", "", f"{RESULTS}[0].device"),
-        (f"{RESULTS}.0.request", None, f"{RESULTS}[0].request"),
+        (f"{RESULTS}.0.request", DELETE, f"{RESULTS}[0].request"),
         (f"{RESULTS}.0.adminAccess", "yes", f"{RESULTS}[0].adminAccess"),
     ],
 )
 def test_a_bad_field_is_named(path: str, value: object, field: str) -> None:
-    bad = _set(allocated("gpu-0"), path, value)
+    bad = set_path(allocated("gpu-0"), path, value)
     got = parse_dra_object(bad)
     assert isinstance(got, ValidationError), got
     assert got.field == field, got
