@@ -39,7 +39,7 @@ DRA_GROUP = "resource.k8s.io"
 Role = Literal["namespace", "node", "workload", "queue", "dra", "config"]
 #: How ingest sees a kind: listed and watched in every namespace ("cluster"),
 #: in one namespace only ("namespace": the Configuration ConfigMap), or never
-#: ("": a file's document, or a kind kuota recognises but does not read).
+#: ("": a file's document, or a kind the services do not watch yet).
 Watch = Literal["cluster", "namespace", ""]
 
 
@@ -115,7 +115,9 @@ KINDS: tuple[Kind, ...] = (
     _dra("DeviceClass", "deviceclasses"),
     _dra("ResourceSlice", "resourceslices"),
     _dra("ResourceClaimTemplate", "resourceclaimtemplates", namespaced=True),
-    _dra("ResourceClaim", "resourceclaims", namespaced=True, watch=""),
+    # every claim, whoever owns it: the devices allocated on each node (#17); journaled
+    # trimmed to its spec.devices and its allocation (kuota.kube.translate)
+    _dra("ResourceClaim", "resourceclaims", namespaced=True),
     _queue("ResourceFlavor", "resourceflavors"),
     _queue("Cohort", "cohorts", older=("v1alpha1",)),
     _queue("ClusterQueue", "clusterqueues"),

@@ -6,11 +6,13 @@ that flavor, a Job with one container that asks for ``gpus`` whole GPUs and
 names a LocalQueue. An option left at ``None`` writes no field, so a test that
 does not mention a field gets the manifest without it; ``resource_version``
 writes ``metadata.resourceVersion`` (what ingest journals), and the DRA kinds
-(DeviceClass, ResourceClaimTemplate, ResourceSlice) are written the same way.
+(DeviceClass, ResourceClaimTemplate, ResourceClaim, ResourceSlice) are written
+the same way.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -307,6 +309,50 @@ def resource_claim_template(
     }
 
 
+def resource_claim(
+    name: str,
+    *,
+    namespace: str,
+    device_class: str | None = None,
+    count: Any = 1,
+    requests: list[dict[str, Any]] | None = None,
+    allocated: Iterable[tuple[str, str]] = (),
+    driver: str = GPU_DRIVER,
+    node: str | None = None,
+    reserved_for: str | None = None,
+) -> dict[str, Any]:
+    """A ResourceClaim: ``requests`` as given, else one request ``gpu`` of ``count``
+    devices of ``device_class``; ``allocated``: the (pool, device) of ``driver`` its
+    allocation holds (none: not allocated), for its first request, on ``node`` (its
+    allocation's nodeSelector); ``reserved_for``: the Pod that uses it."""
+    if requests is None:
+        assert device_class is not None, "a device class or the requests"
+        requests = [device_request("gpu", device_class=device_class, count=count)]
+    out: dict[str, Any] = {
+        "apiVersion": DRA,
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"devices": {"requests": requests}},
+    }
+    results = [
+        {"request": requests[0]["name"], "driver": driver, "pool": pool, "device": device}
+        for pool, device in allocated
+    ]
+    if not results:
+        return out
+    allocation: dict[str, Any] = {"devices": {"results": results}}
+    if node is not None:
+        term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+        allocation["nodeSelector"] = {"nodeSelectorTerms": [term]}
+    status: dict[str, Any] = {"allocation": allocation}
+    if reserved_for is not None:
+        status["reservedFor"] = [
+            {"resource": "pods", "name": reserved_for, "uid": f"uid-{reserved_for}"}
+        ]
+    out["status"] = status
+    return out
+
+
 @dataclass(frozen=True)
 class Version:
     """A version attribute value (as opposed to a string)."""
@@ -394,3 +440,22 @@ def node(
         "metadata": {"name": name, "labels": dict(labels or {})},
         "spec": spec,
     }
+
+
+#: For :func:`set_path`: remove the field.
+DELETE = object()
+
+
+def set_path(manifest: dict[str, Any], path: str, value: object) -> dict[str, Any]:
+    """A copy of ``manifest`` with the field at dotted ``path`` (list indexes as
+    numbers: ``spec.devices.0.name``) set to ``value``, or removed (:data:`DELETE`)."""
+    out = copy.deepcopy(manifest)
+    node: Any = out
+    keys = [int(k) if k.isdigit() else k for k in path.split(".")]
+    for k in keys[:-1]:
+        node = node[k]
+    if value is DELETE:
+        del node[keys[-1]]
+    else:
+        node[keys[-1]] = value
+    return out

@@ -70,6 +70,7 @@ JOBS_STATUS = of("Job", "status")
 DEVICECLASSES = of("DeviceClass")
 RESOURCESLICES = of("ResourceSlice")
 RESOURCECLAIMTEMPLATES = of("ResourceClaimTemplate")
+RESOURCECLAIMS = of("ResourceClaim")  # every claim: ingest reads them (#17)
 CLUSTERQUEUES = of("ClusterQueue")
 CLUSTERQUEUES_STATUS = of("ClusterQueue", "status")
 LOCALQUEUES = of("LocalQueue")
@@ -92,7 +93,7 @@ UNIVERSE: tuple[Res, ...] = (
     DEVICECLASSES,
     RESOURCESLICES,
     RESOURCECLAIMTEMPLATES,
-    Res("resource.k8s.io", "resourceclaims"),
+    RESOURCECLAIMS,
     CLUSTERQUEUES,
     CLUSTERQUEUES_STATUS,
     LOCALQUEUES,

@@ -39,6 +39,7 @@ from rbac_helpers import (
     NAMESPACES,
     NODES,
     READ,
+    RESOURCECLAIMS,
     RESOURCEFLAVORS,
     SECRETS,
     UNIVERSE,
@@ -72,7 +73,7 @@ EXPECTED: dict[str, set[Question]] = {
         ("get", CONFIGMAPS, HERE, CONFIG),
     },
     # A GET of any kind ingest journals (the object a Rejected decision names, a
-    # Node too), and its caches, Job writes and ClusterQueue status.
+    # Node or a ResourceClaim too), and its caches, Job writes and ClusterQueue status.
     "kuota-actuator": everywhere(("get",), *(of(k.kind) for k in kinds.WATCHED))
     | {("get", CONFIGMAPS, HERE, CONFIG)}
     | everywhere(("list", "watch", "patch"), JOBS)
@@ -196,6 +197,12 @@ async def test_each_service_account_may_do_exactly_what_its_service_needs(
         ("kuota-ingest", ("update", NODES, "", "")),
         ("kuota-ingest", ("patch", Res("", "nodes", "status"), "", "")),
         ("kuota-ingest", ("delete", NODES, "", "")),
+        ("kuota-ingest", ("patch", RESOURCECLAIMS, USER_NS, "")),  # read only (#17)
+        (
+            "kuota-ingest",
+            ("update", Res("resource.k8s.io", "resourceclaims", "status"), USER_NS, ""),
+        ),
+        ("kuota-ingest", ("delete", RESOURCECLAIMS, USER_NS, "")),
         ("kuota-actuator", ("delete", JOBS, USER_NS, "")),
         ("kuota-actuator", ("create", JOBS, USER_NS, "")),
         ("kuota-actuator", ("update", JOBS, USER_NS, "")),
@@ -207,6 +214,9 @@ async def test_each_service_account_may_do_exactly_what_its_service_needs(
         ("kuota-actuator", ("delete", EVENTS, USER_NS, "")),
         ("kuota-actuator", ("list", NODES, "", "")),  # a GET of a Rejected Node only
         ("kuota-actuator", ("patch", NODES, "", "")),
+        ("kuota-actuator", ("list", RESOURCECLAIMS, USER_NS, "")),  # a Rejected claim's GET
+        ("kuota-actuator", ("delete", RESOURCECLAIMS, USER_NS, "")),
+        ("kuota-webhook", ("get", RESOURCECLAIMS, USER_NS, "")),
         ("kuota-webhook", ("get", NODES, "", "")),
         ("kuota-admission", ("list", JOBS, USER_NS, "")),
         ("kuota-admission", ("list", NAMESPACES, "", "")),
@@ -231,5 +241,6 @@ async def test_the_reviews_can_say_yes(rbac: Rbac) -> None:
     assert await rbac.allowed("kuota-actuator", ("patch", JOBS, USER_NS, ""))
     assert await rbac.allowed("kuota-ingest", ("watch", CLUSTERQUEUES, "", ""))
     assert await rbac.allowed("kuota-ingest", ("watch", NODES, "", ""))
+    assert await rbac.allowed("kuota-ingest", ("watch", RESOURCECLAIMS, "", ""))
     assert await rbac.allowed("kuota-webhook", ("watch", JOBS, USER_NS, ""))
     assert not await rbac.allowed("kuota-ingest", ("watch", CLUSTERQUEUES_STATUS, "", "x"))

@@ -100,6 +100,31 @@ def test_nodes_are_watched_everywhere_and_read_only_by_ingest() -> None:
     assert actuator == _everywhere({"get"}, node), "a Rejected Node's Event uid"
 
 
+def test_resource_claims_are_watched_everywhere_and_read_only_by_ingest() -> None:
+    """#17: every ResourceClaim, whoever owns it (the devices allocated on each node),
+    namespaced, no selector; ingest reads them, the actuator may GET one."""
+    claim = kinds.get("ResourceClaim")
+    assert claim == Kind(
+        "resource.k8s.io",
+        ("v1", "v1beta1", "v1beta2"),
+        "ResourceClaim",
+        "resourceclaims",
+        True,
+        "dra",
+    )
+    assert (claim.watch, claim.crd, claim.served, claim.selector) == ("cluster", False, True, "")
+    assert claim.path() == "/apis/resource.k8s.io/v1/resourceclaims"
+    assert (
+        claim.path("team-a", "c") == "/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims/c"
+    )
+    assert claim in kinds.WATCHED and claim in kinds.JOURNALED
+    assert claim.kind not in kinds.segments(), "no workload key"
+    ingest = {g for g in grants("kuota-ingest") if g[2] == "resourceclaims"}
+    assert ingest == _everywhere(READ, claim), "get/list/watch, nothing more"
+    actuator = {g for g in grants("kuota-actuator") if g[2] == "resourceclaims"}
+    assert actuator == _everywhere({"get"}, claim), "a Rejected claim's Event uid"
+
+
 def test_lookups() -> None:
     assert kinds.find("Job") is kinds.get("Job")
     assert kinds.find("PodTemplate") is None
@@ -165,6 +190,7 @@ def test_what_ingest_watches_and_journals() -> None:
         "DeviceClass",
         "ResourceSlice",
         "ResourceClaimTemplate",
+        "ResourceClaim",
         "ResourceFlavor",
         "Cohort",
         "ClusterQueue",
@@ -193,6 +219,7 @@ def test_translate_fills_in_the_watched_version() -> None:
         "DeviceClass": "resource.k8s.io/v1",
         "ResourceSlice": "resource.k8s.io/v1",
         "ResourceClaimTemplate": "resource.k8s.io/v1",
+        "ResourceClaim": "resource.k8s.io/v1",
         "ClusterQueue": "kueue.x-k8s.io/v1beta2",
         "LocalQueue": "kueue.x-k8s.io/v1beta2",
         "ResourceFlavor": "kueue.x-k8s.io/v1beta2",
@@ -278,7 +305,7 @@ def test_the_webhook_mutates_the_registrys_job() -> None:
 
 
 def test_dra_and_the_simulator_read_the_registry() -> None:
-    assert dra.KINDS == ("DeviceClass", "ResourceSlice", "ResourceClaimTemplate")
+    assert dra.KINDS == ("DeviceClass", "ResourceSlice", "ResourceClaimTemplate", "ResourceClaim")
     assert (
         engine.WORKLOAD_KINDS
         == kinds.names("workload")

@@ -1,16 +1,18 @@
 """The DRA objects kuota reads, and how manifests become them.
 
-Theory of operation: three ``resource.k8s.io`` kinds matter for quota:
-DeviceClass (which devices a class means, and its extended resource name),
-ResourceSlice (the devices a driver publishes, with attributes, capacity and
-the shared counters partitions consume) and ResourceClaimTemplate (what a pod
-asks for). ``parse_dra_object`` turns a manifest (``resource.k8s.io/v1``, or the
-beta shapes where they differ cheaply) into a frozen dataclass or a
-``ValidationError`` naming the first bad field. Amounts are milli-units
-(``kuota.quantity``); collections are tuples in manifest order, maps sorted by
-key. Only what one object can answer alone is checked here, as the apiserver's
-validation would; what needs the rest of the pool is checked by the fold's
-inventory (``kuota.core.dra.inventory``). Details: docs/design/dra-charging.md.
+Theory of operation: four ``resource.k8s.io`` kinds matter for quota and
+placement: DeviceClass (which devices a class means, and its extended resource
+name), ResourceSlice (the devices a driver publishes, with attributes, capacity
+and the shared counters partitions consume), ResourceClaimTemplate (what a pod
+asks for) and ResourceClaim (what one claim asks for, and the devices its
+allocation took, whoever owns it). ``parse_dra_object`` turns a manifest
+(``resource.k8s.io/v1``, or the beta shapes where they differ cheaply) into a
+frozen dataclass or a ``ValidationError`` naming the first bad field. Amounts
+are milli-units (``kuota.quantity``); collections are tuples in manifest order,
+maps sorted by key. Only what one object can answer alone is checked here, as
+the apiserver's validation would; what needs the rest of the pool is checked by
+the fold's inventory (``kuota.core.dra.inventory``). Details:
+docs/design/dra-charging.md, and for claims docs/design/dra-placement.md.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from kuota.quantity import QuantityError, parse_quantity
 
 #: The DRA kinds read here (kuota.kinds: the "dra" role, watched by ingest).
 KINDS = tuple(k.kind for k in _REGISTRY if k.role == "dra" and k.watch)
+_NAMESPACED = tuple(k.kind for k in _REGISTRY if k.kind in KINDS and k.namespaced)
 _API_VERSIONS = frozenset(v for k in _REGISTRY if k.kind in KINDS for v in k.api_versions)
 
 AttributeKind = Literal["int", "bool", "string", "version"]
@@ -132,7 +135,30 @@ class ResourceClaimTemplate:
         return f"{self.namespace}/{self.name}"
 
 
-DraObject = DeviceClass | ResourceSlice | ResourceClaimTemplate
+#: A device, as an allocation result names it: (driver, pool, device).
+AllocatedDevice = tuple[str, str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceClaim:
+    """A claim, made from a template for a pod or written directly, and what its
+    allocation took: ``allocated`` is the (driver, pool, device) of each result of
+    ``status.allocation.devices.results``, sorted, each once; () when it is not
+    allocated. A result with ``adminAccess`` takes nothing (Kubernetes' allocator
+    does not count such a device as allocated), so it is left out."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+    requests: tuple[DeviceRequest, ...] = ()
+    allocated: tuple[AllocatedDevice, ...] = ()
+
+    @property
+    def ref(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+DraObject = DeviceClass | ResourceSlice | ResourceClaimTemplate | ResourceClaim
 
 
 class _Invalid(Exception):
@@ -215,7 +241,8 @@ def _amounts(raw: object, field: str) -> tuple[tuple[str, int], ...]:
 
 
 def parse_dra_object(manifest: Mapping[str, object]) -> DraObject | ValidationError:
-    """Read a DeviceClass, ResourceSlice or ResourceClaimTemplate manifest."""
+    """Read a DeviceClass, ResourceSlice, ResourceClaimTemplate or ResourceClaim
+    manifest."""
     kind = manifest.get("kind") if isinstance(manifest, Mapping) else None
     meta = manifest.get("metadata") if isinstance(manifest, Mapping) else None
     meta = meta if isinstance(meta, Mapping) else {}
@@ -224,7 +251,7 @@ def parse_dra_object(manifest: Mapping[str, object]) -> DraObject | ValidationEr
     ref = ObjectRef(
         kind if isinstance(kind, str) else "",
         str(name),
-        str(namespace) if kind == "ResourceClaimTemplate" else "",
+        str(namespace) if kind in _NAMESPACED else "",
     )
     try:
         if kind not in KINDS:
@@ -244,6 +271,8 @@ def parse_dra_object(manifest: Mapping[str, object]) -> DraObject | ValidationEr
         if kind == "ResourceSlice":
             return _resource_slice(str(name), spec)
         _str(meta.get("namespace"), "metadata.namespace")
+        if kind == "ResourceClaim":
+            return _claim(str(namespace), str(name), meta, spec, manifest.get("status"))
         return _claim_template(str(namespace), str(name), spec)
     except _Invalid as exc:
         return ValidationError(ref, exc.field, exc.message)
@@ -418,11 +447,46 @@ def _check_consumption(device: Device, sets: list[CounterSet], field: str) -> No
 
 def _claim_template(namespace: str, name: str, spec: Mapping[str, object]) -> ResourceClaimTemplate:
     inner = _map(spec.get("spec"), "spec.spec")
-    devices = _map(inner.get("devices"), "spec.spec.devices")
+    requests = _requests(inner.get("devices"), "spec.spec.devices")
+    return ResourceClaimTemplate(namespace, name, requests)
+
+
+def _claim(
+    namespace: str,
+    name: str,
+    meta: Mapping[str, object],
+    spec: Mapping[str, object],
+    status_raw: object,
+) -> ResourceClaim:
+    uid = _str(meta.get("uid"), "metadata.uid", required=False)
+    requests = _requests(spec.get("devices"), "spec.devices")
+    status = _map(status_raw, "status")
+    allocation = _map(status.get("allocation"), "status.allocation")
+    devices = _map(allocation.get("devices"), "status.allocation.devices")
+    field = "status.allocation.devices.results"
+    taken: set[AllocatedDevice] = set()
+    for i, raw in enumerate(_list(devices.get("results"), field)):
+        f = f"{field}[{i}]"
+        result = _map(raw, f)
+        _str(result.get("request"), f"{f}.request")
+        device = (
+            _str(result.get("driver"), f"{f}.driver"),
+            _str(result.get("pool"), f"{f}.pool"),
+            _str(result.get("device"), f"{f}.device"),
+        )
+        if not _bool(result.get("adminAccess"), f"{f}.adminAccess"):
+            taken.add(device)
+    return ResourceClaim(namespace, name, uid, requests, tuple(sorted(taken)))
+
+
+def _requests(raw: object, field: str) -> tuple[DeviceRequest, ...]:
+    """A claim's ``devices.requests`` (a template's ``spec.spec.devices``, a claim's
+    ``spec.devices``: ``field``)."""
+    devices = _map(raw, field)
     requests: list[DeviceRequest] = []
-    for i, raw in enumerate(_list(devices.get("requests"), "spec.spec.devices.requests")):
-        f = f"spec.spec.devices.requests[{i}]"
-        r = _map(raw, f)
+    for i, raw_request in enumerate(_list(devices.get("requests"), f"{field}.requests")):
+        f = f"{field}.requests[{i}]"
+        r = _map(raw_request, f)
         req_name = _str(r.get("name"), f"{f}.name")
         if any(q.name == req_name for q in requests):
             raise _Invalid(f"{f}.name", f"duplicate request {req_name!r}")
@@ -440,7 +504,7 @@ def _claim_template(namespace: str, name: str, spec: Mapping[str, object]) -> Re
         if exactly is not None and first:
             raise _Invalid(f, "exactly and firstAvailable are mutually exclusive")
         requests.append(DeviceRequest(req_name, exactly, first))
-    return ResourceClaimTemplate(namespace, name, tuple(requests))
+    return tuple(requests)
 
 
 def _exact(r: Mapping[str, object], field: str) -> ExactDeviceRequest:

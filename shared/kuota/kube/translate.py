@@ -6,7 +6,8 @@ with the apiserver's manifest, or a delete). For each change it calls
 remembered about it (:class:`Seen`, ``None`` the first time) and gets back the
 journal events to write and what to remember next. The manifest is journaled
 without ``status``, managed fields and the simulation-only annotations (a Job,
-a Pod and a Node: only what the fold reads of them), and
+a Pod, a Node and a ResourceClaim: only what the fold reads of them, a claim's
+allocation included), and
 only when :func:`fold_digest` (what the fold reads, minus kuota's own
 bookkeeping on a Job) changed: of the actuator's writes only the ``spec.suspend``
 flips and template restores echo back (the backstop reads the flips, each
@@ -357,9 +358,75 @@ def _node_projection(obj: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+# What the fold reads of a ResourceClaim (kuota.api.dra.ResourceClaim; #17), and so
+# all of a claim that is journaled: its identity, its whole spec.devices (what a
+# claim made directly, not from a template, asks for), and of its status only what
+# the allocator decided: each result's device and request (adminAccess: a device
+# allocated for admin access is not taken; shareID and consumedCapacity: the share of
+# a device several claims use), the allocation's nodeSelector, and whom the claim is
+# reserved for. Not the drivers' device status (conditions, data, network data), the
+# opaque config, nor the allocation's timestamps and binding conditions: the
+# digest (of this projection, but the resourceVersion) leaves their writes
+# unjournaled.
+CLAIM_METADATA = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+CLAIM_SPEC = ("devices",)
+CLAIM_ALLOCATION = ("nodeSelector",)  # and devices.results, trimmed to CLAIM_RESULT
+CLAIM_RESULT = ("request", "driver", "pool", "device", "adminAccess", "shareID", "consumedCapacity")
+CLAIM_CONSUMER = ("apiGroup", "resource", "name", "uid")
+
+
+def _each(value: object, keys: tuple[str, ...]) -> object:
+    """Each item of a list trimmed to ``keys`` (:func:`_pick`); a non-list as found."""
+    if not isinstance(value, list):
+        return copy.deepcopy(value)
+    return [_pick(item, keys) for item in value]
+
+
+def _allocation(value: object) -> object:
+    if not isinstance(value, Mapping):
+        return copy.deepcopy(value)
+    out: dict[str, Any] = {k: copy.deepcopy(value[k]) for k in CLAIM_ALLOCATION if k in value}
+    if "devices" in value:
+        devices = value["devices"]
+        if isinstance(devices, Mapping):
+            out["devices"] = (
+                {"results": _each(devices["results"], CLAIM_RESULT)} if "results" in devices else {}
+            )
+        else:
+            out["devices"] = copy.deepcopy(devices)
+    return out
+
+
+def _claim_projection(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """What the fold reads of a ResourceClaim (:data:`CLAIM_METADATA` ...
+    :data:`CLAIM_CONSUMER`), each field copied as found, as for a Job."""
+    out: dict[str, Any] = {k: copy.deepcopy(obj[k]) for k in ("apiVersion", "kind") if k in obj}
+    for field, keys in (("metadata", CLAIM_METADATA), ("spec", CLAIM_SPEC)):
+        if field in obj:
+            out[field] = _pick(obj[field], keys)
+    if "status" not in obj:
+        return out
+    status = obj["status"]
+    if not isinstance(status, Mapping):
+        out["status"] = copy.deepcopy(status)
+        return out
+    picked: dict[str, Any] = {}
+    if "allocation" in status:
+        picked["allocation"] = _allocation(status["allocation"])
+    if "reservedFor" in status:
+        picked["reservedFor"] = _each(status["reservedFor"], CLAIM_CONSUMER)
+    if picked:
+        out["status"] = picked
+    return out
+
+
 # The kinds journaled as a projection of what the fold reads, and digested by it
 # (a Job is projected too, but digested whole: see fold_digest).
-_PROJECTIONS = {"Pod": _pod_projection, "Node": _node_projection}
+_PROJECTIONS = {
+    "Pod": _pod_projection,
+    "Node": _node_projection,
+    "ResourceClaim": _claim_projection,
+}
 
 
 def journal_object(kind: str, obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -368,9 +435,11 @@ def journal_object(kind: str, obj: Mapping[str, Any]) -> dict[str, Any]:
     simulation-only annotation), its pod template with the user's own node selector
     and tolerations. A Pod: only what the fold reads (:data:`POD_METADATA` ...), its
     phase the one status field. A Node: only what the fold reads
-    (:data:`NODE_METADATA` ...), its allocatable the one status field. Any other
-    kind: all but status and managed fields (a training kind's pod templates with
-    the user's own node selector and tolerations, from the actuator's record:
+    (:data:`NODE_METADATA` ...), its allocatable the one status field. A
+    ResourceClaim: its identity, ``spec.devices`` and its allocation's results
+    (:data:`CLAIM_METADATA` ...). Any other kind: all but status and managed
+    fields (a training kind's pod templates with the user's own node selector and
+    tolerations, from the actuator's record:
     ``kuota.actuation.workloads.user_templates``). Never
     ingest's stand-in marker (``kuota.api.not_journaled``): only :func:`stand_in` sets it."""
     project = _PROJECTIONS.get(kind)
@@ -449,9 +518,11 @@ def _job_spec_projection(obj: Mapping[str, Any]) -> object:
 
 def fold_digest(kind: str, obj: Mapping[str, Any]) -> str:
     """A digest of what the fold reads of ``obj`` (docs/design/ingest.md, the digest rule).
-    A Pod's and a Node's: of its projection but the resourceVersion (a Pod's phase
-    counts: a Failed Pod leaves its group's count; a Node's allocatable counts; the
-    rest of their status, kubelet's heartbeats and conditions, does not)."""
+    A Pod's, a Node's and a ResourceClaim's: of its projection but the
+    resourceVersion (a Pod's phase counts: a Failed Pod leaves its group's count; a
+    Node's allocatable counts; a claim's allocation and reservations count; the
+    rest of their status, kubelet's heartbeats and conditions, a driver's device
+    status, does not)."""
     project = _PROJECTIONS.get(kind)
     if project is not None:
         projected = project(obj)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from api_builders import REFERENCES, load_reference
 
+from kuota.api.dra import ResourceClaim, parse_dra_object
 from kuota.api.parse import parse_object
 from kuota.api.types import (
     ClusterQueue,
@@ -129,6 +130,10 @@ def test_004_resource_claim_belongs_to_the_dra_module() -> None:
     (claim,) = load_reference("004-resourceclaim-h100-mig-slice.yaml")
     assert claim["spec"]["devices"]["requests"][0]["deviceClassName"] == "mig-3g.40gb"
     assert parse_object(claim) is None
+    read = parse_dra_object(claim)
+    assert isinstance(read, ResourceClaim) and read.allocated == ()
+    assert read.requests[0].exactly is not None
+    assert read.requests[0].exactly.device_class_name == "mig-3g.40gb"
 
 
 def test_every_reference_fixture_parses_without_error() -> None:

@@ -7,6 +7,20 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
+from builders.manifests import (
+    cluster_queue,
+    configuration,
+    device,
+    device_class,
+    flavor,
+    job,
+    local_queue,
+    node,
+    resource_claim,
+    resource_claim_template,
+    resource_slice,
+)
 from typer.testing import CliRunner
 
 from kuota.audit.files import read_decisions, read_header, read_journal
@@ -83,3 +97,54 @@ def test_an_export_into_a_missing_folder_is_bad_input(tmp_path: Path) -> None:
     code, _, err = invoke("simulate", str(SCENARIOS / "whole-gpu.yaml"), "--export", str(path))
     assert code == 2
     assert f"--export {path}: cannot write: No such file or directory" in err
+
+
+def test_a_scenarios_resource_claims_are_folded_explained_and_replayed(tmp_path: Path) -> None:
+    """#17: a claim of someone else's takes node-a's GPUs until it is deleted; the
+    Job waits NoNodePlacement meanwhile; explain and replay read the export."""
+    gpu = "gpu.nvidia.com"
+    theirs = resource_claim(
+        "theirs",
+        namespace="other",
+        device_class=gpu,
+        count=2,
+        node="node-a",
+        allocated=[("node-a", "gpu-0"), ("node-a", "gpu-1")],
+    )
+    theirs["metadata"]["annotations"] = {"kuota.dev/delete-at": "60s"}
+    train = job(
+        "train",
+        namespace="team",
+        claims={"gpu": "two"},
+        annotations={"kuota.dev/submit-at": "10s", "kuota.dev/run-for": "30s"},
+    )
+    documents = [
+        configuration(
+            resources={"deviceClassMappings": [{"name": "gpus", "deviceClassNames": [gpu]}]}
+        ),
+        device_class(gpu),
+        flavor("default"),
+        cluster_queue("cq", quotas={"gpus": 8}, flavor="default"),
+        local_queue("lq", namespace="team", cluster_queue="cq"),
+        resource_claim_template("two", namespace="team", device_class=gpu, count=2),
+        node("node-a"),
+        resource_slice("node-a", devices=[device("gpu-0"), device("gpu-1")]),
+        theirs,
+        train,
+    ]
+    scenario = tmp_path / "claims.yaml"
+    scenario.write_text(yaml.safe_dump_all(documents))
+    path = tmp_path / "journal.jsonl"
+    code, out, err = invoke("simulate", str(scenario), "--export", str(path))
+    assert code == 0, err
+    decisions = [json.loads(x) for x in out.splitlines()]
+    train = [(d["type"], d.get("reason"), d["at"]) for d in decisions if d.get("workload")]
+    assert train == [
+        ("Inadmissible", "NoNodePlacement", 10),
+        ("Admitted", None, 60),
+        ("Finished", "Succeeded", 90),
+    ]
+    code, out, _ = invoke("explain", "team/train", "--file", str(path))
+    assert code == 0 and "NoNodePlacement" in out and "node-a has 0 free" in out, out
+    code, out, _ = invoke("audit", "replay", "--file", str(path), "--json")
+    assert code == 0 and json.loads(out)["identical"], out

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from builders.manifests import Version, device_class
+from builders.manifests import DELETE, Version, device_class, resource_claim, set_path
 from dra_builders import (
     GPU_CLASS,
     SINGLE_GPU,
@@ -38,9 +38,14 @@ from kuota.core.dra.charging import DraInventory
 def test_handles_the_three_kinds() -> None:
     assert [
         k
-        for k in ("DeviceClass", "ResourceSlice", "ResourceClaimTemplate", "Job")
+        for k in ("DeviceClass", "ResourceSlice", "ResourceClaimTemplate", "ResourceClaim", "Job")
         if DraInventory.handles(k)
     ] == ["DeviceClass", "ResourceSlice", "ResourceClaimTemplate"]
+    claim = resource_claim("c", namespace="team-a", device_class="gpu.nvidia.com")
+    inv = DraInventory()
+    error = inv.upsert(claim)  # the fold keeps claims apart (FoldState._claims)
+    assert isinstance(error, ValidationError) and error.field == "kind"
+    assert inv.generation == 0
 
 
 # --------------------------------------------------------------------------- parsing
@@ -116,20 +121,6 @@ def test_device_class_reads_selectors_and_extended_name() -> None:
     assert got == DeviceClass("c", ("true",), "nvidia.com/gpu", "2025")
 
 
-def _set(manifest: dict[str, Any], path: str, value: object) -> dict[str, Any]:
-    out = copy.deepcopy(manifest)
-    node: Any = out
-    keys = [int(k) if k.isdigit() else k for k in path.split(".")]
-    for k in keys[:-1]:
-        node = node[k]
-    if value is _DELETE:
-        del node[keys[-1]]
-    else:
-        node[keys[-1]] = value
-    return out
-
-
-_DELETE = object()
 RCT = SINGLE_GPU
 SLICE = a100_node().build()
 REQ = "spec.spec.devices.requests.0"
@@ -144,105 +135,112 @@ class Bad:
 
 
 BAD = [
-    Bad("unknown kind", _set(RCT, "kind", "Job"), "kind", "'Job' is not one of"),
-    Bad("unknown apiVersion", _set(RCT, "apiVersion", "resource.k8s.io/v9"), "apiVersion", "v9"),
-    Bad("no name", _set(RCT, "metadata.name", _DELETE), "metadata.name", "required"),
-    Bad("no namespace", _set(RCT, "metadata.namespace", _DELETE), "metadata.namespace", "required"),
+    Bad("unknown kind", set_path(RCT, "kind", "Job"), "kind", "'Job' is not one of"),
+    Bad(
+        "unknown apiVersion", set_path(RCT, "apiVersion", "resource.k8s.io/v9"), "apiVersion", "v9"
+    ),
+    Bad("no name", set_path(RCT, "metadata.name", DELETE), "metadata.name", "required"),
+    Bad(
+        "no namespace",
+        set_path(RCT, "metadata.namespace", DELETE),
+        "metadata.namespace",
+        "required",
+    ),
     Bad(
         "count zero",
-        _set(RCT, f"{REQ}.exactly.count", 0),
+        set_path(RCT, f"{REQ}.exactly.count", 0),
         f"{REQ}.exactly.count".replace(".0.", "[0]."),
         "at least 1",
     ),
     Bad(
         "count as a string",
-        _set(RCT, f"{REQ}.exactly.count", "2"),
+        set_path(RCT, f"{REQ}.exactly.count", "2"),
         "spec.spec.devices.requests[0].exactly.count",
         "must be an integer",
     ),
     Bad(
         "unknown allocationMode",
-        _set(RCT, f"{REQ}.exactly.allocationMode", "Some"),
+        set_path(RCT, f"{REQ}.exactly.allocationMode", "Some"),
         "spec.spec.devices.requests[0].exactly.allocationMode",
         "not ExactCount or All",
     ),
     Bad(
         "count with All",
-        _set(RCT, f"{REQ}.exactly.allocationMode", "All"),
+        set_path(RCT, f"{REQ}.exactly.allocationMode", "All"),
         "spec.spec.devices.requests[0].exactly.count",
         "must not be set",
     ),
     Bad(
         "no deviceClassName",
-        _set(RCT, f"{REQ}.exactly.deviceClassName", _DELETE),
+        set_path(RCT, f"{REQ}.exactly.deviceClassName", DELETE),
         "spec.spec.devices.requests[0].exactly.deviceClassName",
         "required",
     ),
     Bad(
         "selector without cel",
-        _set(RCT, f"{REQ}.exactly.selectors.0", {}),
+        set_path(RCT, f"{REQ}.exactly.selectors.0", {}),
         "spec.spec.devices.requests[0].exactly.selectors[0].cel",
         "required",
     ),
     Bad(
         "neither exactly nor firstAvailable",
-        _set(RCT, f"{REQ}.exactly", _DELETE),
+        set_path(RCT, f"{REQ}.exactly", DELETE),
         "spec.spec.devices.requests[0]",
         "one of exactly or firstAvailable",
     ),
     Bad(
         "duplicate request names",
-        _set(RCT, "spec.spec.devices.requests", RCT["spec"]["spec"]["devices"]["requests"] * 2),
+        set_path(RCT, "spec.spec.devices.requests", RCT["spec"]["spec"]["devices"]["requests"] * 2),
         "spec.spec.devices.requests[1].name",
         "duplicate request",
     ),
-    Bad("no driver", _set(SLICE, "spec.driver", _DELETE), "spec.driver", "required"),
-    Bad("no pool", _set(SLICE, "spec.pool", _DELETE), "spec.pool", "required"),
+    Bad("no driver", set_path(SLICE, "spec.driver", DELETE), "spec.driver", "required"),
+    Bad("no pool", set_path(SLICE, "spec.pool", DELETE), "spec.pool", "required"),
     Bad(
         "resourceSliceCount zero",
-        _set(SLICE, "spec.pool.resourceSliceCount", 0),
+        set_path(SLICE, "spec.pool.resourceSliceCount", 0),
         "spec.pool.resourceSliceCount",
         "at least 1",
     ),
     Bad(
         "two attribute values",
-        _set(SLICE, "spec.devices.0.attributes.type", {"string": "gpu", "int": 1}),
+        set_path(SLICE, "spec.devices.0.attributes.type", {"string": "gpu", "int": 1}),
         "spec.devices[0].attributes[type]",
         "exactly one of",
     ),
     Bad(
         "version not semver",
-        _set(SLICE, "spec.devices.0.attributes.type", {"version": "1.2"}),
+        set_path(SLICE, "spec.devices.0.attributes.type", {"version": "1.2"}),
         "spec.devices[0].attributes[type].version",
         "not a semantic version",
     ),
     Bad(
         "bad capacity",
-        _set(SLICE, "spec.devices.0.capacity", {"memory": {"value": "lots"}}),
+        set_path(SLICE, "spec.devices.0.capacity", {"memory": {"value": "lots"}}),
         "spec.devices[0].capacity[memory].value",
         "not a valid Kubernetes quantity",
     ),
     Bad(
         "duplicate devices",
-        _set(SLICE, "spec.devices", SLICE["spec"]["devices"] * 2),
+        set_path(SLICE, "spec.devices", SLICE["spec"]["devices"] * 2),
         "spec.devices[1].name",
         "duplicate device",
     ),
     Bad(
         "duplicate counter sets",
-        _set(SLICE, "spec.sharedCounters", SLICE["spec"]["sharedCounters"] * 2),
+        set_path(SLICE, "spec.sharedCounters", SLICE["spec"]["sharedCounters"] * 2),
         "spec.sharedCounters[1].name",
         "duplicate counter set",
     ),
     Bad(
         "consumes more than the set shares",
-        _set(SLICE, "spec.devices.0.consumesCounters.0.counters.memory.value", "81Gi"),
+        set_path(SLICE, "spec.devices.0.consumesCounters.0.counters.memory.value", "81Gi"),
         "spec.devices[0].consumesCounters[0].counters[memory]",
         "consumes more than counter set 'gpu-0-cs' shares",
     ),
     Bad(
         "consumes a counter the set lacks",
-        _set(SLICE, "spec.devices.0.consumesCounters.0.counters", {"sm": {"value": "1"}}),
+        set_path(SLICE, "spec.devices.0.consumesCounters.0.counters", {"sm": {"value": "1"}}),
         "spec.devices[0].consumesCounters[0].counters[sm]",
         "has no counter 'sm'",
     ),
@@ -287,7 +285,7 @@ def test_generation_bumps_on_every_change_and_only_then() -> None:
 def test_an_invalid_update_replaces_the_stored_object() -> None:
     inv = inventory(SINGLE_GPU)
     g = inv.generation
-    err = inv.upsert(_set(SINGLE_GPU, f"{REQ}.exactly.count", -1))
+    err = inv.upsert(set_path(SINGLE_GPU, f"{REQ}.exactly.count", -1))
     assert isinstance(err, ValidationError)
     assert err.ref == ObjectRef("ResourceClaimTemplate", "single-gpu", "team-a")
     assert inv.claim_template("team-a", "single-gpu") is None

@@ -8,6 +8,7 @@ import copy
 from typing import Any
 
 import pytest
+from builders.manifests import set_path
 from test_kube_translate_pods import sources
 
 from kuota.api.nodes import Node
@@ -122,12 +123,7 @@ def test_the_fold_reads_the_projection_as_the_whole_node() -> None:
     ],
 )
 def test_a_bad_shape_is_kept_so_the_fold_rejects_it_the_same(field: str, value: object) -> None:
-    whole = {"apiVersion": "v1", "kind": "Node", **cluster_node()}
-    *parents, leaf = field.split(".")
-    target: Any = whole
-    for p in parents:
-        target = target[p]
-    target[leaf] = value
+    whole = set_path({"apiVersion": "v1", "kind": "Node", **cluster_node()}, field, value)
     read = parse_object(journal_object("Node", whole))
     assert isinstance(read, ValidationError) and read == parse_object(whole)
 
@@ -135,20 +131,33 @@ def test_a_bad_shape_is_kept_so_the_fold_rejects_it_the_same(field: str, value: 
 # --------------------------------------------------------------------------- the digest rule
 
 
+def unjournaled_writes(kind: str, first: dict[str, Any], writes: list[dict[str, Any]]) -> str:
+    """``first`` is journaled, then each of ``writes`` left out by the digest rule,
+    its resourceVersion remembered; the id of the one upsert."""
+    t = translate_upsert(kind, first, None, at=1.0)
+    (up,) = t.events
+    assert isinstance(up, ObjectUpserted)
+    for i, write in enumerate(writes, 1):
+        assert fold_digest(kind, write) == fold_digest(kind, first)
+        t = translate_upsert(kind, write, t.seen, at=1.0 + i)
+        assert t.skipped and t.events == ()
+        assert t.seen is not None and t.seen.rv == write["metadata"]["resourceVersion"]
+    return up.id
+
+
+def journaled_change(kind: str, first: dict[str, Any], changed: dict[str, Any]) -> str:
+    """``changed`` after ``first`` is journaled, as projected; the upsert's id."""
+    before = translate_upsert(kind, first, None, at=1.0)
+    assert fold_digest(kind, changed) != fold_digest(kind, first)
+    (up,) = translate_upsert(kind, changed, before.seen, at=2.0).events
+    assert isinstance(up, ObjectUpserted) and up.object == journal_object(kind, changed)
+    return up.id
+
+
 def test_heartbeats_and_conditions_journal_nothing() -> None:
     node = cluster_node()
-    first = translate_upsert("Node", node, None, at=1.0)
-    (up,) = first.events
-    assert isinstance(up, ObjectUpserted) and up.id == "Node//kwok-gpu-0@100"
-    assert first.seen is not None and first.seen.rv == "100"
-    seen = first.seen
-    for i in range(1, 4):
-        beat = heartbeat(node, rv=str(100 + i), at=f"2026-01-01T00:0{i}:10Z")
-        assert fold_digest("Node", beat) == fold_digest("Node", node)
-        t = translate_upsert("Node", beat, seen, at=1.0 + i)
-        assert t.skipped and t.events == ()
-        assert t.seen is not None and t.seen.rv == str(100 + i), "the resourceVersion is kept"
-        seen = t.seen
+    beats = [heartbeat(node, rv=str(100 + i), at=f"2026-01-01T00:0{i}:10Z") for i in range(1, 4)]
+    assert unjournaled_writes("Node", node, beats) == "Node//kwok-gpu-0@100"
     retimed = copy.deepcopy(node)  # a NoExecute taint's timeAdded: not read either
     retimed["spec"]["taints"][1]["timeAdded"] = "2026-01-02T00:00:00Z"
     assert fold_digest("Node", retimed) == fold_digest("Node", node)
@@ -169,26 +178,27 @@ def test_heartbeats_and_conditions_journal_nothing() -> None:
 )
 def test_a_change_the_fold_reads_is_journaled(change: Any) -> None:
     node = cluster_node()
-    first = translate_upsert("Node", node, None, at=1.0)
     changed = heartbeat(node, rv="101", at="2026-01-01T00:01:10Z")
     change(changed)
-    assert fold_digest("Node", changed) != fold_digest("Node", node)
-    t = translate_upsert("Node", changed, first.seen, at=2.0)
-    (up,) = t.events
-    assert isinstance(up, ObjectUpserted) and up.id == "Node//kwok-gpu-0@101"
-    assert up.object == journal_object("Node", changed)
+    assert journaled_change("Node", node, changed) == "Node//kwok-gpu-0@101"
 
 
-def test_a_nodes_delete_and_its_stand_in() -> None:
-    node = cluster_node()
-    first = translate_upsert("Node", node, None, at=1.0)
-    (gone,) = translate_delete("Node", node, first.seen, at=2.0).events
+def deleted_and_stood_in(kind: str, obj: dict[str, Any]) -> tuple[ObjectDeleted, ObjectUpserted]:
+    """``obj``'s journaled delete, and the stand-in of its first upsert were that
+    too large for the journal (a projected kind's: it says so)."""
+    first = translate_upsert(kind, obj, None, at=1.0)
+    (gone,) = translate_delete(kind, obj, first.seen, at=2.0).events
     assert isinstance(gone, ObjectDeleted)
-    assert (gone.kind, gone.name, gone.namespace) == ("Node", "kwok-gpu-0", "")
     (up,) = first.events
     assert isinstance(up, ObjectUpserted)
     small = stand_in(up, 2_000_000, 1_000_000)
     assert "its projection (what the fold reads)" in str(small.object)
+    return gone, small
+
+
+def test_a_nodes_delete_and_its_stand_in() -> None:
+    gone, small = deleted_and_stood_in("Node", cluster_node())
+    assert (gone.kind, gone.name, gone.namespace) == ("Node", "kwok-gpu-0", "")
     read = parse_object(small.object)
     assert isinstance(read, ValidationError) and read.field == "metadata"
 
@@ -196,17 +206,25 @@ def test_a_nodes_delete_and_its_stand_in() -> None:
 # --------------------------------------------------------------------------- the source
 
 
-async def test_the_sources_journal_a_node_once_through_its_heartbeats() -> None:
+async def journaled_versions(
+    kind: str, key: str, first: dict[str, Any], changes: list[dict[str, Any]]
+) -> list[str]:
+    """The resourceVersions the sources journal of ``first`` (ADDED) and then
+    ``changes`` (MODIFIED each), all upserts; they remember the last one's."""
     src, writer = sources()
+    await src.observe(kind, "ADDED", first)
+    for change in changes:
+        await src.observe(kind, "MODIFIED", change)
+    events = writer.events()
+    assert all(isinstance(e, ObjectUpserted) for e in events)
+    assert src.memory[key].rv == changes[-1]["metadata"]["resourceVersion"]
+    return [e.object["metadata"]["resourceVersion"] for e in events]
+
+
+async def test_the_sources_journal_a_node_once_through_its_heartbeats() -> None:
     node = cluster_node()
-    await src.observe("Node", "ADDED", node)
-    for i in range(1, 6):
-        beat = heartbeat(node, rv=str(100 + i), at=f"2026-01-01T00:0{i}:10Z")
-        await src.observe("Node", "MODIFIED", beat)
+    beats = [heartbeat(node, rv=str(100 + i), at=f"2026-01-01T00:0{i}:10Z") for i in range(1, 6)]
     cordoned = heartbeat(node, rv="200", at="2026-01-01T00:09:10Z")
     cordoned["spec"]["unschedulable"] = True
-    await src.observe("Node", "MODIFIED", cordoned)
-    events = writer.events()
-    assert [type(e) for e in events] == [ObjectUpserted, ObjectUpserted]
-    assert [e.object["metadata"]["resourceVersion"] for e in events] == ["100", "200"]
-    assert src.memory["Node//kwok-gpu-0"].rv == "200"
+    journaled = await journaled_versions("Node", "Node//kwok-gpu-0", node, [*beats, cordoned])
+    assert journaled == ["100", "200"]

@@ -30,6 +30,7 @@ from kuota.api.dra import (
     CounterSet,
     Device,
     DeviceClass,
+    ResourceClaim,
     ResourceClaimTemplate,
     ResourceSlice,
     parse_dra_object,
@@ -37,6 +38,10 @@ from kuota.api.dra import (
 from kuota.api.types import ObjectRef, ValidationError
 from kuota.core.dra.cel import CompiledSelector, DeviceEnv, SelectorError, semver_value
 
+#: The kinds the inventory holds: every DRA kind the reader reads but the
+#: ResourceClaim, which the fold keeps apart (``FoldState._claims``): claims change
+#: often, and none of them changes a device match or a charge.
+INVENTORY_KINDS = tuple(k for k in KINDS if k != "ResourceClaim")
 IMPLICIT_EXTENDED_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
 _ENVS_BY_CONTENT_MAX = 4096
 # Distinct selector lists remembered (inventory-wide, and per pool): a tenant's
@@ -115,7 +120,7 @@ class DraInventory:
 
     @staticmethod
     def handles(kind: str) -> bool:
-        return kind in KINDS
+        return kind in INVENTORY_KINDS
 
     @property
     def generation(self) -> int:
@@ -136,6 +141,9 @@ class DraInventory:
         if isinstance(obj, ValidationError):
             self._forget(obj.ref)
             return obj
+        if isinstance(obj, ResourceClaim):  # the fold's (FoldState._claims), never here
+            ref = ObjectRef("ResourceClaim", obj.name, obj.namespace)
+            return ValidationError(ref, "kind", "a ResourceClaim is not held by the inventory")
         if isinstance(obj, DeviceClass):
             if self._classes.get(obj.name) != obj:
                 self._classes[obj.name] = obj

@@ -210,6 +210,7 @@ class Cycles(FairAdmission):
             requests=rec.requests,
             podset_flavors=fit.flavors,
             held=self._devices_held,
+            claimed=self._claimed,
             eligible_memo=self._eligible,
             consumed=self._counters_held(),
         )
@@ -247,26 +248,67 @@ class Cycles(FairAdmission):
             return None
         placed = placing[1]
         self._device_holds[rec.key] = placed.devices
+        self._held_since[rec.key] = self._claim_seq
         for device in placed.devices:
             self._devices_held[device] = rec.key
         self._count_held(placed.devices, 1)
         return {name: list(nodes) for name, nodes in placed.nodes.items()}
 
     def _release_devices(self, key: str) -> None:
-        """The pods of ``key`` are gone: give its devices back, and wake the heads
-        that no node could take."""
+        """The pods of ``key`` are gone (or all ready: :meth:`_end_hold`): give its
+        held devices back, and wake the heads that no node could take."""
         devices = self._device_holds.pop(key, None)
         if devices is None:
             return
+        del self._held_since[key]
         for device in devices:
             if self._devices_held.get(device) == key:
                 del self._devices_held[device]
         self._count_held(devices, -1)
         self._wake_unplaced()
 
+    def _end_hold(self, rec: WorkloadRecord) -> None:
+        """The pods of admitted ``rec`` are all ready: they are scheduled and their
+        claims allocated, and those claims (``_claims``) now stand for the devices
+        it uses, wherever the scheduler put them. Its hold, a prediction, ends; it
+        never comes back for this admission. Only once a claim of its namespace was
+        allocated after the hold began: else nothing in the journal stands for its
+        devices (a journal without claims, a simulator file), and the hold lasts
+        until its pods are gone."""
+        since = self._held_since.get(rec.key)
+        if since is not None and self._allocated_at.get(rec.spec.namespace, 0) > since:
+            self._release_devices(rec.key)
+
+    def _set_claim(self, key: tuple[str, str], devices: tuple[DeviceId, ...]) -> None:
+        """ResourceClaim ``key`` (namespace, name) now takes ``devices`` (none: not
+        allocated, or deleted). When a device no claim takes any more is freed, wake
+        the heads that no node could take."""
+        before = self._claims.get(key, ())
+        if before == devices:
+            return
+        if devices:
+            self._claims[key] = devices
+            self._claim_seq += 1
+            self._allocated_at[key[0]] = self._claim_seq
+        else:
+            del self._claims[key]
+        claimed = self._claimed
+        for device in devices:
+            claimed[device] = claimed.get(device, 0) + 1
+        freed = False
+        for device in before:
+            left = claimed[device] - 1
+            if left:
+                claimed[device] = left
+            else:
+                del claimed[device]
+                freed = True
+        if freed:
+            self._wake_unplaced()
+
     def _wake_unplaced(self) -> None:
-        """Capacity changed (a hold released, a node or DRA object changed): try
-        again the heads that no node could take."""
+        """Capacity changed (a hold released, a claim's devices freed, a node or
+        DRA object changed): try again the heads that no node could take."""
         if self._placement_waiters:
             waiters, self._placement_waiters = self._placement_waiters, {}
             self._wake_searchers(waiters)

@@ -9,7 +9,8 @@ original. This module is the top layer (the layers: :mod:`kuota.core.fold.hooks`
 the public API, the dispatch of journal events, and the queue objects whose
 changes re-evaluate or wake the workloads they affect (a priority class,
 LocalQueue or Namespace re-places those held for it; a Configuration or DRA
-object charges pending workloads again; a ClusterQueue, Cohort or
+object charges pending workloads again, but a ResourceClaim, which only takes
+or frees devices on nodes, charges nothing; a ClusterQueue, Cohort or
 ResourceFlavor, which wakes whole cohort trees, is the layer below's:
 :mod:`kuota.core.fold.cohorts`). Decision ids are ``decision_id(event.id, i)``, with
 ``cause`` the event id and ``cause_offset`` the offset given. Details, and the
@@ -22,6 +23,7 @@ from dataclasses import replace
 from typing import Any
 
 from kuota import kinds
+from kuota.api.dra import ResourceClaim, parse_dra_object
 from kuota.api.managed import namespace_managed
 from kuota.api.nodes import Node
 from kuota.api.parse import object_ref, parse_job, parse_object
@@ -123,6 +125,8 @@ class Fold(Cohorts):
         elif event.type == "PodsReady":
             rec = self._workloads.get(event.workload or f"{event.namespace}/{event.name}")
             self._timers.pods_ready(self._config, rec, event.ready, at)
+            if event.ready and self._device_holds and rec is not None and rec.state == ADMITTED:
+                self._end_hold(rec)  # its claims stand for its devices now (#17)
         elif event.type == "ObjectDeleted":
             self._delete(event.kind, event.name, event.namespace)
         elif event.type == "PreemptionPlan":
@@ -180,6 +184,9 @@ class Fold(Cohorts):
         kind = manifest.get("kind")
         if self._rejections:  # a new version: rejected again below, or no longer
             self._rejections.pop(str(object_ref(manifest)), None)
+        if kind == "ResourceClaim":
+            self._upsert_claim(manifest)
+            return
         if isinstance(kind, str) and DraInventory.handles(kind):
             before = self._inventory.generation
             error = self._inventory.upsert(manifest)
@@ -235,6 +242,9 @@ class Fold(Cohorts):
             self._inventory.delete(kind=kind, name=name, namespace=namespace)
             if self._inventory.generation != before:
                 dra_changed(self)
+        elif kind == "ResourceClaim":
+            if self._claims:
+                self._set_claim((namespace, name), ())
         elif kind == "Job":
             self._delete_workload(f"{namespace or 'default'}/{name}")
         elif kind == "Pod":
@@ -267,6 +277,17 @@ class Fold(Cohorts):
             source = self._config_source
             if source is not None and (source.kind, source.name) == (kind, name):
                 self._set_config(Configuration(), None)
+
+    def _upsert_claim(self, manifest: dict[str, Any]) -> None:
+        """A ResourceClaim, whoever owns it: the devices its allocation takes count as
+        taken on their nodes (``Cycles._set_claim``); nothing is charged again (claims
+        change often). An invalid claim is Rejected and its previous version stays in
+        force: forgetting the devices it took would count them free."""
+        claim = parse_dra_object(manifest)
+        if isinstance(claim, ValidationError):
+            self._rejected(claim.ref, str(claim))
+        elif isinstance(claim, ResourceClaim):
+            self._set_claim((claim.namespace, claim.name), claim.allocated)
 
     def _queue_rejected(self, ref: ObjectRef) -> None:
         """A ClusterQueue, LocalQueue or ResourceFlavor with no version in force was

@@ -6,9 +6,11 @@ whether every pod of its podsets that asks for DRA devices can be given a node o
 its flavors (the flavors' nodeLabels, the pod's nodeSelector and required node
 affinity, taints and tolerations, cordoned nodes:
 :func:`~kuota.core.assign.node_match.node_mismatch`) with free devices on that
-node, all pods or none. *Free* is what the ResourceSlices publish minus what
-kuota holds for the workloads it admitted (``held``: their placed devices, until
-their pods are gone). The answer is one of:
+node, all pods or none. *Free* is what the ResourceSlices publish minus what is
+taken: the devices kuota holds for the workloads it admitted (``held``: their
+placed devices, until their pods are ready or gone) and the devices of every
+allocated ResourceClaim, whoever owns it (``claimed``), a device both held and
+claimed taken once. The answer is one of:
 
 - :data:`NOT_PLACED` — placement does not apply, and the workload is admitted on
   quota alone, as Kueue does: the fold knows no Node (a journal from before
@@ -85,14 +87,17 @@ def place_workload(
     requests: Sequence[PodSetRequest],
     podset_flavors: Sequence[tuple[str, tuple[tuple[str, str], ...]]],
     held: Mapping[DeviceId, str],
+    claimed: Mapping[DeviceId, int],
     eligible_memo: dict[tuple[object, ...], frozenset[str]] | None = None,
     consumed: Mapping[CounterKey, int] | None = None,
 ) -> PlaceOutcome:
     """Place every DRA pod of a workload whose quota fits (module docstring).
-    ``podset_flavors``: per podset, its (resource, flavor) assignment;
-    ``eligible_memo``: the nodes each (constraints, flavors) may use, kept by the
-    caller until a Node or a ResourceFlavor changes; ``consumed``: the counters
-    the held devices spend, when the caller keeps them (else computed)."""
+    ``podset_flavors``: per podset, its (resource, flavor) assignment; ``held``:
+    the devices kuota holds (device -> workload); ``claimed``: the devices
+    allocated claims take (device -> how many claims); ``eligible_memo``: the
+    nodes each (constraints, flavors) may use, kept by the caller until a Node
+    or a ResourceFlavor changes; ``consumed``: the counters the held devices
+    spend, when the caller keeps them (else computed)."""
     if not nodes:
         return NOT_PLACED
     with_devices = [ps for ps in requests if ps.devices and ps.count > 0]
@@ -120,12 +125,14 @@ def place_workload(
                 eligible_memo[key] = eligible
         pods.extend([GangPod(ps.devices, eligible)] * ps.count)
         owner.extend([ps.name] * ps.count)
-    taken = frozenset(held)
+    taken = frozenset(held).union(claimed)
     result = place_gang(
         inventory=inventory,
         pods=pods,
         taken=taken,
-        consumed=consumed if consumed is not None else taken_counters(inventory, taken),
+        consumed=consumed
+        if consumed is not None and not claimed
+        else taken_counters(inventory, taken),
     )
     if isinstance(result, Placement):
         by_podset: dict[str, set[str]] = {}
@@ -165,7 +172,7 @@ def _node_local(inventory: DraInventory, request: ExactDeviceRequest) -> bool:
 
 
 def taken_counters(inventory: DraInventory, taken: Iterable[DeviceId]) -> dict[CounterKey, int]:
-    """The shared counters the held devices spend."""
+    """The shared counters the taken devices spend, each device once."""
     out: dict[CounterKey, int] = {}
     consumes = device_consumes(inventory)
     for device in taken:

@@ -144,11 +144,29 @@ class FoldState:
         self._inventory = DraInventory()
         self._nodes: dict[str, Node] = {}  # by name (per-node DRA placement, #17)
         # Devices kuota placed admitted workloads on, held until their pods are gone
-        # (core/fold/node_fit.py): workload -> devices, and device -> workload
+        # (core/fold/node_fit.py), or until they are all ready, when their claims
+        # stand for them: workload -> devices, and device -> workload
         self._device_holds: dict[str, tuple[DeviceId, ...]] = {}
         self._devices_held: dict[DeviceId, str] = {}
+        # What the cluster really allocated: each allocated ResourceClaim, whoever owns
+        # it, (namespace, name) -> its devices; and device -> how many of those claims
+        # take it (a device shared by several claims counts once). Taken = held or
+        # claimed (core/fold/node_fit.py); kept apart from the DRA inventory, whose
+        # generation a claim, frequent and charging nothing, must not move.
+        self._claims: dict[tuple[str, str], tuple[DeviceId, ...]] = {}
+        self._claimed: dict[DeviceId, int] = {}
+        # When a hold may end at PodsReady: only once a claim of the workload's
+        # namespace was allocated after its hold began (its pods' claims, as far as
+        # the fold can tell; a journal from before ingest watched claims, or a
+        # simulator file, whose pods get none, keeps holds until the pods are gone).
+        # The number of claim allocations seen, the latest one's per namespace, and
+        # that number when each hold began.
+        self._claim_seq = 0
+        self._allocated_at: dict[str, int] = {}
+        self._held_since: dict[str, int] = {}
         # (ClusterQueue, shape or BLOCKED_HEAD) -> epoch: heads whose quota fit but
-        # that no node could take; a hold released or a node or DRA change wakes them
+        # that no node could take; a hold released, a claim's devices freed, or a
+        # node or DRA change wakes them
         self._placement_waiters: dict[tuple[str, int], int] = {}
         # the placement found for the head about to be admitted: (workload, placed)
         self._placing: tuple[str, Placed] | None = None
