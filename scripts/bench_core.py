@@ -12,10 +12,10 @@ core:
   limit inside the cohort;
 - the Configuration with both deviceClassMappings, the two DeviceClasses, one
   ResourceFlavor per kind of charge, ResourceSlices for 8-GPU H100 nodes
-  (counter sets in their own slice; 8 whole GPUs + 56 1g.10gb MIG devices) and
-  the Nodes themselves (so every Job's pods are placed on a node with free
-  devices before it is admitted, #17; ``--no-nodes`` leaves them out: quota
-  alone, the trace of the digests before #17), a
+  (counter sets in their own slice; 8 whole GPUs + 56 1g.10gb MIG devices)
+  (``--nodes-known`` adds the Nodes themselves, so that every Job's pods are
+  placed on a node with free devices before it is admitted, #17; without it
+  admission is on quota alone, the trace of the digests before #17), a
   namespace per queue with its LocalQueue and the two ResourceClaimTemplates;
 - 100,000 Jobs (``--workloads``) arriving as a Poisson process whose rate keeps
   the offered load at ``--load`` times the cluster's quota, each with a
@@ -104,7 +104,7 @@ def cluster(
     mig_quota_gi: int,
     share_quota_gi: int = 0,
     afs_local_queues: int = 0,
-    with_nodes: bool = True,
+    with_nodes: bool = False,
 ) -> list[dict[str, Any]]:
     """Everything but the Jobs, in apply order. ``afs_local_queues`` > 0 turns
     admission fair sharing on with that many LocalQueues per namespace
@@ -505,9 +505,9 @@ def main(argv: list[str] | None = None) -> int:
         "--afs-local-queues", type=int, default=4, help="LocalQueues per namespace (--afs)"
     )
     parser.add_argument(
-        "--no-nodes",
+        "--nodes-known",
         action="store_true",
-        help="no Node objects: admission on quota alone, no placement (the trace before #17)",
+        help="put the Node objects in the trace: every Job is placed on a node (#17)",
     )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--profile", action="store_true", help="cProfile the loop")
@@ -531,7 +531,7 @@ def main(argv: list[str] | None = None) -> int:
         mig_quota_gi=args.mig_quota_gi,
         share_quota_gi=share_quota_gi,
         afs_local_queues=afs_local_queues,
-        with_nodes=not args.no_nodes,
+        with_nodes=args.nodes_known,
     )
     setup = len(manifests)
     manifests += jobs(

@@ -78,6 +78,7 @@ __all__ = [
     "PodPlacement",
     "SearchBudgetExhausted",
     "device_consumes",
+    "device_nodes",
     "matching_devices",
     "place_gang",
     "request_devices",
@@ -193,6 +194,7 @@ _Candidates = tuple[tuple[dict[str, tuple[_Device, ...]], ...], ...]  # pod -> r
 _ByNode = dict[str, tuple[_Device, ...]]  # node -> its matching devices, sorted
 _LIMITS = "limits"  # placement_memo key of the counter limits, and of the nodes
 _CONSUMES = "consumes"  # placement_memo key of device -> what it consumes
+_NODES = "nodes"  # placement_memo key of device -> its node
 
 
 def _static(inventory: DraInventory) -> tuple[tuple[str, ...], dict[CounterKey, int]]:
@@ -227,6 +229,20 @@ def device_consumes(inventory: DraInventory) -> dict[DeviceId, tuple[tuple[Count
             if d.device.consumes_counters:
                 out[(d.driver, d.pool, d.device.name)] = _consumption(d)
         found = memo[_CONSUMES] = out
+    return found  # type: ignore[return-value]
+
+
+def device_nodes(inventory: DraInventory) -> dict[DeviceId, str]:
+    """The node of every node-local usable device (memoised)."""
+    memo = inventory.placement_memo
+    found = memo.get(_NODES)
+    if found is None:
+        out: dict[DeviceId, str] = {}
+        for d in inventory.usable_devices():
+            node = inventory.node_name(d)
+            if node is not None:
+                out[(d.driver, d.pool, d.device.name)] = node
+        found = memo[_NODES] = out
     return found  # type: ignore[return-value]
 
 

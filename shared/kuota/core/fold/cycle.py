@@ -27,7 +27,7 @@ from kuota.core.assign.flavors import (
     plan_podsets,
     still_fits,
 )
-from kuota.core.dra.placement import CounterKey, DeviceId, device_consumes
+from kuota.core.dra.placement import CounterKey, DeviceId, GangPod, device_consumes, device_nodes
 from kuota.core.fold.backstop import JOB_CHANGED, generation_seen
 from kuota.core.fold.decisions import (
     admitted,
@@ -41,6 +41,7 @@ from kuota.core.fold.node_fit import (
     NO_NODE_PLACEMENT,
     Placed,
     Unplaceable,
+    fits_on,
     place_workload,
     taken_counters,
 )
@@ -52,7 +53,7 @@ from kuota.core.preemption.podsready import (
     Deactivate,
 )
 from kuota.core.queueing.queues import BLOCKED_HEAD, STRICT_FIFO, Needs
-from kuota.core.queueing.verdict import Verdict, assignment_verdict, text_verdict
+from kuota.core.queueing.verdict import Verdict, assignment_verdict
 from kuota.core.queueing.workload import (
     ADMITTED,
     DEACTIVATED,
@@ -215,8 +216,9 @@ class Cycles(FairAdmission):
             consumed=self._counters_held(),
         )
         if isinstance(outcome, Unplaceable):
-            verdict = text_verdict(NO_NODE_PLACEMENT, outcome.message)
-            self._set_aside(rec, cq_name, verdict, (), unplaced=True)
+            # keyed by what it needs: what nodes have free changes at every retry
+            verdict = Verdict(NO_NODE_PLACEMENT, (outcome.key,), outcome.message)
+            self._set_aside(rec, cq_name, verdict, (), unplaced=outcome.pods)
             return False
         if isinstance(outcome, Placed):
             self._placing = (rec.key, outcome)
@@ -265,7 +267,7 @@ class Cycles(FairAdmission):
             if self._devices_held.get(device) == key:
                 del self._devices_held[device]
         self._count_held(devices, -1)
-        self._wake_unplaced()
+        self._wake_unplaced(devices)
 
     def _end_hold(self, rec: WorkloadRecord) -> None:
         """The pods of admitted ``rec`` are all ready: they are scheduled and their
@@ -295,23 +297,46 @@ class Cycles(FairAdmission):
         claimed = self._claimed
         for device in devices:
             claimed[device] = claimed.get(device, 0) + 1
-        freed = False
+        freed: list[DeviceId] = []
         for device in before:
             left = claimed[device] - 1
             if left:
                 claimed[device] = left
             else:
                 del claimed[device]
-                freed = True
+                freed.append(device)
         if freed:
-            self._wake_unplaced()
+            self._wake_unplaced(tuple(freed))
 
-    def _wake_unplaced(self) -> None:
-        """Capacity changed (a hold released, a claim's devices freed, a node or
-        DRA object changed): try again the heads that no node could take."""
-        if self._placement_waiters:
+    def _wake_unplaced(self, freed: tuple[DeviceId, ...] | None = None) -> None:
+        """Capacity changed: try again the heads that no node could take. A node or
+        DRA object changed (``freed`` None): all of them. Devices were freed (a
+        hold released, a claim's devices): those of which a pod could now be
+        placed alone on a node where devices were freed (nothing else changed,
+        so the others would fail the same way)."""
+        if not self._placement_waiters:
+            return
+        if freed is None:
             waiters, self._placement_waiters = self._placement_waiters, {}
-            self._wake_searchers(waiters)
+            self._wake_searchers({k: epoch for k, (epoch, _) in waiters.items()})
+            return
+        where = device_nodes(self._inventory)
+        nodes = {where[d] for d in freed if d in where}
+        if not nodes:
+            return
+        taken = frozenset(self._devices_held).union(self._claimed)
+        consumed = (
+            self._counters_held() if not self._claimed else taken_counters(self._inventory, taken)
+        )
+        woken: dict[tuple[str, int], int] = {}
+        for k, (epoch, pods) in list(self._placement_waiters.items()):
+            if fits_on(
+                inventory=self._inventory, pods=pods, nodes=nodes, taken=taken, consumed=consumed
+            ):
+                woken[k] = epoch
+                del self._placement_waiters[k]
+        if woken:
+            self._wake_searchers(woken)
 
     def _set_aside(
         self,
@@ -321,7 +346,7 @@ class Cycles(FairAdmission):
         needs: Needs,
         *,
         searched: bool = False,
-        unplaced: bool = False,
+        unplaced: tuple[GangPod, ...] | None = None,
     ) -> None:
         """Park the head's group (BestEffortFIFO) or block the queue (StrictFIFO),
         and register as a waiter for what the attempt was short of; ``searched``:
@@ -333,8 +358,8 @@ class Cycles(FairAdmission):
         else:
             shape = rec.shape
             epoch, todo = queue.park(shape, verdict, needs)
-        if unplaced:
-            self._placement_waiters[(cq_name, shape)] = epoch
+        if unplaced is not None:
+            self._placement_waiters[(cq_name, shape)] = (epoch, unplaced)
         if searched:
             root = self._tree.root_of[cq_name]
             searchers = self._searchers.get(root)

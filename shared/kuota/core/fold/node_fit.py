@@ -65,6 +65,8 @@ class Placed:
 @dataclass(frozen=True, slots=True)
 class Unplaceable:
     message: str
+    key: str  # what it needs, without what nodes have free: the verdict's key
+    pods: tuple[GangPod, ...]  # its distinct pods, with the nodes each may use
 
 
 class _NotPlaced:
@@ -152,7 +154,28 @@ def place_workload(
         message = message.replace("no node can take", f"no node {where}can take", 1)
     if len(with_devices) < len(requests) or len(with_devices) > 1:
         message = f"{_gang(with_devices)}: {message}"
-    return Unplaceable(message)
+    return Unplaceable(message, message.split("; ", 1)[0], tuple(dict.fromkeys(pods)))
+
+
+def fits_on(
+    *,
+    inventory: DraInventory,
+    pods: Sequence[GangPod],
+    nodes: Iterable[str],
+    taken: frozenset[DeviceId],
+    consumed: Mapping[CounterKey, int],
+) -> bool:
+    """Whether one of ``pods`` alone could now be placed on one of ``nodes`` (what
+    a waiter needs, at least, for capacity freed there to matter)."""
+    for node in sorted(set(nodes)):
+        for pod in pods:
+            if pod.nodes is not None and node not in pod.nodes:
+                continue
+            alone = GangPod(pod.requests, frozenset((node,)))
+            found = place_gang(inventory=inventory, pods=(alone,), taken=taken, consumed=consumed)
+            if not isinstance(found, NoPlacement):
+                return True
+    return False
 
 
 def _node_local(inventory: DraInventory, request: ExactDeviceRequest) -> bool:

@@ -40,7 +40,7 @@ from kuota.core.assign.flavors import (
     QueueView,
 )
 from kuota.core.dra.charging import DraInventory, NotChargeable
-from kuota.core.dra.placement import CounterKey, DeviceId
+from kuota.core.dra.placement import CounterKey, DeviceId, GangPod
 from kuota.core.fold.decisions import inadmissible, rejected
 from kuota.core.fold.node_fit import Placed
 from kuota.core.fold.timers import Timers
@@ -167,7 +167,7 @@ class FoldState:
         # (ClusterQueue, shape or BLOCKED_HEAD) -> epoch: heads whose quota fit but
         # that no node could take; a hold released, a claim's devices freed, or a
         # node or DRA change wakes them
-        self._placement_waiters: dict[tuple[str, int], int] = {}
+        self._placement_waiters: dict[tuple[str, int], tuple[int, tuple[GangPod, ...]]] = {}
         # the placement found for the head about to be admitted: (workload, placed)
         self._placing: tuple[str, Placed] | None = None
         # (constraints, flavors) -> the nodes they allow; cleared when a Node or a
