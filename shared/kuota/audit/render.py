@@ -78,6 +78,9 @@ def decision_text(d: Decision, *, offset: bool = True) -> Text:
     details: list[str] = []
     if d.type == "Admitted" and d.usage:
         details.append(_usage(d.usage))
+    if d.nodes:
+        placed = sorted({n for ns in d.nodes.values() for n in ns})
+        details.append("on " + ", ".join(placed))
     if d.preemptor:
         by = f"by {d.preemptor}"
         if d.policy:

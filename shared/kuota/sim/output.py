@@ -35,6 +35,7 @@ FIELDS: tuple[tuple[str, str], ...] = (
     ("clusterQueue", "cluster_queue"),
     ("flavors", "flavors"),
     ("usage", "usage"),
+    ("nodes", "nodes"),
     ("reason", "reason"),
     ("message", "message"),
     ("preemptor", "preemptor"),

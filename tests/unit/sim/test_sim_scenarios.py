@@ -368,3 +368,18 @@ def test_history_pays_back_the_burst() -> None:
     # as the file's header says: 60% of the GPU-hours without history, 55% with
     assert round(shares[False], 3) == 0.600
     assert round(shares[True], 3) == 0.550
+
+
+def test_node_fragmentation_waits_for_a_node_not_for_quota() -> None:
+    decisions = run("node-fragmentation.yaml")
+    order = [d.workload for d in decisions if d.type == "Admitted"]
+    assert order == ["research/ddp", "research/single", "research/pair"]
+    assert first_admission(decisions, "research/ddp").nodes == {"main": ["a100-a", "a100-b"]}
+    (wait,) = [d for d in decisions if d.type == "Inadmissible" and d.workload == "research/pair"]
+    assert wait.reason == "NoNodePlacement"
+    assert wait.message == (
+        "no node in flavor a100 can take pod 1 of 1: needs 2 devices of class gpu.nvidia.com; "
+        "a100-a has 1 free, a100-b has 1 free"
+    )
+    pair = first_admission(decisions, "research/pair")
+    assert pair.at == 1200  # when ddp finished, not when single did (at 420)
