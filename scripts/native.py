@@ -54,6 +54,7 @@ MODULES = (
     "kuota.core.fold.draining",
     "kuota.core.fold.fairadmission",
     "kuota.core.fold.fold",
+    "kuota.core.fold.holds",
     "kuota.core.fold.node_fit",
     "kuota.core.fold.ordering",
     "kuota.core.fold.placement",

@@ -27,7 +27,7 @@ from kuota.core.assign.flavors import (
     plan_podsets,
     still_fits,
 )
-from kuota.core.dra.placement import CounterKey, DeviceId, GangPod, device_consumes, device_nodes
+from kuota.core.dra.placement import GangPod
 from kuota.core.fold.backstop import JOB_CHANGED, generation_seen
 from kuota.core.fold.decisions import (
     admitted,
@@ -36,15 +36,8 @@ from kuota.core.fold.decisions import (
     quota_released,
     requeued,
 )
-from kuota.core.fold.fairadmission import AFS_EXTRA, FairAdmission
-from kuota.core.fold.node_fit import (
-    NO_NODE_PLACEMENT,
-    Placed,
-    Unplaceable,
-    fits_on,
-    place_workload,
-    taken_counters,
-)
+from kuota.core.fold.fairadmission import AFS_EXTRA
+from kuota.core.fold.holds import DeviceHolds
 from kuota.core.fold.ordering import Entry, cycle_order
 from kuota.core.fold.state import Waiter
 from kuota.core.preemption.podsready import (
@@ -75,7 +68,7 @@ from kuota.events.schema import decision_id
 from kuota.quantity import format_quantity
 
 
-class Cycles(FairAdmission):
+class Cycles(DeviceHolds):
     """Scheduling cycles (module docstring); hooks: :mod:`kuota.core.fold.hooks`."""
 
     def _try_preempt(
@@ -196,147 +189,6 @@ class Cycles(FairAdmission):
         self._set_aside(
             rec, cq_name, assignment_verdict(assignment), assignment.blocking, searched=searched
         )
-
-    def _placeable(self, rec: WorkloadRecord, cq_name: str, fit: Fit) -> bool:
-        """Whether the pods of a head whose quota fits can be placed on nodes
-        (core/fold/node_fit.py); when they can, the placement waits in
-        ``_placing`` for ``_admit``; when not, the head is set aside until a hold
-        is released or a node or DRA object changes."""
-        if not any(ps.devices for ps in rec.requests):
-            return True
-        outcome = place_workload(
-            inventory=self._inventory,
-            nodes=self._nodes,
-            flavors=self._flavors,
-            requests=rec.requests,
-            podset_flavors=fit.flavors,
-            held=self._devices_held,
-            claimed=self._claimed,
-            eligible_memo=self._eligible,
-            consumed=self._counters_held(),
-        )
-        if isinstance(outcome, Unplaceable):
-            # keyed by what it needs: what nodes have free changes at every retry
-            verdict = Verdict(NO_NODE_PLACEMENT, (outcome.key,), outcome.message)
-            self._set_aside(rec, cq_name, verdict, (), unplaced=outcome.pods)
-            return False
-        if isinstance(outcome, Placed):
-            self._placing = (rec.key, outcome)
-        return True
-
-    def _counters_held(self) -> dict[CounterKey, int]:
-        """The counters the held devices spend: kept up to date by holds and
-        releases, computed afresh when the inventory changed."""
-        generation = self._inventory.generation
-        if self._counters_at != generation:
-            self._held_counters = taken_counters(self._inventory, self._devices_held)
-            self._counters_at = generation
-        return self._held_counters
-
-    def _count_held(self, devices: tuple[DeviceId, ...], sign: int) -> None:
-        if self._counters_at != self._inventory.generation:
-            return  # recomputed at the next use
-        consumes = device_consumes(self._inventory)
-        counters = self._held_counters
-        for device in devices:
-            for key, amount in consumes.get(device, ()):
-                counters[key] = counters.get(key, 0) + sign * amount
-
-    def _hold_devices(self, rec: WorkloadRecord) -> dict[str, list[str]] | None:
-        """Hold the devices found for ``rec`` by ``_placeable``; its nodes per
-        podset for the Admitted decision (None: not placed)."""
-        placing, self._placing = self._placing, None
-        if placing is None or placing[0] != rec.key:
-            return None
-        placed = placing[1]
-        self._device_holds[rec.key] = placed.devices
-        self._held_since[rec.key] = self._claim_seq
-        for device in placed.devices:
-            self._devices_held[device] = rec.key
-        self._count_held(placed.devices, 1)
-        return {name: list(nodes) for name, nodes in placed.nodes.items()}
-
-    def _release_devices(self, key: str) -> None:
-        """The pods of ``key`` are gone (or all ready: :meth:`_end_hold`): give its
-        held devices back, and wake the heads that no node could take."""
-        devices = self._device_holds.pop(key, None)
-        if devices is None:
-            return
-        del self._held_since[key]
-        for device in devices:
-            if self._devices_held.get(device) == key:
-                del self._devices_held[device]
-        self._count_held(devices, -1)
-        self._wake_unplaced(devices)
-
-    def _end_hold(self, rec: WorkloadRecord) -> None:
-        """The pods of admitted ``rec`` are all ready: they are scheduled and their
-        claims allocated, and those claims (``_claims``) now stand for the devices
-        it uses, wherever the scheduler put them. Its hold, a prediction, ends; it
-        never comes back for this admission. Only once a claim of its namespace was
-        allocated after the hold began: else nothing in the journal stands for its
-        devices (a journal without claims, a simulator file), and the hold lasts
-        until its pods are gone."""
-        since = self._held_since.get(rec.key)
-        if since is not None and self._allocated_at.get(rec.spec.namespace, 0) > since:
-            self._release_devices(rec.key)
-
-    def _set_claim(self, key: tuple[str, str], devices: tuple[DeviceId, ...]) -> None:
-        """ResourceClaim ``key`` (namespace, name) now takes ``devices`` (none: not
-        allocated, or deleted). When a device no claim takes any more is freed, wake
-        the heads that no node could take."""
-        before = self._claims.get(key, ())
-        if before == devices:
-            return
-        if devices:
-            self._claims[key] = devices
-            self._claim_seq += 1
-            self._allocated_at[key[0]] = self._claim_seq
-        else:
-            del self._claims[key]
-        claimed = self._claimed
-        for device in devices:
-            claimed[device] = claimed.get(device, 0) + 1
-        freed: list[DeviceId] = []
-        for device in before:
-            left = claimed[device] - 1
-            if left:
-                claimed[device] = left
-            else:
-                del claimed[device]
-                freed.append(device)
-        if freed:
-            self._wake_unplaced(tuple(freed))
-
-    def _wake_unplaced(self, freed: tuple[DeviceId, ...] | None = None) -> None:
-        """Capacity changed: try again the heads that no node could take. A node or
-        DRA object changed (``freed`` None): all of them. Devices were freed (a
-        hold released, a claim's devices): those of which a pod could now be
-        placed alone on a node where devices were freed (nothing else changed,
-        so the others would fail the same way)."""
-        if not self._placement_waiters:
-            return
-        if freed is None:
-            waiters, self._placement_waiters = self._placement_waiters, {}
-            self._wake_searchers({k: epoch for k, (epoch, _) in waiters.items()})
-            return
-        where = device_nodes(self._inventory)
-        nodes = {where[d] for d in freed if d in where}
-        if not nodes:
-            return
-        taken = frozenset(self._devices_held).union(self._claimed)
-        consumed = (
-            self._counters_held() if not self._claimed else taken_counters(self._inventory, taken)
-        )
-        woken: dict[tuple[str, int], int] = {}
-        for k, (epoch, pods) in list(self._placement_waiters.items()):
-            if fits_on(
-                inventory=self._inventory, pods=pods, nodes=nodes, taken=taken, consumed=consumed
-            ):
-                woken[k] = epoch
-                del self._placement_waiters[k]
-        if woken:
-            self._wake_searchers(woken)
 
     def _set_aside(
         self,
@@ -494,17 +346,6 @@ class Cycles(FairAdmission):
             searchers = self._searchers.pop(root, None)
             if searchers:
                 self._wake_searchers(searchers)
-
-    def _wake_searchers(self, searchers: dict[tuple[str, int], int]) -> None:
-        """Send the heads whose preemption search found no victim to search again
-        (a release in their tree: their queue may be back within its nominal
-        quota, or what is free now and what they may take together suffice)."""
-        queues = self._queues
-        ready = self._ready
-        for (cq_name, shape), epoch in searchers.items():
-            queue = queues.get(cq_name)
-            if queue is not None and queue.wake_searcher(shape, epoch):
-                ready[cq_name] = None
 
     def _wake_waiters(
         self,

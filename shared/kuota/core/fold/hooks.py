@@ -1,6 +1,6 @@
 """The fold's layers, and the hooks an upper layer overrides.
 
-Theory of operation: a Fold is seven layers of one object, each a module with
+Theory of operation: a Fold is eight layers of one object, each a module with
 one idea, plus components it holds:
 
 - ``state.FoldState``: what it knows (and the ``timers.Timers`` component:
@@ -8,6 +8,8 @@ one idea, plus components it holds:
 - ``placement.Placement``: where a pending workload waits;
 - ``fairadmission.FairAdmission``: admission fair sharing (LocalQueue lanes,
   samples, settlements) and the history of history-aware fair sharing;
+- ``holds.DeviceHolds``: the node placement of a head whose quota fits, and
+  the devices an admitted workload holds until its claims stand for them;
 - ``cycle.Cycles``: scheduling cycles (in ``ordering.cycle_order``), admission,
   release, evictions and what a release wakes;
 - ``draining.Draining``: a stopped workload's quota, kept until its pods are
@@ -28,6 +30,9 @@ from __future__ import annotations
 from typing import Protocol
 
 from kuota.core.assign.flavors import Assignment
+from kuota.core.dra.placement import GangPod
+from kuota.core.queueing.queues import Needs
+from kuota.core.queueing.verdict import Verdict
 from kuota.core.queueing.workload import Admission, Fit, WorkloadRecord
 
 
@@ -46,6 +51,21 @@ class FoldHooks(Protocol):
         """Set aside a head that was not admitted. Defined and called by
         ``cycle.Cycles``; extended by ``preempting.Preempting`` (a head awaiting a
         plan gets WaitingForPreemptionPlan)."""
+        ...
+
+    def _set_aside(
+        self,
+        rec: WorkloadRecord,
+        cq_name: str,
+        verdict: Verdict,
+        needs: Needs,
+        *,
+        searched: bool = False,
+        unplaced: tuple[GangPod, ...] | None = None,
+    ) -> None:
+        """Park a head that was not admitted and register what wakes it. Defined
+        (unimplemented) and called by ``holds.DeviceHolds._placeable`` (no node
+        can take it); implemented by ``cycle.Cycles``."""
         ...
 
     def _admit(
