@@ -22,6 +22,15 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Literal
 
+from kuota.api.dra_rules import (
+    DeviceConstraint,
+    DeviceTaint,
+    DeviceToleration,
+    device_constraints,
+    device_taints,
+    device_tolerations,
+)
+from kuota.api.fields import FieldError
 from kuota.api.not_journaled import not_journaled
 from kuota.api.semver import parse_semver
 from kuota.api.types import ObjectRef, ValidationError
@@ -73,6 +82,7 @@ class Device:
     allow_multiple_allocations: bool = False
     # qualified name -> requestPolicy, sorted; only capacities that publish one
     request_policies: tuple[tuple[str, CapacityRequestPolicy], ...] = ()
+    taints: tuple[DeviceTaint, ...] = ()  # DRADeviceTaints (kuota.api.dra_rules)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +125,7 @@ class ExactDeviceRequest:
     admin_access: bool = False
     # capacity.requests (consumable capacity): qualified name -> milli-units, sorted
     capacity_requests: tuple[tuple[str, int], ...] = ()
+    tolerations: tuple[DeviceToleration, ...] = ()  # of device taints
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +140,7 @@ class ResourceClaimTemplate:
     namespace: str
     name: str
     requests: tuple[DeviceRequest, ...] = ()
+    constraints: tuple[DeviceConstraint, ...] = ()
 
     @property
     def ref(self) -> str:
@@ -152,6 +164,7 @@ class ResourceClaim:
     uid: str = ""
     requests: tuple[DeviceRequest, ...] = ()
     allocated: tuple[AllocatedDevice, ...] = ()
+    constraints: tuple[DeviceConstraint, ...] = ()
 
     @property
     def ref(self) -> str:
@@ -274,7 +287,7 @@ def parse_dra_object(manifest: Mapping[str, object]) -> DraObject | ValidationEr
         if kind == "ResourceClaim":
             return _claim(str(namespace), str(name), meta, spec, manifest.get("status"))
         return _claim_template(str(namespace), str(name), spec)
-    except _Invalid as exc:
+    except (_Invalid, FieldError) as exc:
         return ValidationError(ref, exc.field, exc.message)
     except Exception as exc:  # the boundary: bad input must never stop the fold
         return ValidationError(ref, "", f"cannot parse: {type(exc).__name__}: {exc}")
@@ -347,7 +360,8 @@ def _device(raw: object, field: str) -> Device:
                 _amounts(c.get("counters"), f"{f}.counters"),
             )
         )
-    return Device(name, tuple(attrs), capacity, tuple(consumes), multi, policies)
+    taints = device_taints(body.get("taints"), f"{bfield}.taints")
+    return Device(name, tuple(attrs), capacity, tuple(consumes), multi, policies, taints)
 
 
 _MAX_VALID_VALUES = 10  # the apiserver's limit on requestPolicy.validValues
@@ -448,7 +462,16 @@ def _check_consumption(device: Device, sets: list[CounterSet], field: str) -> No
 def _claim_template(namespace: str, name: str, spec: Mapping[str, object]) -> ResourceClaimTemplate:
     inner = _map(spec.get("spec"), "spec.spec")
     requests = _requests(inner.get("devices"), "spec.spec.devices")
-    return ResourceClaimTemplate(namespace, name, requests)
+    constraints = _constraints(inner.get("devices"), "spec.spec.devices", requests)
+    return ResourceClaimTemplate(namespace, name, requests, constraints)
+
+
+def _constraints(
+    raw: object, field: str, requests: tuple[DeviceRequest, ...]
+) -> tuple[DeviceConstraint, ...]:
+    devices = _map(raw, field)
+    names = [q.name for q in requests]
+    return device_constraints(devices.get("constraints"), f"{field}.constraints", names)
 
 
 def _claim(
@@ -460,6 +483,7 @@ def _claim(
 ) -> ResourceClaim:
     uid = _str(meta.get("uid"), "metadata.uid", required=False)
     requests = _requests(spec.get("devices"), "spec.devices")
+    constraints = _constraints(spec.get("devices"), "spec.devices", requests)
     status = _map(status_raw, "status")
     allocation = _map(status.get("allocation"), "status.allocation")
     devices = _map(allocation.get("devices"), "status.allocation.devices")
@@ -476,7 +500,7 @@ def _claim(
         )
         if not _bool(result.get("adminAccess"), f"{f}.adminAccess"):
             taken.add(device)
-    return ResourceClaim(namespace, name, uid, requests, tuple(sorted(taken)))
+    return ResourceClaim(namespace, name, uid, requests, tuple(sorted(taken)), constraints)
 
 
 def _requests(raw: object, field: str) -> tuple[DeviceRequest, ...]:
@@ -521,6 +545,7 @@ def _exact(r: Mapping[str, object], field: str) -> ExactDeviceRequest:
         _selectors(r.get("selectors"), f"{field}.selectors"),
         _bool(r.get("adminAccess"), f"{field}.adminAccess"),
         _capacity_requests(r.get("capacity"), f"{field}.capacity"),
+        device_tolerations(r.get("tolerations"), f"{field}.tolerations"),
     )
 
 
