@@ -64,6 +64,13 @@ from dataclasses import dataclass
 from kuota.api.dra import ExactDeviceRequest
 from kuota.core.dra.cel import CompiledSelector, SelectorError, compile_selector
 from kuota.core.dra.inventory import DraInventory, MatchError, PoolDevice
+from kuota.core.dra.placement_reasons import free_for, pods_text
+from kuota.core.dra.placement_rules import (
+    AttributeValue,
+    PodConstraint,
+    attribute_values,
+    taints_allow,
+)
 from kuota.core.pickling import register_by_fields
 
 __all__ = [
@@ -85,7 +92,6 @@ __all__ = [
 ]
 
 DEFAULT_BUDGET = 100_000
-_NODES_NAMED = 10  # a message names at most this many nodes
 
 DeviceId = tuple[str, str, str]  # (driver, pool, device name)
 CounterKey = tuple[str, str, str, str]  # (driver, pool, counter set, counter)
@@ -93,10 +99,14 @@ CounterKey = tuple[str, str, str, str]  # (driver, pool, counter set, counter)
 
 @dataclass(frozen=True, slots=True)
 class GangPod:
-    """One pod of the gang: its device requests and the nodes it may use."""
+    """One pod of the gang: its device requests and the nodes it may use;
+    ``constraints``: its claims' matchAttribute constraints; ``claims``: per
+    request, the index of its claim (() : each request a claim of its own)."""
 
     requests: tuple[ExactDeviceRequest, ...] = ()
     nodes: frozenset[str] | None = None  # None: every node
+    constraints: tuple[PodConstraint, ...] = ()
+    claims: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,18 +168,21 @@ def place_gang(
     nodes, candidates, limits = _candidates(inventory, pods)
     if isinstance(candidates, str):
         return PlacementInvalid(candidates)
+    candidates, attrs = _constrain(inventory, pods, candidates)
     used = dict(consumed or {})
-    search = _Search(pods, nodes, candidates, limits, used, budget, taken)
+    search = _Search(pods, nodes, candidates, limits, used, budget, taken, attrs)
     found = search.run()
     if found is not None:
         return Placement(found, search.steps)
     if search.exhausted:
         return SearchBudgetExhausted(
             f"no placement found within the search budget ({budget} steps) for "
-            f"{_pods(len(pods))}; not proven impossible",
+            f"{pods_text(len(pods))}; not proven impossible",
             search.steps,
         )
-    return NoPlacement(_why(pods, nodes, candidates, limits, used, budget, taken), search.steps)
+    return NoPlacement(
+        _why(pods, nodes, candidates, limits, used, budget, taken, attrs), search.steps
+    )
 
 
 # --------------------------------------------------------------------------- inputs
@@ -181,12 +194,20 @@ def _unsupported(pods: Sequence[GangPod]) -> str | None:
             where = f"pod {i + 1} request {r + 1} (class {request.device_class_name})"
             if request.allocation_mode != "ExactCount":
                 return f"{where}: allocationMode {request.allocation_mode} is not supported"
-            if request.admin_access:
-                return f"{where}: adminAccess is not supported by placement yet"
             if request.capacity_requests:
                 return f"{where}: capacity requests are not supported by placement yet"
             if request.count < 0:
                 return f"{where}: negative count {request.count}"
+        if pod.claims and len(pod.claims) != len(pod.requests):
+            return f"pod {i + 1}: {len(pod.claims)} claim indices for {len(pod.requests)} requests"
+        for c in pod.constraints:
+            if c.distinct:
+                return (
+                    f"pod {i + 1}: constraint distinctAttribute {c.attribute} is not "
+                    "supported by placement yet"
+                )
+            if not c.requests or not all(0 <= r < len(pod.requests) for r in c.requests):
+                return f"pod {i + 1}: constraint on {c.attribute} names no request of the pod"
     return None
 
 
@@ -259,7 +280,7 @@ def _consumption(d: PoolDevice) -> tuple[tuple[CounterKey, int], ...]:
 def request_devices(inventory: DraInventory, request: ExactDeviceRequest) -> _ByNode | str:
     """The devices the request may take, per node (node-local, not shared),
     whether taken or not; or why the request cannot be evaluated (memoised)."""
-    key = (request.device_class_name, request.selectors)
+    key = (request.device_class_name, request.selectors, request.tolerations)
     memo = inventory.placement_memo
     found = memo.get(key)
     if found is None:
@@ -272,6 +293,8 @@ def request_devices(inventory: DraInventory, request: ExactDeviceRequest) -> _By
                 node = inventory.node_name(d)
                 if node is None or d.device.allow_multiple_allocations:
                     continue
+                if d.device.taints and not taints_allow(d.device, request):
+                    continue  # a taint the request does not tolerate
                 grouped.setdefault(node, []).append(
                     _Device((d.driver, d.pool, d.device.name), _consumption(d))
                 )
@@ -303,6 +326,31 @@ def _candidates(
             per_request.append(found)
         out.append(tuple(per_request))
     return nodes, tuple(out), limits
+
+
+_Attrs = tuple[tuple[dict[DeviceId, AttributeValue], ...], ...]  # pod -> constraint -> values
+
+
+def _constrain(
+    inventory: DraInventory, pods: Sequence[GangPod], candidates: _Candidates
+) -> tuple[_Candidates, _Attrs]:
+    """Per pod and constraint, the attribute's value per device; and the
+    candidates, those of a request a constraint binds kept only if they have
+    the attribute (others can never be given to it)."""
+    attrs: list[tuple[dict[DeviceId, AttributeValue], ...]] = []
+    out: list[tuple[dict[str, tuple[_Device, ...]], ...]] = []
+    for i, pod in enumerate(pods):
+        per: list[dict[DeviceId, AttributeValue]] = []
+        requests = list(candidates[i])  # the dicts are memoised: replaced, never changed
+        for c in pod.constraints:
+            values = attribute_values(inventory, c.attribute)
+            per.append(values)
+            for r in c.requests:
+                kept = {n: tuple(d for d in ds if d.id in values) for n, ds in requests[r].items()}
+                requests[r] = {n: ds for n, ds in kept.items() if ds}
+        attrs.append(tuple(per))
+        out.append(tuple(requests))
+    return tuple(out), tuple(attrs)
 
 
 def matching_devices(
@@ -345,6 +393,7 @@ class _Search:
         used: dict[CounterKey, int],
         budget: int,
         taken: frozenset[DeviceId] = frozenset(),
+        attrs: _Attrs = (),
     ) -> None:
         self.pods = pods
         self.nodes = nodes
@@ -358,6 +407,22 @@ class _Search:
         self.node_of: list[int] = [-1] * len(pods)
         self.first: list[int] = [-1] * len(pods)  # candidate index of request 0's first device
         self.chosen: list[list[tuple[DeviceId, ...]]] = [[() for _ in pod.requests] for pod in pods]
+        # adminAccess devices: free for every other pod, but within their own pod
+        # (one scheduling cycle) they count against counters, and a later
+        # request of the pod may not take them (Kubernetes' allocator).
+        self.admin_on: list[dict[DeviceId, int]] = [{} for _ in pods]
+        self.admin_used: list[dict[CounterKey, int]] = [{} for _ in pods]
+        # matchAttribute: per pod and constraint, the value and how many hold it
+        self.attrs = attrs or tuple(() for _ in pods)
+        self.bound: list[list[tuple[int, ...]]] = [
+            [
+                tuple(c for c, k in enumerate(pod.constraints) if r in k.requests)
+                for r in range(len(pod.requests))
+            ]
+            for pod in pods
+        ]
+        self.value: list[list[AttributeValue | None]] = [[None] * len(p.constraints) for p in pods]
+        self.holding: list[list[int]] = [[0] * len(p.constraints) for p in pods]
         # Levels: (pod, None) picks the node, (pod, r) the devices of request r.
         self.levels: list[tuple[int, int | None]] = []
         for i, pod in enumerate(pods):
@@ -376,6 +441,8 @@ class _Search:
                     stack.pop()
                     continue
                 if len(stack) == len(self.levels):
+                    if not self._admin_fits():
+                        continue  # try the next choice of the last level
                     return tuple(
                         PodPlacement(self.nodes[self.node_of[i]], tuple(self.chosen[i]))
                         for i in range(len(self.pods))
@@ -384,6 +451,16 @@ class _Search:
         except _Budget:
             self.exhausted = True
         return None
+
+    def _admin_fits(self) -> bool:
+        """Whether each pod's adminAccess devices fit the counters whatever the
+        order the scheduler takes the pods in: with every other pod's devices
+        allocated (checked as they were chosen against the pods before only)."""
+        for admin in self.admin_used:
+            for key, amount in admin.items():
+                if amount and self.used.get(key, 0) + amount > self.limits.get(key, 0):
+                    return False
+        return True
 
     def _step(self) -> None:
         self.steps += 1
@@ -421,8 +498,9 @@ class _Search:
             need = request.count
             if need <= 0:
                 continue
+            admin = request.admin_access
             for d in self.candidates[i][r].get(node, ()):
-                if d.id not in taken and (not d.consumes or self._fits(d)):
+                if (admin or d.id not in taken) and (not d.consumes or self._fits(d, i)):
                     need -= 1
                     if need == 0:
                         break
@@ -430,28 +508,70 @@ class _Search:
                 return False
         return True
 
-    def _fits(self, d: _Device) -> bool:
+    def _fits(self, d: _Device, i: int) -> bool:
         used = self.used
         limits = self.limits
-        for key, amount in d.consumes:  # noqa: SIM110 (a loop: no generator per device)
-            if used.get(key, 0) + amount > limits.get(key, 0):
+        admin = self.admin_used[i]
+        for key, amount in d.consumes:
+            if used.get(key, 0) + admin.get(key, 0) + amount > limits.get(key, 0):
                 return False
         return True
 
-    def _take(self, d: _Device) -> None:
-        self.taken.add(d.id)
-        for key, amount in d.consumes:
-            self.used[key] = self.used.get(key, 0) + amount
+    def _usable(self, i: int, r: int, d: _Device, admin: bool) -> bool:
+        """Whether request r of pod i may take d now: a regular request a device
+        nobody took (adminAccess ones of this pod included); an adminAccess one
+        any device but those earlier requests of its claim took."""
+        if not admin:
+            return d.id not in self.taken and d.id not in self.admin_on[i]
+        claims = self.pods[i].claims
+        for r2 in range(r):
+            if (claims[r2] == claims[r] if claims else False) and d.id in self.chosen[i][r2]:
+                return False
+        return True
 
-    def _release(self, d: _Device) -> None:
-        self.taken.discard(d.id)
+    def _agrees(self, i: int, r: int, d: _Device) -> bool:
+        """Whether d keeps every matchAttribute constraint on request r."""
+        for c in self.bound[i][r]:
+            if self.holding[i][c] and self.attrs[i][c].get(d.id) != self.value[i][c]:
+                return False
+        return True
+
+    def _take(self, i: int, r: int, d: _Device, admin: bool) -> None:
+        if admin:
+            self.admin_on[i][d.id] = self.admin_on[i].get(d.id, 0) + 1
+            used = self.admin_used[i]
+        else:
+            self.taken.add(d.id)
+            used = self.used
         for key, amount in d.consumes:
-            self.used[key] -= amount
+            used[key] = used.get(key, 0) + amount
+        for c in self.bound[i][r]:
+            if not self.holding[i][c]:
+                self.value[i][c] = self.attrs[i][c].get(d.id)
+            self.holding[i][c] += 1
+
+    def _release(self, i: int, r: int, d: _Device, admin: bool) -> None:
+        if admin:
+            left = self.admin_on[i][d.id] - 1
+            if left:
+                self.admin_on[i][d.id] = left
+            else:
+                del self.admin_on[i][d.id]
+            used = self.admin_used[i]
+        else:
+            self.taken.discard(d.id)
+            used = self.used
+        for key, amount in d.consumes:
+            used[key] -= amount
+        for c in self.bound[i][r]:
+            self.holding[i][c] -= 1
 
     def _devices(self, i: int, r: int) -> Iterator[None]:
         """Each combination of ``count`` free candidates whose counters fit, in
         lexicographic order, applied to the state while it is yielded."""
-        need = self.pods[i].requests[r].count
+        request = self.pods[i].requests[r]
+        need = request.count
+        admin = request.admin_access
         cands = self.candidates[i][r].get(self.nodes[self.node_of[i]], ())
         if need == 0:
             self.chosen[i][r] = ()
@@ -461,8 +581,9 @@ class _Search:
         k = 0
         if r == 0 and self._twin(i) and self.node_of[i - 1] == self.node_of[i]:
             # Identical pods on one node: their first devices increase (their
-            # combinations are disjoint, so this orders them lexicographically).
-            k = self.first[i - 1] + 1
+            # combinations are disjoint, so this orders them lexicographically);
+            # adminAccess devices may be shared, so theirs only do not decrease.
+            k = self.first[i - 1] + (0 if admin else 1)
         while True:
             if len(picked) == need:
                 self.chosen[i][r] = tuple(cands[p].id for p in picked)
@@ -470,38 +591,25 @@ class _Search:
                     self.first[i] = picked[0]
                 yield
                 k = picked.pop()
-                self._release(cands[k])
+                self._release(i, r, cands[k], admin)
                 k += 1
             elif k <= len(cands) - (need - len(picked)):
                 d = cands[k]
-                if d.id not in self.taken:
+                if self._usable(i, r, d, admin):
                     self._step()
-                    if self._fits(d):
-                        self._take(d)
+                    if self._fits(d, i) and self._agrees(i, r, d):
+                        self._take(i, r, d, admin)
                         picked.append(k)
                 k += 1
             elif picked:
                 k = picked.pop()
-                self._release(cands[k])
+                self._release(i, r, cands[k], admin)
                 k += 1
             else:
                 return
 
 
 # --------------------------------------------------------------------------- reasons
-
-
-def _pods(n: int) -> str:
-    return "1 pod" if n == 1 else f"a gang of {n} pods"
-
-
-def _needs(request: ExactDeviceRequest) -> str:
-    noun = "device" if request.count == 1 else "devices"
-    text = f"{request.count} {noun} of class {request.device_class_name}"
-    if request.selectors:
-        n = len(request.selectors)
-        text += f" matching {n} selector{'s' if n > 1 else ''}"
-    return text
 
 
 def _why(
@@ -512,6 +620,7 @@ def _why(
     used: dict[CounterKey, int],
     budget: int,
     taken: frozenset[DeviceId],
+    attrs: _Attrs,
 ) -> str:
     """Name the first pod that fits on no node alone, else say they do not fit together."""
     tried: set[GangPod] = set()
@@ -519,63 +628,18 @@ def _why(
         if pod in tried:
             continue  # an identical pod before it fit alone
         tried.add(pod)
-        alone = _Search((pod,), nodes, (candidates[i],), limits, dict(used), budget, taken)
+        alone = _Search(
+            (pod,), nodes, (candidates[i],), limits, dict(used), budget, taken, (attrs[i],)
+        )
         if alone.run() is None and not alone.exhausted:
             return (
                 f"no node can take pod {i + 1} of {len(pods)}: "
-                f"{_free(pod, nodes, candidates[i], limits, used, taken)}"
+                f"{free_for(pod, nodes, candidates[i], limits, used, taken, attrs[i])}"
             )
     return (
         f"each pod fits alone but the {len(pods)} pods cannot be placed together; "
-        f"pod 1: {_free(pods[0], nodes, candidates[0], limits, used, taken)}"
+        f"pod 1: {free_for(pods[0], nodes, candidates[0], limits, used, taken, attrs[0])}"
     )
-
-
-def _free(
-    pod: GangPod,
-    nodes: tuple[str, ...],
-    candidates: tuple[dict[str, tuple[_Device, ...]], ...],
-    limits: dict[CounterKey, int],
-    used: dict[CounterKey, int],
-    taken: frozenset[DeviceId],
-) -> str:
-    """What the pod needs and what each eligible node has free for it."""
-    needs = " and ".join(_needs(q) for q in pod.requests) or "no devices"
-    eligible = [n for n in nodes if pod.nodes is None or n in pod.nodes]
-    if not eligible:
-        return f"needs {needs}; no node is eligible"
-    # nodes without any matching device are counted, not named
-    bare = [n for n in eligible if not any(n in candidates[r] for r in range(len(pod.requests)))]
-    if pod.requests and len(bare) < len(eligible):
-        eligible = [n for n in eligible if n not in bare]
-    else:
-        bare = []
-    parts = []
-    for node in eligible[:_NODES_NAMED]:
-        counts = []
-        for r in range(len(pod.requests)):
-            free = sum(
-                1
-                for d in candidates[r].get(node, ())
-                if d.id not in taken
-                and all(used.get(key, 0) + a <= limits.get(key, 0) for key, a in d.consumes)
-            )
-            counts.append(free)
-        if len(counts) == 1:
-            parts.append(f"{node} has {counts[0]} free")
-        else:
-            per = ", ".join(
-                f"{c} of class {q.device_class_name}"
-                for c, q in zip(counts, pod.requests, strict=True)
-            )
-            parts.append(f"{node} has free {per}")
-    if len(eligible) > _NODES_NAMED:
-        parts.append(f"and {len(eligible) - _NODES_NAMED} more nodes")
-    if bare:
-        parts.append(
-            "1 other node has none" if len(bare) == 1 else f"{len(bare)} other nodes have none"
-        )
-    return f"needs {needs}; {', '.join(parts)}"
 
 
 register_by_fields(

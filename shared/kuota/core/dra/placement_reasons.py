@@ -1,0 +1,117 @@
+"""The messages of :func:`~kuota.core.dra.placement.place_gang`: what a pod
+needs, and what each eligible node has free for it.
+
+Theory of operation: a :class:`~kuota.core.dra.placement.NoPlacement` names the
+first pod no node can take alone and, per eligible node (sorted, at most
+``NODES_NAMED``), how many of each request's candidates are free there (not
+taken, their counters not exhausted; an adminAccess request's taken ones
+count, as it may share them), and for each matchAttribute constraint the most
+free candidates that share one value. Nodes without any matching device are
+counted, not named. Pure: the same arguments give the same text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from kuota.api.dra import ExactDeviceRequest
+from kuota.core.dra.placement_rules import AttributeValue, PodConstraint
+
+if TYPE_CHECKING:
+    from kuota.core.dra.placement import GangPod
+
+__all__ = ["NODES_NAMED", "free_for", "needs_text", "pods_text"]
+
+NODES_NAMED = 10  # a message names at most this many nodes
+
+DeviceId = tuple[str, str, str]  # (driver, pool, device name)
+CounterKey = tuple[str, str, str, str]  # (driver, pool, counter set, counter)
+
+
+class _Candidate(Protocol):
+    @property
+    def id(self) -> DeviceId: ...
+
+    @property
+    def consumes(self) -> tuple[tuple[CounterKey, int], ...]: ...
+
+
+def pods_text(n: int) -> str:
+    return "1 pod" if n == 1 else f"a gang of {n} pods"
+
+
+def needs_text(request: ExactDeviceRequest) -> str:
+    noun = "device" if request.count == 1 else "devices"
+    text = f"{request.count} {noun} of class {request.device_class_name}"
+    if request.selectors:
+        n = len(request.selectors)
+        text += f" matching {n} selector{'s' if n > 1 else ''}"
+    if request.admin_access:
+        text += " (admin access)"
+    return text
+
+
+def _same(pod: GangPod, c: PodConstraint) -> str:
+    if len(c.requests) == len(pod.requests):
+        return f"all with the same {c.attribute}"
+    which = ", ".join(str(r + 1) for r in c.requests)
+    return f"requests {which} with the same {c.attribute}"
+
+
+def free_for(
+    pod: GangPod,
+    nodes: tuple[str, ...],
+    candidates: Sequence[Mapping[str, Sequence[_Candidate]]],
+    limits: Mapping[CounterKey, int],
+    used: Mapping[CounterKey, int],
+    taken: frozenset[DeviceId],
+    attrs: Sequence[Mapping[DeviceId, AttributeValue]],
+) -> str:
+    """What the pod needs and what each eligible node has free for it."""
+    needs = " and ".join(needs_text(q) for q in pod.requests) or "no devices"
+    needs += "".join(f", {_same(pod, c)}" for c in pod.constraints)
+    eligible = [n for n in nodes if pod.nodes is None or n in pod.nodes]
+    if not eligible:
+        return f"needs {needs}; no node is eligible"
+    # nodes without any matching device are counted, not named
+    bare = [n for n in eligible if not any(n in candidates[r] for r in range(len(pod.requests)))]
+    if pod.requests and len(bare) < len(eligible):
+        eligible = [n for n in eligible if n not in bare]
+    else:
+        bare = []
+    parts = []
+    for node in eligible[:NODES_NAMED]:
+        free: list[list[DeviceId]] = [
+            [
+                d.id
+                for d in candidates[r].get(node, ())
+                if (q.admin_access or d.id not in taken)
+                and all(used.get(key, 0) + a <= limits.get(key, 0) for key, a in d.consumes)
+            ]
+            for r, q in enumerate(pod.requests)
+        ]
+        counts = [len(ids) for ids in free]
+        if len(counts) == 1:
+            part = f"{node} has {counts[0]} free"
+        else:
+            per = ", ".join(
+                f"{c} of class {q.device_class_name}"
+                for c, q in zip(counts, pod.requests, strict=True)
+            )
+            part = f"{node} has free {per}"
+        for c, values in zip(pod.constraints, attrs, strict=True):
+            groups: dict[AttributeValue, set[DeviceId]] = {}
+            for r in c.requests:
+                for ident in free[r]:
+                    groups.setdefault(values[ident], set()).add(ident)
+            most = max((len(g) for g in groups.values()), default=0)
+            part += f" (at most {most} with the same {c.attribute})"
+        parts.append(part)
+    if len(eligible) > NODES_NAMED:
+        parts.append(f"and {len(eligible) - NODES_NAMED} more nodes")
+    if bare:
+        parts.append(
+            "1 other node has none" if len(bare) == 1 else f"{len(bare)} other nodes have none"
+        )
+    return f"needs {needs}; {', '.join(parts)}"
