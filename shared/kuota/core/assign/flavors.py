@@ -30,6 +30,7 @@ from kuota.api.types import (
     Toleration,
 )
 from kuota.core.assign.node_match import flavor_mismatch
+from kuota.core.dra.placement_rules import PodConstraint
 from kuota.core.pickling import register_by_fields
 from kuota.core.quota.rows import flavor_resources
 from kuota.core.quota.tree import (
@@ -69,6 +70,9 @@ class PodSetRequest:
     # what one pod asks of DRA devices (placement, #17): part of the shape, since
     # two podsets charged alike may fit on different nodes
     devices: tuple[ExactDeviceRequest, ...] = ()
+    # per request of ``devices``, its claim; the claims' matchAttribute constraints
+    device_claims: tuple[int, ...] = ()
+    device_constraints: tuple[PodConstraint, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

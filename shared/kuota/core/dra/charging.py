@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from kuota.api.dra import (
     Device,
     DeviceClass,
+    DeviceConstraint,
     DeviceRequest,
     ExactDeviceRequest,
     ResourceClaimTemplate,
@@ -37,6 +38,7 @@ from kuota.core.dra.inventory import (
     MatchError,
     PoolDevice,
 )
+from kuota.core.dra.placement_rules import PodConstraint, pod_constraints
 from kuota.quantity import MAX_MILLI, MILLI, format_quantity
 
 __all__ = [
@@ -48,6 +50,7 @@ __all__ = [
     "DeviceRequest",
     "DraInventory",
     "NotChargeable",
+    "PodDevices",
     "PoolDevice",
     "Reason",
     "ResourceClaimTemplate",
@@ -55,6 +58,7 @@ __all__ = [
     "charge_podset",
     "device_requests",
     "parse_dra_object",
+    "pod_devices",
 ]
 
 MAX_DEVICES_PER_REQUEST = 10_000
@@ -472,11 +476,31 @@ def device_requests(
     *, inventory: DraInventory, namespace: str, podset: PodSet
 ) -> tuple[ExactDeviceRequest, ...]:
     """What one pod of a chargeable ``podset`` asks of DRA devices, as ``exactly``
-    requests: its templates' requests (adminAccess ones take nothing: left out)
-    and its extended resources backed by a DeviceClass (``count`` devices of that
-    class). Call it only once ``charge_podset`` charged the podset: what it
-    refuses (direct claims, firstAvailable, missing templates) is skipped here."""
+    requests (:func:`pod_devices`, its requests alone)."""
+    return pod_devices(inventory=inventory, namespace=namespace, podset=podset).requests
+
+
+@dataclass(frozen=True, slots=True)
+class PodDevices:
+    """What one pod asks of DRA devices, for placement: its requests, per request
+    the index of its claim, and its claims' matchAttribute constraints."""
+
+    requests: tuple[ExactDeviceRequest, ...] = ()
+    claims: tuple[int, ...] = ()
+    constraints: tuple[PodConstraint, ...] = ()
+
+
+def pod_devices(*, inventory: DraInventory, namespace: str, podset: PodSet) -> PodDevices:
+    """What one pod of a chargeable ``podset`` asks of DRA devices: its
+    templates' requests in the pod's claim order (adminAccess ones included:
+    they take nothing, but need a device), with their claims' constraints, and
+    its extended resources backed by a DeviceClass (``count`` devices of that
+    class, one claim). Call it only once ``charge_podset`` charged the podset:
+    what it refuses (direct claims, firstAvailable, missing templates) is
+    skipped here."""
     out: list[ExactDeviceRequest] = []
+    claims: list[int] = []
+    shapes: list[tuple[list[str], tuple[DeviceConstraint, ...]]] = []
     for claim in podset.claims:
         name = claim.resource_claim_template_name
         if not name or claim.resource_claim_name:
@@ -484,12 +508,17 @@ def device_requests(
         template = inventory.claim_template(namespace, name)
         if template is None:
             continue
+        names: list[str] = []
         for request in template.requests:
             exact = request.exactly
-            if exact is not None and not request.first_available and not exact.admin_access:
+            if exact is not None and not request.first_available:
                 out.append(exact)
+                claims.append(len(shapes))
+                names.append(request.name)
+        shapes.append((names, template.constraints))
     for resource, amount in podset.requests:
         device_class = inventory.device_class_for_extended_resource(resource)
         if device_class is not None and amount > 0 and amount % MILLI == 0:
             out.append(ExactDeviceRequest(device_class.name, amount // MILLI))
-    return tuple(out)
+            claims.append(len(shapes))
+    return PodDevices(tuple(out), tuple(claims), pod_constraints(shapes))

@@ -30,7 +30,7 @@ Pure: the same arguments give the same answer.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kuota.api.dra import ExactDeviceRequest
 from kuota.api.nodes import Node
@@ -125,7 +125,8 @@ def place_workload(
             )
             if eligible_memo is not None:
                 eligible_memo[key] = eligible
-        pods.extend([GangPod(ps.devices, eligible)] * ps.count)
+        pod = GangPod(ps.devices, eligible, ps.device_constraints, ps.device_claims)
+        pods.extend([pod] * ps.count)
         owner.extend([ps.name] * ps.count)
     taken = frozenset(held).union(claimed)
     result = place_gang(
@@ -139,10 +140,11 @@ def place_workload(
     if isinstance(result, Placement):
         by_podset: dict[str, set[str]] = {}
         devices: list[DeviceId] = []
-        for name, pod in zip(owner, result.pods, strict=True):
-            by_podset.setdefault(name, set()).add(pod.node)
-            for chosen in pod.devices:
-                devices.extend(chosen)
+        for name, gang_pod, placed in zip(owner, pods, result.pods, strict=True):
+            by_podset.setdefault(name, set()).add(placed.node)
+            for request, chosen in zip(gang_pod.requests, placed.devices, strict=True):
+                if not request.admin_access:  # adminAccess takes nothing: not held
+                    devices.extend(chosen)
         return Placed(
             {name: sorted(ns) for name, ns in sorted(by_podset.items())}, tuple(sorted(devices))
         )
@@ -171,7 +173,7 @@ def fits_on(
         for pod in pods:
             if pod.nodes is not None and node not in pod.nodes:
                 continue
-            alone = GangPod(pod.requests, frozenset((node,)))
+            alone = replace(pod, nodes=frozenset((node,)))
             found = place_gang(inventory=inventory, pods=(alone,), taken=taken, consumed=consumed)
             if not isinstance(found, NoPlacement):
                 return True

@@ -21,7 +21,7 @@ from __future__ import annotations
 from kuota.core.assign.flavors import (
     PodSetRequest,
 )
-from kuota.core.dra.charging import NotChargeable, charge_podset, device_requests
+from kuota.core.dra.charging import NotChargeable, charge_podset, pod_devices
 from kuota.core.fold.backstop import unlabelled_reason
 from kuota.core.fold.decisions import deactivated
 from kuota.core.fold.state import ChargeGroup, ChargeKey, ChargeResult, FoldState
@@ -56,6 +56,7 @@ class Placement(FoldState):
             if isinstance(charge, NotChargeable):
                 return charge
             totals = tuple((res, qty * ps.count) for res, qty in charge.per_pod)
+            devices = pod_devices(inventory=self._inventory, namespace=namespace, podset=ps)
             requests.append(
                 PodSetRequest(
                     ps.name,
@@ -64,7 +65,9 @@ class Placement(FoldState):
                     ps.node_selector,
                     ps.required_affinity,
                     ps.tolerations,
-                    device_requests(inventory=self._inventory, namespace=namespace, podset=ps),
+                    devices.requests,
+                    devices.claims,
+                    devices.constraints,
                 )
             )
         return tuple(requests)
