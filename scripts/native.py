@@ -47,6 +47,8 @@ MODULES = (
     "kuota.core.assign.fitting",
     "kuota.core.assign.node_match",
     "kuota.core.dra.placement",
+    "kuota.core.dra.placement_reasons",
+    "kuota.core.dra.placement_rules",
     "kuota.core.assign.flavors",
     "kuota.core.fold.cohorts",
     "kuota.core.fold.cycle",

@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from kuota.api.dra import (
     Device,
     DeviceClass,
-    DeviceConstraint,
     DeviceRequest,
     ExactDeviceRequest,
     ResourceClaimTemplate,
     ResourceSlice,
     parse_dra_object,
 )
+from kuota.api.dra_rules import DeviceConstraint
 from kuota.api.types import ClaimRef, Configuration, DeviceClassMapping, PodSet
 from kuota.core.dra.capacity import NO_VALID_VALUE, CapacityProblem, capacity_of, consumed
 from kuota.core.dra.cel import CompiledSelector, SelectorError, compile_selector

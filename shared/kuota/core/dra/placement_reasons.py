@@ -13,13 +13,10 @@ counted, not named. Pure: the same arguments give the same text.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from kuota.api.dra import ExactDeviceRequest
 from kuota.core.dra.placement_rules import AttributeValue, PodConstraint
-
-if TYPE_CHECKING:
-    from kuota.core.dra.placement import GangPod
 
 __all__ = ["NODES_NAMED", "free_for", "needs_text", "pods_text"]
 
@@ -37,6 +34,17 @@ class _Candidate(Protocol):
     def consumes(self) -> tuple[tuple[CounterKey, int], ...]: ...
 
 
+class _Pod(Protocol):  # a GangPod (kuota.core.dra.placement imports this module)
+    @property
+    def requests(self) -> tuple[ExactDeviceRequest, ...]: ...
+
+    @property
+    def nodes(self) -> frozenset[str] | None: ...
+
+    @property
+    def constraints(self) -> tuple[PodConstraint, ...]: ...
+
+
 def pods_text(n: int) -> str:
     return "1 pod" if n == 1 else f"a gang of {n} pods"
 
@@ -52,7 +60,7 @@ def needs_text(request: ExactDeviceRequest) -> str:
     return text
 
 
-def _same(pod: GangPod, c: PodConstraint) -> str:
+def _same(pod: _Pod, c: PodConstraint) -> str:
     if len(c.requests) == len(pod.requests):
         return f"all with the same {c.attribute}"
     which = ", ".join(str(r + 1) for r in c.requests)
@@ -60,7 +68,7 @@ def _same(pod: GangPod, c: PodConstraint) -> str:
 
 
 def free_for(
-    pod: GangPod,
+    pod: _Pod,
     nodes: tuple[str, ...],
     candidates: Sequence[Mapping[str, Sequence[_Candidate]]],
     limits: Mapping[CounterKey, int],
