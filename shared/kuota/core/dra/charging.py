@@ -178,7 +178,7 @@ class _Charger:
                 retryable=False,
             )
         if exact.admin_access:
-            return  # admin access observes devices in use; Kueue charges it no quota
+            return  # admin access observes devices in use: no quota (Kueue refuses it)
         if exact.allocation_mode != "ExactCount":
             raise _Stop(
                 Reason.UNSUPPORTED_CLAIM,

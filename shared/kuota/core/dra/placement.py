@@ -46,10 +46,27 @@ node can take; if each fits alone, the message says the
 pods do not fit together. Messages list the eligible nodes in sorted order,
 each with its free candidates (untaken, their counters not exhausted).
 
+The rules of :mod:`kuota.core.dra.placement_rules`, as Kubernetes' allocator
+applies them: a device with a ``NoSchedule``/``NoExecute`` taint the request
+does not tolerate is no candidate; a ``matchAttribute`` constraint
+(:class:`GangPod` ``constraints``: request indices and a fully qualified
+attribute) keeps only candidates that have the attribute, and within one pod
+every device given to its requests has one value (checked as devices are taken,
+so the search stays exhaustive); an ``adminAccess`` request needs ``count``
+matching devices on the node but takes none: it may have a device that is taken
+or given to another pod, not one an earlier request of its own claim
+(:class:`GangPod` ``claims``) took, and a later regular request of its pod may
+not take one it has (one scheduling cycle). Its devices' counters count within
+its pod only, checked against every regular device of the gang (whatever order
+the scheduler takes the pods in), the last check made once a full assignment is
+found. Identical pods' first devices only do not decrease when that request is
+``adminAccess`` (theirs may be shared).
+
 Not covered yet (later bricks): devices with ``allowMultipleAllocations`` and
 consumable capacity (such devices are never candidates here), requests with
-``capacity.requests``, allocation mode ``All``, ``adminAccess``,
-``firstAvailable``, ``constraints``/``matchAttribute``, device taints, devices of
+``capacity.requests``, allocation mode ``All``, ``firstAvailable``,
+``distinctAttribute`` constraints (:class:`PlacementInvalid`), taints from
+DeviceTaintRule objects (only a slice's own device taints are read), devices of
 slices without ``nodeName``, and node properties beyond the allowed-node set.
 
 Pure: no clock, no randomness, no I/O; iteration is over sorted keys, so the

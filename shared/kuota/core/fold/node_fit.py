@@ -18,9 +18,10 @@ claimed taken once. The answer is one of:
   matches a device of a slice that names no node (``nodeSelector``,
   ``allNodes``), or a request takes a form placement does not handle yet
   (consumable capacity: a capacity request, or a device shared by several
-  claims);
+  claims; a ``distinctAttribute`` constraint);
 - :class:`Placed` — the nodes per podset (for the Admitted decision: the
-  actuator pins the podset to them) and the devices to hold;
+  actuator pins the podset to them) and the devices to hold (not those of
+  ``adminAccess`` requests: they take nothing);
 - :class:`Unplaceable` — no placement exists (proven), or none was found within
   the search budget; its message names the nodes and what each has free.
 
