@@ -594,6 +594,8 @@ class _Search:
             self.chosen[i][r] = ()
             yield
             return
+        admin_on = self.admin_on[i]  # non-empty only while the pod has adminAccess devices
+        bound = self.bound[i][r]
         picked: list[int] = []
         k = 0
         if r == 0 and self._twin(i) and self.node_of[i - 1] == self.node_of[i]:
@@ -612,9 +614,11 @@ class _Search:
                 k += 1
             elif k <= len(cands) - (need - len(picked)):
                 d = cands[k]
-                if self._usable(i, r, d, admin):
+                if self._usable(i, r, d, admin) if admin or admin_on else d.id not in self.taken:
                     self._step()
-                    if self._fits(d, i) and self._agrees(i, r, d):
+                    if (not d.consumes or self._fits(d, i)) and (
+                        not bound or self._agrees(i, r, d)
+                    ):
                         self._take(i, r, d, admin)
                         picked.append(k)
                 k += 1
