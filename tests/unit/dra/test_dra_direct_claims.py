@@ -30,10 +30,10 @@ from kuota.api.dra import ResourceClaim, parse_dra_object
 from kuota.api.types import Configuration
 from kuota.core.dra.charging import (
     Charge,
+    DraInventory,
     NotChargeable,
     Reason,
     charge_claim,
-    DraInventory,
     charge_podset,
     direct_claims,
 )
@@ -133,7 +133,7 @@ def test_charge_podset_leaves_a_direct_claim_to_charge_claim() -> None:
         namespace="team-a",
         podset=ps,
     )
-    assert got == Charge(((("cpu", milli("1")), ("nvidia-gpu", milli("1"))))), got
+    assert got == Charge((("cpu", milli("1")), ("nvidia-gpu", milli("1")))), got
     assert direct_claims(ps) == ("shared-gpu",)
 
 
@@ -148,7 +148,14 @@ def test_direct_claims_each_once_in_order() -> None:
 @pytest.mark.parametrize("conf,expected", [(MIG_SLICES, "1"), (MIG_MEMORY, "40Gi")])
 def test_article_004_claim_as_the_issue_writes_it(conf: Configuration, expected: str) -> None:
     claim = issue_claim()
-    got = charge(MIG_3G_CLASS, h100_3g_node(), claim, conf=conf, name="h100-mig-slice", namespace="team-alpha")
+    got = charge(
+        MIG_3G_CLASS,
+        h100_3g_node(),
+        claim,
+        conf=conf,
+        name="h100-mig-slice",
+        namespace="team-alpha",
+    )
     resource = "mig-3g" if conf is MIG_SLICES else "gpu-memory"
     assert got == Charge(((resource, milli(expected)),)), got
 
@@ -157,24 +164,39 @@ def test_article_004_claim_as_the_article_writes_it_gets_a_clear_reason() -> Non
     """The article's selector reads ``device.attributes["memory"]``: an attribute
     domain no driver publishes, so CEL fails on every device (no crash)."""
     got = charge(
-        MIG_3G_CLASS, h100_3g_node(), article_claim(), conf=MIG_SLICES,
-        name="h100-mig-slice", namespace="team-alpha",
+        MIG_3G_CLASS,
+        h100_3g_node(),
+        article_claim(),
+        conf=MIG_SLICES,
+        name="h100-mig-slice",
+        namespace="team-alpha",
     )
     assert isinstance(got, NotChargeable), got
     assert got.reason == Reason.INVALID_CEL and not got.retryable
-    assert "ResourceClaim team-alpha/h100-mig-slice request \"gpu\"" in got.message
+    assert 'ResourceClaim team-alpha/h100-mig-slice request "gpu"' in got.message
 
 
 def test_the_selector_is_applied_no_slice_above_39gi() -> None:
     small = (
         slice_("node-small")
         .counters("gpu-0-cs", memory="80Gi")
-        .device("gpu-0-mig-3g-0", type="mig", profile="3g.40gb", capacity={"memory": "20Gi"},
-                consumes={"memory": "20Gi"})
+        .device(
+            "gpu-0-mig-3g-0",
+            type="mig",
+            profile="3g.40gb",
+            capacity={"memory": "20Gi"},
+            consumes={"memory": "20Gi"},
+        )
         .build()
     )
-    got = charge(MIG_3G_CLASS, small, issue_claim(), conf=MIG_SLICES, name="h100-mig-slice",
-                 namespace="team-alpha")
+    got = charge(
+        MIG_3G_CLASS,
+        small,
+        issue_claim(),
+        conf=MIG_SLICES,
+        name="h100-mig-slice",
+        namespace="team-alpha",
+    )
     assert isinstance(got, NotChargeable) and got.reason == Reason.INSUFFICIENT_DEVICES, got
 
 
@@ -240,8 +262,11 @@ def test_allocated_claim_charged_at_what_it_holds_not_at_what_it_asks() -> None:
     asks = resource_claim("c", namespace="team-a", device_class="mig.nvidia.com")
     assert charge(ANY_MIG, mixed_node(), asks, conf=conf, name="c") == want(gpu_memory="40Gi")
     holds = resource_claim(
-        "c", namespace="team-a", device_class="mig.nvidia.com",
-        allocated=[("node-mixed", "mig-1g-0")], node="node-mixed",
+        "c",
+        namespace="team-a",
+        device_class="mig.nvidia.com",
+        allocated=[("node-mixed", "mig-1g-0")],
+        node="node-mixed",
     )
     assert charge(ANY_MIG, mixed_node(), holds, conf=conf, name="c") == want(gpu_memory="10Gi")
 
@@ -256,16 +281,17 @@ def test_allocated_all_charged_at_the_devices_it_holds() -> None:
     conf = config(mapping("mig", "mig.nvidia.com"))
     assert charge(ANY_MIG, mixed_node(), every, conf=conf, name="all") == want(mig="2")
     memory = config(mapping("gpu-memory", "mig.nvidia.com", counter="memory"))
-    assert charge(ANY_MIG, mixed_node(), every, conf=memory, name="all") == want(
-        gpu_memory="50Gi"
-    )
+    assert charge(ANY_MIG, mixed_node(), every, conf=memory, name="all") == want(gpu_memory="50Gi")
 
 
 def test_allocated_device_no_longer_published_charged_as_asked() -> None:
     conf = config(mapping("gpu-memory", "mig.nvidia.com", counter="memory"))
     holds = resource_claim(
-        "c", namespace="team-a", device_class="mig.nvidia.com",
-        allocated=[("node-gone", "mig-1g-0")], driver=GPU_DRIVER,
+        "c",
+        namespace="team-a",
+        device_class="mig.nvidia.com",
+        allocated=[("node-gone", "mig-1g-0")],
+        driver=GPU_DRIVER,
     )
     assert charge(ANY_MIG, mixed_node(), holds, conf=conf, name="c") == want(gpu_memory="40Gi")
 

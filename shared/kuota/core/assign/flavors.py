@@ -69,6 +69,11 @@ class PodSetRequest:
     # what one pod asks of DRA devices (placement, #17): part of the shape, since
     # two podsets charged alike may fit on different nodes
     devices: tuple[ExactDeviceRequest, ...] = ()
+    # the ResourceClaims its pods name directly (docs/design/dra-placement.md,
+    # "Direct ResourceClaims"), each with what this podset's totals include for it,
+    # the claim's whole charge, once: () when charged elsewhere (another podset of
+    # the workload, or already carried in its ClusterQueue)
+    claims: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

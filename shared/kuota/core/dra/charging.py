@@ -133,7 +133,9 @@ def charge_claim(
 
 def direct_claims(podset: PodSet) -> tuple[str, ...]:
     """The ResourceClaims the podset's pods name directly, in order, each once."""
-    return tuple(dict.fromkeys(c.resource_claim_name for c in podset.claims if c.resource_claim_name))
+    return tuple(
+        dict.fromkeys(c.resource_claim_name for c in podset.claims if c.resource_claim_name)
+    )
 
 
 def _bare(name: str, driver: str) -> str:

@@ -245,6 +245,8 @@ class Fold(Cohorts):
         elif kind == "ResourceClaim":
             if self._claims:
                 self._set_claim((namespace, name), ())
+            if self._inventory.set_claim(namespace or "default", name, None):
+                self._claim_changed(namespace or "default", name)
         elif kind == "Job":
             self._delete_workload(f"{namespace or 'default'}/{name}")
         elif kind == "Pod":
@@ -288,6 +290,8 @@ class Fold(Cohorts):
             self._rejected(claim.ref, str(claim))
         elif isinstance(claim, ResourceClaim):
             self._set_claim((claim.namespace, claim.name), claim.allocated)
+            if self._inventory.set_claim(claim.namespace, claim.name, claim):
+                self._claim_changed(claim.namespace, claim.name)  # a direct claim's users
 
     def _queue_rejected(self, ref: ObjectRef) -> None:
         """A ClusterQueue, LocalQueue or ResourceFlavor with no version in force was

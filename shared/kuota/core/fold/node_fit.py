@@ -18,7 +18,8 @@ claimed taken once. The answer is one of:
   matches a device of a slice that names no node (``nodeSelector``,
   ``allNodes``), or a request takes a form placement does not handle yet
   (consumable capacity: a capacity request, or a device shared by several
-  claims);
+  claims), or a pod that asks for devices of its own also names a
+  ResourceClaim directly;
 - :class:`Placed` — the nodes per podset (for the Admitted decision: the
   actuator pins the podset to them) and the devices to hold;
 - :class:`Unplaceable` — no placement exists (proven), or none was found within
@@ -106,6 +107,11 @@ def place_workload(
     if not with_devices:
         return NOT_PLACED
     for ps in with_devices:
+        if ps.claims:
+            # its pods also share a direct ResourceClaim: they go where its devices
+            # are (allocated) or will be (docs/design/dra-placement.md, "Direct
+            # ResourceClaims"); not placed yet, admitted on quota alone
+            return NOT_PLACED
         for request in ps.devices:
             if request.capacity_requests or not _node_local(inventory, request):
                 return NOT_PLACED
