@@ -23,6 +23,8 @@ from core_builders import (
     last,
     lq,
 )
+from test_fold_node_placement import cluster as node_cluster
+from test_fold_node_placement import gpus
 
 REFERENCE = (
     Path(__file__).resolve().parents[2]
@@ -329,3 +331,64 @@ def test_article_004_yaml_as_written_waits_with_a_clear_reason() -> None:
     wait = last(out, "Inadmissible")
     assert wait.reason == "InvalidCEL"
     assert "ResourceClaim team-alpha/h100-mig-slice" in (wait.message or "")
+
+
+# --------------------------------------------------------------------------- placement
+
+
+def placement_cluster(*extra: Any) -> Driver:
+    return node_cluster(gpus("node-a", 2), gpus("node-b", 2), *extra)
+
+
+def node_claim(
+    *devices: str, node: str = "node-b", name: str = "shared", ns: str = "team-a"
+) -> Any:
+    return manifests.resource_claim(
+        name,
+        namespace=ns,
+        device_class="gpu.nvidia.com",
+        allocated=[(node, d) for d in devices],
+        node=node if devices else None,
+    )
+
+
+def placed_user(name: str, pods: int = 1) -> Any:
+    return (
+        job("team-a", name)
+        .queue("lq")
+        .claim("own", "one")
+        .direct_claim("gpu", "shared")
+        .parallelism(pods)
+    )
+
+
+def test_pods_of_an_allocated_claim_are_placed_on_its_node_only() -> None:
+    d = placement_cluster(node_claim("gpu-0"))
+    out = d.apply(placed_user("a", pods=1))
+    assert last(out, "Admitted").nodes == {"main": ["node-b"]}  # node-a sorts first
+    # claim charged once (1) + the pod's own device (1)
+    assert last(out, "Admitted").usage == {"default": {"nvidia-gpu": "2"}}
+
+
+def test_a_full_claim_node_makes_them_wait_though_another_node_is_free() -> None:
+    d = placement_cluster(node_claim("gpu-0"), node_claim("gpu-1", name="theirs", ns="other"))
+    out = d.apply(placed_user("a"))
+    assert admitted(out) == []
+    assert last(out, "Inadmissible").reason == "NoNodePlacement"
+    assert "node-b has 0 free" in (last(out, "Inadmissible").message or "")
+    out = d.delete("ResourceClaim", "theirs", "other")
+    assert last(out, "Admitted").nodes == {"main": ["node-b"]}
+
+
+def test_an_unallocated_claim_with_devices_of_its_own_is_admitted_on_quota_alone() -> None:
+    d = placement_cluster(node_claim())
+    out = d.apply(placed_user("a", pods=2))
+    assert admitted(out) == ["team-a/a"]
+    assert last(out, "Admitted").nodes is None  # not pinned: the scheduler decides
+
+
+def test_a_job_with_only_a_direct_claim_is_not_pinned() -> None:
+    d = placement_cluster(node_claim("gpu-0"))
+    out = d.apply(job("team-a", "a").queue("lq").direct_claim("gpu", "shared").parallelism(3))
+    assert last(out, "Admitted").nodes is None
+    assert last(out, "Admitted").usage == {"default": {"nvidia-gpu": "1"}}

@@ -19,7 +19,8 @@ claimed taken once. The answer is one of:
   ``allNodes``), or a request takes a form placement does not handle yet
   (consumable capacity: a capacity request, or a device shared by several
   claims), or a pod that asks for devices of its own also names a
-  ResourceClaim directly;
+  ResourceClaim directly that is not allocated on one node's devices (one that
+  is restricts the pod to that node: ``only``);
 - :class:`Placed` — the nodes per podset (for the Admitted decision: the
   actuator pins the podset to them) and the devices to hold;
 - :class:`Unplaceable` — no placement exists (proven), or none was found within
@@ -93,6 +94,7 @@ def place_workload(
     claimed: Mapping[DeviceId, int],
     eligible_memo: dict[tuple[object, ...], frozenset[str]] | None = None,
     consumed: Mapping[CounterKey, int] | None = None,
+    only: Mapping[str, str] | None = None,
 ) -> PlaceOutcome:
     """Place every DRA pod of a workload whose quota fits (module docstring).
     ``podset_flavors``: per podset, its (resource, flavor) assignment; ``held``:
@@ -100,17 +102,19 @@ def place_workload(
     allocated claims take (device -> how many claims); ``eligible_memo``: the
     nodes each (constraints, flavors) may use, kept by the caller until a Node
     or a ResourceFlavor changes; ``consumed``: the counters the held devices
-    spend, when the caller keeps them (else computed)."""
+    spend, when the caller keeps them (else computed); ``only``: podset -> the
+    one node its pods may use (the node of the allocated ResourceClaims they
+    name directly; a podset with direct claims not in it is not placed)."""
     if not nodes:
         return NOT_PLACED
     with_devices = [ps for ps in requests if ps.devices and ps.count > 0]
     if not with_devices:
         return NOT_PLACED
     for ps in with_devices:
-        if ps.claims:
-            # its pods also share a direct ResourceClaim: they go where its devices
-            # are (allocated) or will be (docs/design/dra-placement.md, "Direct
-            # ResourceClaims"); not placed yet, admitted on quota alone
+        if ps.claims and (only is None or ps.name not in only):
+            # its pods also share a direct ResourceClaim not allocated on one node:
+            # where its devices will be is not placed yet (docs/design/
+            # dra-placement.md, "Direct ResourceClaims"): quota alone
             return NOT_PLACED
         for request in ps.devices:
             if request.capacity_requests or not _node_local(inventory, request):
@@ -131,6 +135,8 @@ def place_workload(
             )
             if eligible_memo is not None:
                 eligible_memo[key] = eligible
+        if only is not None and ps.name in only:
+            eligible = eligible & frozenset((only[ps.name],))
         pods.extend([GangPod(ps.devices, eligible)] * ps.count)
         owner.extend([ps.name] * ps.count)
     taken = frozenset(held).union(claimed)
