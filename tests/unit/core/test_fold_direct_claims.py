@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 from builders import manifests
+from builders.workloads import pytorch_job
 from core_builders import (
     Driver,
     admitted,
@@ -392,3 +393,15 @@ def test_a_job_with_only_a_direct_claim_is_not_pinned() -> None:
     out = d.apply(job("team-a", "a").queue("lq").direct_claim("gpu", "shared").parallelism(3))
     assert last(out, "Admitted").nodes is None
     assert last(out, "Admitted").usage == {"default": {"nvidia-gpu": "1"}}
+
+
+def test_two_podsets_naming_one_claim_are_charged_it_once() -> None:
+    ddp = pytorch_job("ddp", namespace="team-a", queue="lq", master=1, workers=3, gpus=0)
+    for spec in ddp["spec"]["pytorchReplicaSpecs"].values():
+        spec["template"]["spec"]["resourceClaims"] = [
+            {"name": "gpu", "resourceClaimName": "shared"}
+        ]
+    d = cluster(8, 1, claim())
+    out = d.apply(ddp)
+    assert [x.type for x in out] == ["Admitted"], out
+    assert d.usage("cq") == {GPU: 1000}
