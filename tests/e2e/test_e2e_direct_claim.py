@@ -10,7 +10,8 @@ publishes) is charged once for the two pods of train-1 and not again for
 train-2, which shares it; that its charge is held until its last user stops
 (whole-2 waits for train-2, not for train-1, who paid it); that kube-scheduler
 allocated it one 3g.40gb slice and ran every pod sharing it on that slice's
-node; and that it never reported a pod it could not give its claims to.
+node; and that it never reported a pod it could not give its claims to (but
+the wait of a pod whose shared claim another pod is allocating).
 """
 
 from __future__ import annotations
@@ -65,11 +66,18 @@ async def test_article_004_claim_is_charged_once_and_held_until_its_last_user(
         assert pods, key
         for pod in pods:
             assert pod["spec"]["nodeName"] == result["pool"], (key, pod["spec"]["nodeName"])
-    # kube-scheduler never failed to allocate a claim for a pod kuota admitted
+    # kube-scheduler never failed to allocate a claim for a pod kuota admitted. The
+    # two pods of train-1 are created together and share a claim not allocated
+    # yet: while the first one's allocation is in flight, kube-scheduler puts the
+    # second back ("resource claim ... is in the process of being allocated",
+    # dynamicresources.go PreFilter) and schedules it next try; a wait, not a
+    # failure (every pod Succeeded: assert_pipeline)
     events = await client.CoreV1Api(e2e_run.api).list_namespaced_event(ns)
     failed = [
         e.message
         for e in events.items
-        if e.reason == "FailedScheduling" and "claim" in (e.message or "")
+        if e.reason == "FailedScheduling"
+        and "claim" in (e.message or "")
+        and "in the process of being allocated" not in (e.message or "")
     ]
     assert not failed, failed
