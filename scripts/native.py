@@ -57,6 +57,7 @@ MODULES = (
     "kuota.core.fold.fairadmission",
     "kuota.core.fold.fold",
     "kuota.core.fold.holds",
+    "kuota.core.fold.direct_claims",
     "kuota.core.fold.node_fit",
     "kuota.core.fold.ordering",
     "kuota.core.fold.placement",

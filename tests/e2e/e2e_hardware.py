@@ -3,7 +3,10 @@
 Every object is labelled ``kuota.dev/pipeline=<run>`` and its GPUs belong to a
 driver named after the run, so nothing else on the shared apiserver sees them.
 Each node has ``GPUS_PER_NODE`` GPUs of 80Gi, each also offered as
-``MIG_PER_GPU`` 1g.10gb slices drawing on the GPU's ``memory`` counter. The
+``MIG_PER_GPU`` 1g.10gb slices and one 3g.40gb slice (``MIG_3G``, publishing
+40Gi of ``memory`` capacity, of type ``mig-3g`` so that only its own class
+``mig-3g.40gb-<run>`` selects it: article 004's direct claim), all drawing on
+the GPU's ``memory`` counter. The
 first node also has one GPU shared MPS-style (consumable capacity, KEP-5075):
 ``allowMultipleAllocations``, 80Gi of ``memory`` taken in 10Gi steps.
 Part of the harness ``e2e_harness.py`` (which re-exports every name).
@@ -21,6 +24,7 @@ KWOK_COMPLETE = "pod-complete.stage.kwok.x-k8s.io/delay"
 NODES = 2
 GPUS_PER_NODE = 4
 MIG_PER_GPU = 7
+MIG_3G = "mig-3g40gb"  # in each GPU's 3g.40gb slice's name: gpu-<g>-mig-3g40gb-0
 SHARED_GPU = "gpu-mps"  # the shared device, on the run's first node only
 SHARED_POLICY = {"default": "10Gi", "validRange": {"min": "10Gi", "max": "80Gi", "step": "10Gi"}}
 
@@ -81,6 +85,22 @@ def hardware(run: str, driver: str) -> list[dict[str, Any]]:
                         ],
                     }
                 )
+            devices.append(
+                {
+                    "name": f"gpu-{g}-{MIG_3G}-0",
+                    "attributes": {
+                        # not "mig": the classes of the other scenarios (and Kueue's
+                        # charge for them) must not see it
+                        "type": {"string": "mig-3g"},
+                        "profile": {"string": "3g.40gb"},
+                        "parentIndex": {"int": g},
+                    },
+                    "capacity": {"memory": {"value": "40Gi"}},
+                    "consumesCounters": [
+                        {"counterSet": counter, "counters": {"memory": {"value": "40Gi"}}}
+                    ],
+                }
+            )
         if n == 0:
             devices.append(
                 {
@@ -115,17 +135,15 @@ def hardware(run: str, driver: str) -> list[dict[str, Any]]:
             }
         )
 
-    def device_class(name: str, kind: str, extended: str | None = None) -> dict[str, Any]:
-        spec: dict[str, Any] = {
-            "selectors": [
-                {
-                    "cel": {
-                        "expression": f"device.driver == '{driver}' && "
-                        f"device.attributes['{driver}'].type == '{kind}'"
-                    }
-                }
-            ]
-        }
+    def device_class(
+        name: str, kind: str, extended: str | None = None, profile: str = ""
+    ) -> dict[str, Any]:
+        expression = (
+            f"device.driver == '{driver}' && device.attributes['{driver}'].type == '{kind}'"
+        )
+        if profile:
+            expression += f" && device.attributes['{driver}'].profile == '{profile}'"
+        spec: dict[str, Any] = {"selectors": [{"cel": {"expression": expression}}]}
         if extended:
             spec["extendedResourceName"] = extended
         return {
@@ -140,6 +158,7 @@ def hardware(run: str, driver: str) -> list[dict[str, Any]]:
         device_class(f"mig-{run}", "mig"),
         device_class(f"wgpu-{run}", "gpu", extended="nvidia.com/gpu"),
         device_class(f"mps-{run}", "mps"),
+        device_class(f"mig-3g.40gb-{run}", "mig-3g", profile="3g.40gb"),
     ]
     return objs
 
@@ -161,7 +180,7 @@ def configuration(run: str, driver: str) -> dict[str, Any]:
             "deviceClassMappings": [
                 {
                     "name": "gpu-memory",
-                    "deviceClassNames": [f"gpu-{run}", f"mig-{run}"],
+                    "deviceClassNames": [f"gpu-{run}", f"mig-{run}", f"mig-3g.40gb-{run}"],
                     "sources": [{"counter": {"name": "memory", "driver": driver}}],
                 },
                 {"name": "whole-gpus", "deviceClassNames": [f"wgpu-{run}"]},

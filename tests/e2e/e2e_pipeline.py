@@ -199,6 +199,7 @@ JOURNALED_KINDS = frozenset(
         "DeviceClass",
         "ResourceSlice",
         "ResourceClaimTemplate",
+        "ResourceClaim",  # a scenario's direct claim (direct-claim.yaml)
         "ResourceFlavor",
         "Cohort",
         "ClusterQueue",

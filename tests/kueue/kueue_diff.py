@@ -99,8 +99,17 @@ DEPARTURES: dict[str, dict[str, str]] = {
 }
 
 
+# e2e scenarios of what Kueue refuses outright, not played on Kueue: scenario ->
+# the row of docs/kueue-differences.md that says so.
+KUOTA_ONLY: dict[str, str] = {
+    # Kueue v0.19.2 marks a workload whose pods name a ResourceClaim directly
+    # inadmissible for good ("DRA resource claims not supported"): nothing to compare
+    "direct-claim": "Direct ResourceClaims",
+}
+
+
 def scenario_names() -> list[str]:
-    return sorted(p.stem for p in SCENARIOS.glob("*.yaml"))
+    return sorted(p.stem for p in SCENARIOS.glob("*.yaml") if p.stem not in KUOTA_ONLY)
 
 
 def load(name: str, run: str, hw: str) -> list[dict[str, Any]]:

@@ -253,6 +253,13 @@ class Job(_Builder):
         )
         return self
 
+    def direct_claim(self, name: str, claim: str) -> Job:
+        """A pod claim naming ResourceClaim ``claim`` directly (shared by the pods)."""
+        self._pod().setdefault("resourceClaims", []).append(
+            {"name": name, "resourceClaimName": claim}
+        )
+        return self
+
 
 def job(namespace: str, name: str) -> Job:
     return Job(

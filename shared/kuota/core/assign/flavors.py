@@ -73,6 +73,11 @@ class PodSetRequest:
     # per request of ``devices``, its claim; the claims' matchAttribute constraints
     device_claims: tuple[int, ...] = ()
     device_constraints: tuple[PodConstraint, ...] = ()
+    # the ResourceClaims its pods name directly (docs/design/dra-placement.md,
+    # "Direct ResourceClaims"), each with what this podset's totals include for it,
+    # the claim's whole charge, once: () when charged elsewhere (another podset of
+    # the workload, or already carried in its ClusterQueue)
+    claims: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,14 @@ for a mapping with a counter source, the largest amount of that counter the
 matching devices consume, times ``count`` (a whole 80 GiB GPU 80Gi, a
 ``1g.10gb`` MIG slice 10Gi). An extended resource backed by a DeviceClass is
 charged to the class's mapping, so both paths draw from one quota. The rest
-passes through, minus ``excludeResourcePrefixes``. What cannot be charged is a
+passes through, minus ``excludeResourcePrefixes``. A pod claim naming a
+ResourceClaim directly (``resourceClaimName``) is not the pod's: every pod that
+names it shares it, so ``charge_podset`` leaves it out and :func:`charge_claim`
+charges the claim as a whole, once (the fold decides once for whom:
+docs/design/dra-placement.md, "Direct ResourceClaims"): an unallocated claim
+as its requests ask, as a template would be; an allocated one at what it holds,
+each allocated device mapped as the request it was allocated for maps devices.
+What cannot be charged is a
 :class:`NotChargeable`: a CamelCase reason, a message naming the object, and
 ``retryable`` (a cluster change alone can fix it); the first problem found
 wins. Results depend only on the arguments. Rules: docs/design/dra-charging.md.
@@ -55,8 +62,10 @@ __all__ = [
     "Reason",
     "ResourceClaimTemplate",
     "ResourceSlice",
+    "charge_claim",
     "charge_podset",
     "device_requests",
+    "direct_claims",
     "parse_dra_object",
     "pod_devices",
 ]
@@ -67,8 +76,9 @@ MAX_DEVICES_PER_REQUEST = 10_000
 class Reason:
     """The closed set of NotChargeable reasons."""
 
-    UNSUPPORTED_CLAIM = "UnsupportedClaim"  # resourceClaimName, firstAvailable, All
+    UNSUPPORTED_CLAIM = "UnsupportedClaim"  # firstAvailable, All (unallocated)
     UNKNOWN_RESOURCE_CLAIM_TEMPLATE = "UnknownResourceClaimTemplate"  # retryable
+    UNKNOWN_RESOURCE_CLAIM = "UnknownResourceClaim"  # retryable: a direct claim not found
     UNKNOWN_DEVICE_CLASS = "UnknownDeviceClass"  # retryable
     DEVICE_CLASS_NOT_MAPPED = "DeviceClassNotMapped"
     INVALID_CEL = "InvalidCEL"  # does not compile, errors on a device, or is not a bool
@@ -103,6 +113,33 @@ def charge_podset(
         return charger.run()
     except _Stop as stop:
         return stop.verdict
+
+
+def charge_claim(
+    *,
+    inventory: DraInventory,
+    config: Configuration,
+    namespace: str,
+    name: str,
+    pod_claim: str = "",
+) -> Charge | NotChargeable:
+    """What ResourceClaim ``namespace/name`` charges as a whole, once for all the
+    pods that share it (``per_pod`` is then the claim's vector, not a pod's);
+    ``pod_claim`` names the pod claim that refers to it, for the messages."""
+    charger = _Charger(
+        inventory=inventory, config=config, namespace=namespace, podset=PodSet("", 1, (), ())
+    )
+    try:
+        return charger.direct(name, pod_claim)
+    except _Stop as stop:
+        return stop.verdict
+
+
+def direct_claims(podset: PodSet) -> tuple[str, ...]:
+    """The ResourceClaims the podset's pods name directly, in order, each once."""
+    return tuple(
+        dict.fromkeys(c.resource_claim_name for c in podset.claims if c.resource_claim_name)
+    )
 
 
 def _bare(name: str, driver: str) -> str:
@@ -145,15 +182,76 @@ class _Charger:
 
     # ------------------------------------------------------------------ claims
 
-    def _claim(self, claim: ClaimRef) -> None:
-        if claim.resource_claim_name:
+    def direct(self, name: str, pod_claim: str) -> Charge:
+        """The whole charge of ResourceClaim ``name`` (``charge_claim``)."""
+        claim = self.inventory.claim(self.namespace, name)
+        if claim is None:
+            of = f" (pod claim {_q(pod_claim)})" if pod_claim else ""
             raise _Stop(
-                Reason.UNSUPPORTED_CLAIM,
-                f"pod claim {_q(claim.name)} refers to ResourceClaim "
-                f"{self.namespace}/{claim.resource_claim_name} directly; only claims made "
-                "from a ResourceClaimTemplate are supported",
+                Reason.UNKNOWN_RESOURCE_CLAIM,
+                f"ResourceClaim {self.namespace}/{name}{of} not found",
+                retryable=True,
+            )
+        owner = f"ResourceClaim {claim.ref}"
+        for request in claim.requests:
+            held = [r for r in claim.results if r[0].split("/", 1)[0] == request.name]
+            if held:
+                self._allocated(owner, request, held)
+            elif not claim.results:
+                self._request(owner, request)
+            # else: allocated, nothing for this request (adminAccess): it takes nothing
+        return Charge(tuple(sorted(self.totals.items())))
+
+    def _allocated(
+        self, owner: str, request: DeviceRequest, held: list[tuple[str, str, str, str]]
+    ) -> None:
+        """Charge an allocated request at the devices it holds, each mapped as
+        charging maps devices: a device (mapping without source), what the device
+        consumes of the mapping's counter. A device not published any more, one
+        consuming no such counter, or a capacity mapping (the capacity a shared
+        device gave is not read): charged as the request asks."""
+        where = f"{owner} request {_q(request.name)} (allocated)"
+        exact = request.exactly
+        if exact is None:
+            self._request(owner, request)  # firstAvailable: refused there
+            return
+        mappings = self._mappings(exact.device_class_name)
+        if not mappings:
+            raise _Stop(
+                Reason.DEVICE_CLASS_NOT_MAPPED,
+                f"{where}: DeviceClass {_q(exact.device_class_name)} is not mapped to a quota "
+                "resource in deviceClassMappings",
                 retryable=False,
             )
+        devices = [self.inventory.device(d, p, n) for _, d, p, n in held]
+        if any(m.capacity is not None for m in mappings) or None in devices:
+            self._request(owner, request)
+            return
+        counters = [m for m in mappings if m.counter is not None]
+        if not counters:
+            self._add(mappings[0].name, len(held) * MILLI, where)
+            return
+        amounts: list[tuple[str, int]] = []
+        for mapping in counters:
+            source = mapping.counter
+            assert source is not None
+            total = 0
+            for d in devices:
+                assert d is not None
+                if source.driver and d.driver != source.driver:
+                    continue
+                for use in d.device.consumes_counters:
+                    total += sum(a for c, a in use.counters if c == source.name)
+            if total == 0:
+                self._request(owner, request)
+                return
+            amounts.append((mapping.name, total))
+        for mapping_name, total in amounts:
+            self._add(mapping_name, total, where)
+
+    def _claim(self, claim: ClaimRef) -> None:
+        if claim.resource_claim_name:
+            return  # shared by every pod naming it: charged once (``charge_claim``)
         name = claim.resource_claim_template_name
         if not name:
             return
@@ -166,10 +264,10 @@ class _Charger:
                 retryable=True,
             )
         for request in template.requests:
-            self._request(template, request)
+            self._request(f"ResourceClaimTemplate {template.ref}", request)
 
-    def _request(self, template: ResourceClaimTemplate, request: DeviceRequest) -> None:
-        where = f"ResourceClaimTemplate {template.ref} request {_q(request.name)}"
+    def _request(self, owner: str, request: DeviceRequest) -> None:
+        where = f"{owner} request {_q(request.name)}"
         exact = request.exactly
         if request.first_available or exact is None:
             raise _Stop(

@@ -83,6 +83,7 @@ class MatchError:
 
 
 _Match = tuple[PoolDevice, ...] | MatchError
+_BY_ID = "devices-by-id"  # placement_memo key of ``device``
 _CLASS, _SLICE = "DeviceClass", "ResourceSlice"  # what a change was to (else a template)
 _Usage = tuple[int, int | None] | MatchError  # (devices matched, largest consumption)
 
@@ -115,6 +116,11 @@ class DraInventory:
         # Every (namespace, template) a charge looked up, until the fold finds no
         # workload naming it (see ``template_read``).
         self._read: dict[tuple[str, str], None] = {}
+        # ResourceClaims by (namespace, name): what a direct claim asks and holds,
+        # read by charging (``claim``); a claim moves no generation (claims are
+        # frequent, and only the charges naming one read it: ``claim_read``)
+        self._claims: dict[tuple[str, str], ResourceClaim] = {}
+        self._claims_read: dict[tuple[str, str], None] = {}
 
     # ------------------------------------------------------------------ changes
 
@@ -267,6 +273,42 @@ class DraInventory:
     def forget_read(self, namespace: str, name: str) -> None:
         """The fold found no workload naming the template: forget it was read."""
         self._read.pop((namespace, name), None)
+
+    def set_claim(self, namespace: str, name: str, claim: ResourceClaim | None) -> bool:
+        """Store (None: forget) ResourceClaim ``namespace/name``; whether a charge
+        read it and it changed (then the charges naming it are stale). Moves no
+        generation."""
+        key = (namespace, name)
+        if claim is None:
+            if self._claims.pop(key, None) is None:
+                return False
+        elif self._claims.get(key) == claim:
+            return False
+        else:
+            self._claims[key] = claim
+        return key in self._claims_read
+
+    def claim(self, namespace: str, name: str) -> ResourceClaim | None:
+        """ResourceClaim ``namespace/name``, for a charge (remembered as read)."""
+        key = (namespace, name)
+        self._claims_read[key] = None
+        return self._claims.get(key)
+
+    def forget_claim_read(self, namespace: str, name: str) -> None:
+        """The fold found no workload naming the claim: forget it was read."""
+        self._claims_read.pop((namespace, name), None)
+
+    def device(self, driver: str, pool: str, name: str) -> PoolDevice | None:
+        """The usable device (driver, pool, name), or None (memoised per generation)."""
+        memo = self.placement_memo
+        found = memo.get(_BY_ID)
+        if found is None:
+            found = memo[_BY_ID] = {
+                (d.driver, d.pool, d.device.name): d for d in self.usable_devices()
+            }
+        assert isinstance(found, dict)
+        device = found.get((driver, pool, name))
+        return device if isinstance(device, PoolDevice) else None
 
     def device_class_for_extended_resource(self, resource: str) -> DeviceClass | None:
         """The DeviceClass the scheduler uses for an extended resource request.

@@ -76,7 +76,8 @@ def template_changed(fold: Cycles, namespace: str, name: str) -> None:
     if not users and not any(cid in groups for cid in named):
         inventory.forget_read(namespace, name)  # no live user: the next change is free
     for rec in users:
-        grown = growth(rec.requests, fold._charge((namespace, rec.spec.podsets)))
+        carried = tuple(sorted({n for ps in rec.requests for n, part in ps.claims if not part}))
+        grown = growth(rec.requests, fold._charge((namespace, rec.spec.podsets, carried)))
         if grown is not None:
             message = (
                 f"ResourceClaimTemplate {namespace}/{name} changed while the Job was admitted "

@@ -36,8 +36,8 @@ from kuota.core.fold.decisions import (
     quota_released,
     requeued,
 )
+from kuota.core.fold.direct_claims import DirectClaims
 from kuota.core.fold.fairadmission import AFS_EXTRA
-from kuota.core.fold.holds import DeviceHolds
 from kuota.core.fold.ordering import Entry, cycle_order
 from kuota.core.fold.state import Waiter
 from kuota.core.preemption.podsready import (
@@ -68,7 +68,7 @@ from kuota.events.schema import decision_id
 from kuota.quantity import format_quantity
 
 
-class Cycles(DeviceHolds):
+class Cycles(DirectClaims):
     """Scheduling cycles (module docstring); hooks: :mod:`kuota.core.fold.hooks`."""
 
     def _try_preempt(
@@ -165,6 +165,8 @@ class Cycles(DeviceHolds):
                         if timers.blocks_admission(config):
                             return  # heads stay; a PodsReady event unblocks
                         fit = fit or self._fit(assignment)
+                        if not self._claims_current(rec, cq_name):
+                            continue
                         if self._nodes and not self._placeable(rec, cq_name, fit):
                             continue
                         self._admit(rec, cq_name, fit, at)
@@ -268,6 +270,8 @@ class Cycles(DeviceHolds):
         self._detach(rec)
         node = self._tree.queues[cq_name]
         usage = fit.assignment.usage
+        if any(ps.claims for ps in rec.requests):
+            usage = self._claims_admitted(rec, cq_name, fit)  # direct claims: once
         for fr, qty in usage:
             add_usage(node, fr, qty)
         rec.admission = Admission(cq_name, usage, fit.flavors, at)
@@ -321,6 +325,8 @@ class Cycles(DeviceHolds):
         if drain and cq_name in self._tree.queues and self._keep_charge(rec, adm):
             return  # its devices too, until its pods are gone (Draining)
         self._give_back(cq_name, adm.usage)
+        if self._claim_users:
+            self._claims_released(rec.key)
         if self._device_holds:
             self._release_devices(rec.key)
 

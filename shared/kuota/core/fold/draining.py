@@ -75,6 +75,8 @@ class Draining(Cycles):
             )
         )
         self._give_back(drain.cluster_queue, drain.usage)
+        if self._claim_users:
+            self._claims_released(drain.workload)
         if self._device_holds:
             self._release_devices(drain.workload)
         held = self._holds.pop(("drain", drain.workload, drain.uid), None)

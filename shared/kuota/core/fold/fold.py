@@ -9,8 +9,9 @@ original. This module is the top layer (the layers: :mod:`kuota.core.fold.hooks`
 the public API, the dispatch of journal events, and the queue objects whose
 changes re-evaluate or wake the workloads they affect (a priority class,
 LocalQueue or Namespace re-places those held for it; a Configuration or DRA
-object charges pending workloads again, but a ResourceClaim, which only takes
-or frees devices on nodes, charges nothing; a ClusterQueue, Cohort or
+object charges pending workloads again, but a ResourceClaim, which takes or
+frees devices on nodes, charges again only the pending workloads whose pods
+name it directly (core/fold/direct_claims.py); a ClusterQueue, Cohort or
 ResourceFlavor, which wakes whole cohort trees, is the layer below's:
 :mod:`kuota.core.fold.cohorts`). Decision ids are ``decision_id(event.id, i)``, with
 ``cause`` the event id and ``cause_offset`` the offset given. Details, and the
@@ -245,6 +246,8 @@ class Fold(Cohorts):
         elif kind == "ResourceClaim":
             if self._claims:
                 self._set_claim((namespace, name), ())
+            if self._inventory.set_claim(namespace or "default", name, None):
+                self._claim_changed(namespace or "default", name)
         elif kind == "Job":
             self._delete_workload(f"{namespace or 'default'}/{name}")
         elif kind == "Pod":
@@ -280,14 +283,18 @@ class Fold(Cohorts):
 
     def _upsert_claim(self, manifest: dict[str, Any]) -> None:
         """A ResourceClaim, whoever owns it: the devices its allocation takes count as
-        taken on their nodes (``Cycles._set_claim``); nothing is charged again (claims
-        change often). An invalid claim is Rejected and its previous version stays in
-        force: forgetting the devices it took would count them free."""
+        taken on their nodes (``DeviceHolds._set_claim``); only the pending workloads
+        whose pods name it directly, and whose charge read it, are charged again
+        (``DirectClaims._claim_changed``; claims change often). An invalid claim is
+        Rejected and its previous version stays in force: forgetting the devices it
+        took would count them free."""
         claim = parse_dra_object(manifest)
         if isinstance(claim, ValidationError):
             self._rejected(claim.ref, str(claim))
         elif isinstance(claim, ResourceClaim):
             self._set_claim((claim.namespace, claim.name), claim.allocated)
+            if self._inventory.set_claim(claim.namespace, claim.name, claim):
+                self._claim_changed(claim.namespace, claim.name)  # a direct claim's users
 
     def _queue_rejected(self, ref: ObjectRef) -> None:
         """A ClusterQueue, LocalQueue or ResourceFlavor with no version in force was

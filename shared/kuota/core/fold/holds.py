@@ -53,6 +53,14 @@ class DeviceHolds(FairAdmission):
         is released or a node or DRA object changes."""
         if not any(ps.devices for ps in rec.requests):
             return True
+        only: dict[str, str] | None = None
+        for ps in rec.requests:
+            if ps.devices and ps.claims:
+                node = self._claims_node(rec.spec.namespace, ps.claims)
+                if node is None:
+                    return True  # where its shared claim's devices will be: not placed
+                only = only or {}
+                only[ps.name] = node
         outcome = place_workload(
             inventory=self._inventory,
             nodes=self._nodes,
@@ -63,6 +71,7 @@ class DeviceHolds(FairAdmission):
             claimed=self._claimed,
             eligible_memo=self._eligible,
             consumed=self._counters_held(),
+            only=only,
         )
         if isinstance(outcome, Unplaceable):
             # keyed by what it needs: what nodes have free changes at every retry
@@ -72,6 +81,25 @@ class DeviceHolds(FairAdmission):
         if isinstance(outcome, Placed):
             self._placing = (rec.key, outcome)
         return True
+
+    def _claims_node(
+        self, namespace: str, claims: tuple[tuple[str, tuple[tuple[str, int], ...]], ...]
+    ) -> str | None:
+        """The one node whose devices the direct ResourceClaims ``claims`` are all
+        allocated on (their pods can only run there), or None: one is not
+        allocated, or holds a device of no node, or they are on different nodes."""
+        where = device_nodes(self._inventory)
+        found: set[str] = set()
+        for name, _ in claims:
+            claim = self._inventory.claim(namespace, name)
+            if claim is None or not claim.allocated:
+                return None
+            for device in claim.allocated:
+                node = where.get(device)
+                if node is None:
+                    return None
+                found.add(node)
+        return found.pop() if len(found) == 1 else None
 
     def _counters_held(self) -> dict[CounterKey, int]:
         """The counters the held devices spend: kept up to date by holds and

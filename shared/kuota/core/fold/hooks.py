@@ -1,6 +1,6 @@
 """The fold's layers, and the hooks an upper layer overrides.
 
-Theory of operation: a Fold is eight layers of one object, each a module with
+Theory of operation: a Fold is nine layers of one object, each a module with
 one idea, plus components it holds:
 
 - ``state.FoldState``: what it knows (and the ``timers.Timers`` component:
@@ -10,6 +10,9 @@ one idea, plus components it holds:
   samples, settlements) and the history of history-aware fair sharing;
 - ``holds.DeviceHolds``: the node placement of a head whose quota fits, and
   the devices an admitted workload holds until its claims stand for them;
+- ``direct_claims.DirectClaims``: the charge of a ResourceClaim that pods
+  name directly, carried per ClusterQueue from its first admitted user to its
+  last;
 - ``cycle.Cycles``: scheduling cycles (in ``ordering.cycle_order``), admission,
   release, evictions and what a release wakes;
 - ``draining.Draining``: a stopped workload's quota, kept until its pods are
@@ -34,6 +37,7 @@ from kuota.core.dra.placement import GangPod
 from kuota.core.queueing.queues import Needs
 from kuota.core.queueing.verdict import Verdict
 from kuota.core.queueing.workload import Admission, Fit, WorkloadRecord
+from kuota.core.quota.tree import FlavorResource
 
 
 class FoldHooks(Protocol):
@@ -66,6 +70,12 @@ class FoldHooks(Protocol):
         """Park a head that was not admitted and register what wakes it. Defined
         (unimplemented) and called by ``holds.DeviceHolds._placeable`` (no node
         can take it); implemented by ``cycle.Cycles``."""
+        ...
+
+    def _give_back(self, cq_name: str, usage: tuple[tuple[FlavorResource, int], ...]) -> None:
+        """Take usage off a ClusterQueue's quota and wake who waited for it. Defined
+        (unimplemented) and called by ``direct_claims.DirectClaims`` (the last user
+        of a claim stopped); implemented by ``cycle.Cycles``."""
         ...
 
     def _admit(

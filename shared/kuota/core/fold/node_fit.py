@@ -18,7 +18,9 @@ claimed taken once. The answer is one of:
   matches a device of a slice that names no node (``nodeSelector``,
   ``allNodes``), or a request takes a form placement does not handle yet
   (consumable capacity: a capacity request, or a device shared by several
-  claims; a ``distinctAttribute`` constraint);
+  claims; a ``distinctAttribute`` constraint), or a pod that asks for devices
+  of its own also names a ResourceClaim directly that is not allocated on one
+  node's devices (one that is restricts the pod to that node: ``only``);
 - :class:`Placed` — the nodes per podset (for the Admitted decision: the
   actuator pins the podset to them) and the devices to hold (not those of
   ``adminAccess`` requests: they take nothing);
@@ -93,6 +95,7 @@ def place_workload(
     claimed: Mapping[DeviceId, int],
     eligible_memo: dict[tuple[object, ...], frozenset[str]] | None = None,
     consumed: Mapping[CounterKey, int] | None = None,
+    only: Mapping[str, str] | None = None,
 ) -> PlaceOutcome:
     """Place every DRA pod of a workload whose quota fits (module docstring).
     ``podset_flavors``: per podset, its (resource, flavor) assignment; ``held``:
@@ -100,13 +103,20 @@ def place_workload(
     allocated claims take (device -> how many claims); ``eligible_memo``: the
     nodes each (constraints, flavors) may use, kept by the caller until a Node
     or a ResourceFlavor changes; ``consumed``: the counters the held devices
-    spend, when the caller keeps them (else computed)."""
+    spend, when the caller keeps them (else computed); ``only``: podset -> the
+    one node its pods may use (the node of the allocated ResourceClaims they
+    name directly; a podset with direct claims not in it is not placed)."""
     if not nodes:
         return NOT_PLACED
     with_devices = [ps for ps in requests if ps.devices and ps.count > 0]
     if not with_devices:
         return NOT_PLACED
     for ps in with_devices:
+        if ps.claims and (only is None or ps.name not in only):
+            # its pods also share a direct ResourceClaim not allocated on one node:
+            # where its devices will be is not placed yet (docs/design/
+            # dra-placement.md, "Direct ResourceClaims"): quota alone
+            return NOT_PLACED
         for request in ps.devices:
             if request.capacity_requests or not _node_local(inventory, request):
                 return NOT_PLACED
@@ -126,6 +136,8 @@ def place_workload(
             )
             if eligible_memo is not None:
                 eligible_memo[key] = eligible
+        if only is not None and ps.name in only:
+            eligible = eligible & frozenset((only[ps.name],))
         pod = GangPod(ps.devices, eligible, ps.device_constraints, ps.device_claims)
         pods.extend([pod] * ps.count)
         owner.extend([ps.name] * ps.count)

@@ -18,10 +18,17 @@ the DRA inventory or the configuration changes. :meth:`_detach` is the inverse.
 
 from __future__ import annotations
 
+from kuota.api.types import PodSet
 from kuota.core.assign.flavors import (
     PodSetRequest,
 )
-from kuota.core.dra.charging import NotChargeable, charge_podset, pod_devices
+from kuota.core.dra.charging import (
+    NotChargeable,
+    charge_claim,
+    charge_podset,
+    direct_claims,
+    pod_devices,
+)
 from kuota.core.fold.backstop import unlabelled_reason
 from kuota.core.fold.decisions import deactivated
 from kuota.core.fold.state import ChargeGroup, ChargeKey, ChargeResult, FoldState
@@ -46,9 +53,11 @@ class Placement(FoldState):
 
     def _charge(self, key: ChargeKey) -> ChargeResult:
         """Charge every podset (per-pod vector × count) against the current DRA
-        inventory and configuration."""
-        namespace, podsets = key
+        inventory and configuration; each ResourceClaim named directly once, in the
+        first podset naming it, unless it is already carried (core/fold/direct_claims.py)."""
+        namespace, podsets, carried = key
         requests: list[PodSetRequest] = []
+        seen: set[str] = set()
         for ps in podsets:
             charge = charge_podset(
                 inventory=self._inventory, config=self._config, namespace=namespace, podset=ps
@@ -57,6 +66,26 @@ class Placement(FoldState):
                 return charge
             totals = tuple((res, qty * ps.count) for res, qty in charge.per_pod)
             devices = pod_devices(inventory=self._inventory, namespace=namespace, podset=ps)
+            claims: list[tuple[str, tuple[tuple[str, int], ...]]] = []
+            for name in direct_claims(ps) if ps.claims else ():
+                if name in seen or name in carried:
+                    claims.append((name, ()))
+                    continue
+                seen.add(name)
+                whole = charge_claim(
+                    inventory=self._inventory,
+                    config=self._config,
+                    namespace=namespace,
+                    name=name,
+                    pod_claim=next(c.name for c in ps.claims if c.resource_claim_name == name),
+                )
+                if isinstance(whole, NotChargeable):
+                    return whole
+                summed = dict(totals)
+                for res, qty in whole.per_pod:
+                    summed[res] = summed.get(res, 0) + qty
+                totals = tuple(sorted(summed.items()))
+                claims.append((name, whole.per_pod))
             requests.append(
                 PodSetRequest(
                     ps.name,
@@ -68,6 +97,7 @@ class Placement(FoldState):
                     devices.requests,
                     devices.claims,
                     devices.constraints,
+                    tuple(claims),
                 )
             )
         return tuple(requests)
@@ -167,7 +197,10 @@ class Placement(FoldState):
             )
             self._hold(rec, (("cq", cq_name),), ("NamespaceNotSelected", text))
             return
-        cid, group = self._charge_group((spec.namespace, spec.podsets))
+        carried = (
+            self._carried(cq_name, spec.namespace, spec.podsets) if self._claim_charges else ()
+        )
+        cid, group = self._charge_group((spec.namespace, spec.podsets, carried))
         group.members[key] = None
         rec.charge_id = cid
         result = group.result
@@ -220,6 +253,24 @@ class Placement(FoldState):
             self._inadmissible(rec, group_q.verdict)
         else:
             self._ready[cq_name] = None
+
+    def _carried(
+        self, cq_name: str, namespace: str, podsets: tuple[PodSet, ...]
+    ) -> tuple[str, ...]:
+        """The ResourceClaims the podsets name directly whose charge is already
+        carried in ``cq_name`` (core/fold/direct_claims.py)."""
+        charges = self._claim_charges
+        return tuple(
+            sorted(
+                {
+                    c.resource_claim_name
+                    for ps in podsets
+                    for c in ps.claims
+                    if c.resource_claim_name
+                    and (cq_name, namespace, c.resource_claim_name) in charges
+                }
+            )
+        )
 
     def _lane_rank(self, lq: tuple[str, str]) -> float:
         """A lane's rank (a hook: ``FairAdmission`` gives its LocalQueue's usage)."""

@@ -205,6 +205,8 @@ class Preempting(Draining):
             self._reserved[rec.key] = (cq_name, assignment.usage)  # what they will free
             return False
         fit = self._fit(assignment)
+        if not self._claims_current(rec, cq_name):
+            return True  # placed again, charged for a claim no longer carried
         if self._nodes and not self._placeable(rec, cq_name, fit):
             return True  # set aside until capacity changes (no node-aware victims yet)
         self._admit(rec, cq_name, fit, at, victims)

@@ -74,7 +74,9 @@ def _capped(message: str, limit: int) -> str:
     return f"{message[:limit]}... ({len(message) - limit} more characters)"
 
 
-ChargeKey = tuple[str, tuple[PodSet, ...]]
+# (namespace, podsets, the ResourceClaims they name directly that are already
+# carried in the ClusterQueue they would be admitted to: charged nothing here)
+ChargeKey = tuple[str, tuple[PodSet, ...], tuple[str, ...]]
 ChargeResult = tuple[PodSetRequest, ...] | NotChargeable
 Waiter = tuple[int, int, int]  # (amount needed, shape or BLOCKED_HEAD, epoch)
 
@@ -101,6 +103,16 @@ class ChargeGroup:
     result: ChargeResult
     members: dict[str, None]  # pending members
     shapes: dict[int, int]  # priority -> shape id of (priority, result)
+
+
+@dataclass(slots=True)
+class ClaimCharge:
+    """A direct ResourceClaim's charge carried in one ClusterQueue: the quota it
+    took when its first user there was admitted, held until its last admitted
+    user there stops (core/fold/direct_claims.py)."""
+
+    usage: tuple[tuple[FlavorResource, int], ...]
+    users: dict[str, None]  # admitted (or draining) workloads naming it
 
 
 def selector_matches(selector: LabelSelector, labels: dict[str, str]) -> bool:
@@ -210,6 +222,10 @@ class FoldState:
         self._lane_shapes: dict[tuple[int, tuple[PodSetRequest, ...], str], int] = {}
         self._afs = AfsLedger()
         self._history = UsageHistory()  # history-aware fair sharing (core/quota/history.py)
+        # Direct ResourceClaims (core/fold/direct_claims.py): (ClusterQueue, namespace,
+        # claim) -> its charge there; and workload -> the keys it is a user of
+        self._claim_charges: dict[tuple[str, str, str], ClaimCharge] = {}
+        self._claim_users: dict[str, tuple[tuple[str, str, str], ...]] = {}
         self._charge_ids: dict[ChargeKey, int] = {}
         self._charge_groups: dict[int, ChargeGroup] = {}
         self._charge_prune_at = 1024
@@ -291,4 +307,4 @@ class FoldState:
         return hit
 
 
-register_by_fields(Drain)
+register_by_fields(Drain, ClaimCharge)
