@@ -17,7 +17,7 @@ wins. Results depend only on the arguments. Rules: docs/design/dra-charging.md.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kuota.api.dra import (
     Device,
@@ -29,6 +29,7 @@ from kuota.api.dra import (
     parse_dra_object,
 )
 from kuota.api.types import ClaimRef, Configuration, DeviceClassMapping, PodSet
+from kuota.core.dra.alternatives import all_count, first_available
 from kuota.core.dra.capacity import NO_VALID_VALUE, CapacityProblem, capacity_of, consumed
 from kuota.core.dra.cel import CompiledSelector, SelectorError, compile_selector
 from kuota.core.dra.inventory import (
@@ -63,7 +64,7 @@ MAX_DEVICES_PER_REQUEST = 10_000
 class Reason:
     """The closed set of NotChargeable reasons."""
 
-    UNSUPPORTED_CLAIM = "UnsupportedClaim"  # resourceClaimName, firstAvailable, All
+    UNSUPPORTED_CLAIM = "UnsupportedClaim"  # resourceClaimName
     UNKNOWN_RESOURCE_CLAIM_TEMPLATE = "UnknownResourceClaimTemplate"  # retryable
     UNKNOWN_DEVICE_CLASS = "UnknownDeviceClass"  # retryable
     DEVICE_CLASS_NOT_MAPPED = "DeviceClassNotMapped"
@@ -167,15 +168,17 @@ class _Charger:
     def _request(self, template: ResourceClaimTemplate, request: DeviceRequest) -> None:
         where = f"ResourceClaimTemplate {template.ref} request {_q(request.name)}"
         exact = request.exactly
-        if request.first_available or exact is None:
+        if request.alternatives:
+            where, exact = self._first_available(where, request)
+        if exact is None:
             raise _Stop(
                 Reason.UNSUPPORTED_CLAIM,
-                f"{where}: firstAvailable device selection is not supported",
+                f"{where}: neither exactly nor firstAvailable is set",
                 retryable=False,
             )
         if exact.admin_access:
             return  # admin access observes devices in use; Kueue charges it no quota
-        if exact.allocation_mode != "ExactCount":
+        if exact.allocation_mode not in ("ExactCount", "All"):
             raise _Stop(
                 Reason.UNSUPPORTED_CLAIM,
                 f"{where}: allocationMode {_q(exact.allocation_mode)} is not supported",
@@ -200,6 +203,8 @@ class _Charger:
                 retryable=True,
             )
         selectors = self._class_selectors(where, device_class) + request_selectors
+        if exact.allocation_mode == "All":
+            count = self._all_count(where, device_class, selectors, exact)
         capacities = [m for m in mappings if m.capacity is not None]
         if exact.capacity_requests and not capacities:
             names = ", ".join(_q(n) for n, _ in exact.capacity_requests)
@@ -225,6 +230,71 @@ class _Charger:
         if request_selectors:
             self._take_devices(where, device_class, selectors, count)
         self._add(mappings[0].name, count * MILLI, where)
+
+    # ------------------------------------------------------------------ firstAvailable, All
+
+    def _first_available(
+        self, where: str, request: DeviceRequest
+    ) -> tuple[str, ExactDeviceRequest]:
+        """The alternative charged: the first some node can give (module
+        ``kuota.core.dra.alternatives``). Every alternative's class must exist and
+        its selectors compile and evaluate, as the scheduler's allocator checks them
+        all before allocating any."""
+        alternatives = request.alternatives
+        names = request.first_available
+        for name, alternative in zip(names, alternatives, strict=True):
+            sub = f"{where} subrequest {_q(name)}"
+            self._device_count(sub, alternative.count)
+            device_class = self.inventory.device_class(alternative.device_class_name)
+            if device_class is None:
+                raise _Stop(
+                    Reason.UNKNOWN_DEVICE_CLASS,
+                    f"{sub}: DeviceClass {_q(alternative.device_class_name)} not found",
+                    retryable=True,
+                )
+            selectors = self._class_selectors(sub, device_class) + self._compile(
+                sub, "selector", alternative.selectors
+            )
+            matched = self.inventory.matching_devices(
+                selectors=tuple(s for _, s in selectors), driver=None
+            )
+            if isinstance(matched, MatchError):
+                raise self._cel_failure(sub, selectors, matched)
+        chosen = first_available(self.inventory, alternatives)
+        if chosen < 0:
+            wanted = ", ".join(
+                f"{_q(n)} ({_alternative(a)})" for n, a in zip(names, alternatives, strict=True)
+            )
+            raise _Stop(
+                Reason.INSUFFICIENT_DEVICES,
+                f"{where}: no node can give any firstAvailable alternative: {wanted}",
+                retryable=True,
+            )
+        return f"{where} subrequest {_q(names[chosen])}", alternatives[chosen]
+
+    def _all_count(
+        self,
+        where: str,
+        device_class: DeviceClass,
+        selectors: tuple[tuple[str, CompiledSelector], ...],
+        exact: ExactDeviceRequest,
+    ) -> int:
+        """How many devices allocationMode All takes (the most one node can give)."""
+        matched = self.inventory.matching_devices(
+            selectors=tuple(s for _, s in selectors), driver=None
+        )
+        if isinstance(matched, MatchError):
+            raise self._cel_failure(where, selectors, matched)
+        count = all_count(self.inventory, exact)
+        if count <= 0:
+            raise _Stop(
+                Reason.INSUFFICIENT_DEVICES,
+                f"{where}: allocationMode \"All\" needs at least one device; no node can "
+                f"give the {len(matched)} device(s) matching DeviceClass "
+                f"{_q(device_class.name)} and the request's selectors",
+                retryable=True,
+            )
+        return self._device_count(where, count)
 
     # ------------------------------------------------------------------ extended resources
 
@@ -468,14 +538,21 @@ class _Charger:
         self.totals[name] = total
 
 
+def _alternative(request: ExactDeviceRequest) -> str:
+    if request.allocation_mode == "All":
+        return f"all devices of DeviceClass {_q(request.device_class_name)}"
+    return f"{request.count} of DeviceClass {_q(request.device_class_name)}"
+
+
 def device_requests(
     *, inventory: DraInventory, namespace: str, podset: PodSet
 ) -> tuple[ExactDeviceRequest, ...]:
     """What one pod of a chargeable ``podset`` asks of DRA devices, as ``exactly``
-    requests: its templates' requests (adminAccess ones take nothing: left out)
-    and its extended resources backed by a DeviceClass (``count`` devices of that
-    class). Call it only once ``charge_podset`` charged the podset: what it
-    refuses (direct claims, firstAvailable, missing templates) is skipped here."""
+    requests: its templates' requests (adminAccess ones take nothing: left out;
+    a firstAvailable request as the alternative charged; allocation mode All with
+    the count charged) and its extended resources backed by a DeviceClass
+    (``count`` devices of that class). Call it only once ``charge_podset`` charged
+    the podset: what it refuses (direct claims, missing templates) is skipped."""
     out: list[ExactDeviceRequest] = []
     for claim in podset.claims:
         name = claim.resource_claim_template_name
@@ -486,7 +563,13 @@ def device_requests(
             continue
         for request in template.requests:
             exact = request.exactly
-            if exact is not None and not request.first_available and not exact.admin_access:
+            if request.alternatives:
+                chosen = first_available(inventory, request.alternatives)
+                exact = request.alternatives[chosen] if chosen >= 0 else None
+            if exact is not None and exact.allocation_mode == "All" and not exact.admin_access:
+                count = all_count(inventory, exact)
+                exact = replace(exact, count=count) if count > 0 else None
+            if exact is not None and not exact.admin_access:
                 out.append(exact)
     for resource, amount in podset.requests:
         device_class = inventory.device_class_for_extended_resource(resource)

@@ -46,10 +46,21 @@ node can take; if each fits alone, the message says the
 pods do not fit together. Messages list the eligible nodes in sorted order,
 each with its free candidates (untaken, their counters not exhausted).
 
+Allocation mode ``All`` takes every matching device of the node, as the
+scheduler's allocator does: a request ``All`` of ``count`` devices (``count``:
+what charging charged, :func:`kuota.core.dra.alternatives.all_count`) fits on a
+node only when exactly ``count`` devices there match, none is taken, and their
+counters fit together, so what is held is what was charged. ``firstAvailable``
+reaches the placement already resolved: charging picked the alternative
+(:func:`kuota.core.dra.alternatives.first_available`), the first that some node
+can give at all, so no earlier one can fit on any node and the scheduler's
+first fitting alternative on the chosen node is the charged one; its request
+is placed as any other (docs/design/dra-placement.md, "firstAvailable and All").
+
 Not covered yet (later bricks): devices with ``allowMultipleAllocations`` and
 consumable capacity (such devices are never candidates here), requests with
-``capacity.requests``, allocation mode ``All``, ``adminAccess``,
-``firstAvailable``, ``constraints``/``matchAttribute``, device taints, devices of
+``capacity.requests``, ``adminAccess``,
+``constraints``/``matchAttribute``, device taints, devices of
 slices without ``nodeName``, and node properties beyond the allowed-node set.
 
 Pure: no clock, no randomness, no I/O; iteration is over sorted keys, so the
@@ -179,7 +190,7 @@ def _unsupported(pods: Sequence[GangPod]) -> str | None:
     for i, pod in enumerate(pods):
         for r, request in enumerate(pod.requests):
             where = f"pod {i + 1} request {r + 1} (class {request.device_class_name})"
-            if request.allocation_mode != "ExactCount":
+            if request.allocation_mode not in ("ExactCount", "All"):
                 return f"{where}: allocationMode {request.allocation_mode} is not supported"
             if request.admin_access:
                 return f"{where}: adminAccess is not supported by placement yet"
@@ -419,6 +430,10 @@ class _Search:
         taken = self.taken
         for r, request in enumerate(self.pods[i].requests):
             need = request.count
+            if request.allocation_mode == "All":
+                if not self._all_free(self.candidates[i][r].get(node, ()), need):
+                    return False
+                continue
             if need <= 0:
                 continue
             for d in self.candidates[i][r].get(node, ()):
@@ -429,6 +444,15 @@ class _Search:
             else:
                 return False
         return True
+
+    def _all_free(self, cands: tuple[_Device, ...], need: int) -> bool:
+        """Whether allocation mode All can take ``cands``, every matching device of
+        the node: there are exactly ``need`` (what was charged), none is taken, and
+        each one's counters fit alone (together: checked as they are taken)."""
+        if len(cands) != need or need <= 0:
+            return False
+        taken = self.taken
+        return all(d.id not in taken and (not d.consumes or self._fits(d)) for d in cands)
 
     def _fits(self, d: _Device) -> bool:
         used = self.used
@@ -453,6 +477,9 @@ class _Search:
         lexicographic order, applied to the state while it is yielded."""
         need = self.pods[i].requests[r].count
         cands = self.candidates[i][r].get(self.nodes[self.node_of[i]], ())
+        if self.pods[i].requests[r].allocation_mode == "All":
+            yield from self._all(i, r, cands, need)
+            return
         if need == 0:
             self.chosen[i][r] = ()
             yield
@@ -488,6 +515,27 @@ class _Search:
                 return
 
 
+    def _all(self, i: int, r: int, cands: tuple[_Device, ...], need: int) -> Iterator[None]:
+        """Allocation mode All: the one combination, every matching device of the
+        node, when there are exactly ``need`` of them and all can be taken."""
+        if not self._all_free(cands, need):
+            return
+        held: list[_Device] = []
+        for d in cands:
+            self._step()
+            if d.id in self.taken or not self._fits(d):
+                break
+            self._take(d)
+            held.append(d)
+        else:
+            self.chosen[i][r] = tuple(d.id for d in cands)
+            if r == 0:
+                self.first[i] = 0
+            yield
+        for d in reversed(held):
+            self._release(d)
+
+
 # --------------------------------------------------------------------------- reasons
 
 
@@ -498,6 +546,8 @@ def _pods(n: int) -> str:
 def _needs(request: ExactDeviceRequest) -> str:
     noun = "device" if request.count == 1 else "devices"
     text = f"{request.count} {noun} of class {request.device_class_name}"
+    if request.allocation_mode == "All":
+        text = f"all {text} on one node (allocationMode All)"
     if request.selectors:
         n = len(request.selectors)
         text += f" matching {n} selector{'s' if n > 1 else ''}"

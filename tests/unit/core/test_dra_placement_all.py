@@ -1,0 +1,163 @@
+"""Allocation mode All in place_gang, and what firstAvailable and All resolve to
+(kuota.core.dra.alternatives): unit tables per rule (#17)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from builders.manifests import GPU_DRIVER, device, device_class, resource_slice
+
+from kuota.api.dra import ExactDeviceRequest
+from kuota.core.dra.alternatives import all_count, can_satisfy, first_available
+from kuota.core.dra.inventory import DraInventory
+from kuota.core.dra.placement import GangPod, NoPlacement, Placement, place_gang
+
+D = GPU_DRIVER
+KIND = f'device.attributes["{D}"].kind'
+
+
+def inventory(*objects: dict[str, Any]) -> DraInventory:
+    inv = DraInventory()
+    for obj in (
+        device_class("gpu", cel=[f'{KIND} == "gpu"']),
+        device_class("mig", cel=[f'{KIND} == "mig"']),
+        device_class("any"),
+        *objects,
+    ):
+        assert inv.upsert(obj) is None, obj
+    return inv
+
+
+def gpus(node: str, n: int) -> dict[str, Any]:
+    return resource_slice(
+        node, devices=[device(f"gpu-{i}", attributes={"kind": "gpu"}) for i in range(n)]
+    )
+
+
+def mig_node(node: str) -> dict[str, Any]:
+    """One 80Gi GPU published whole and as two 40Gi halves: the whole one and
+    a half exclude each other (one counter set)."""
+    return resource_slice(
+        node,
+        devices=[
+            device("gpu-0", attributes={"kind": "gpu"}, consumes={"memory": "80Gi"}),
+            device("gpu-0-half-0", attributes={"kind": "mig"}, consumes={"memory": "40Gi"}),
+            device("gpu-0-half-1", attributes={"kind": "mig"}, consumes={"memory": "40Gi"}),
+        ],
+        counters={"gpu-0-cs": {"memory": "80Gi"}},
+    )
+
+
+def every(cls: str, count: int) -> ExactDeviceRequest:
+    return ExactDeviceRequest(cls, count, allocation_mode="All")
+
+
+def exact(cls: str, count: int = 1) -> ExactDeviceRequest:
+    return ExactDeviceRequest(cls, count)
+
+
+def placed(result: object) -> list[tuple[str, list[list[str]]]]:
+    assert isinstance(result, Placement), result
+    return [(p.node, [[d[2] for d in ds] for ds in p.devices]) for p in result.pods]
+
+
+# --------------------------------------------------------------------------- All in place_gang
+
+
+def test_all_takes_every_matching_device_of_a_node_that_has_exactly_the_count() -> None:
+    inv = inventory(gpus("node-a", 1), gpus("node-b", 2), gpus("node-c", 3))
+    # node-a has too few; node-c has 3: All would take 3 there, not the 2 charged
+    result = place_gang(inventory=inv, pods=[GangPod((every("gpu", 2),))])
+    assert placed(result) == [("node-b", [["gpu-0", "gpu-1"]])]
+    result = place_gang(inventory=inv, pods=[GangPod((every("gpu", 3),))])
+    assert placed(result) == [("node-c", [["gpu-0", "gpu-1", "gpu-2"]])]
+
+
+def test_all_does_not_fit_where_one_device_is_taken_and_says_so() -> None:
+    inv = inventory(gpus("node-a", 1), gpus("node-b", 2), gpus("node-c", 3))
+    result = place_gang(
+        inventory=inv,
+        pods=[GangPod((every("gpu", 2),))],
+        taken=frozenset({(D, "node-b", "gpu-1")}),
+    )
+    assert isinstance(result, NoPlacement), result
+    assert result.message == (
+        "no node can take pod 1 of 1: needs all 2 devices of class gpu on one node "
+        "(allocationMode All); node-a has 1 free, node-b has 1 free, node-c has 3 free"
+    )
+
+
+def test_all_does_not_fit_where_the_devices_exclude_each_other() -> None:
+    inv = inventory(mig_node("node-a"))
+    # class any: the whole GPU and both halves, 160Gi of an 80Gi counter
+    result = place_gang(inventory=inv, pods=[GangPod((every("any", 3),))])
+    assert isinstance(result, NoPlacement), result
+    # the two halves fit together
+    result = place_gang(inventory=inv, pods=[GangPod((every("mig", 2),))])
+    assert placed(result) == [("node-a", [["gpu-0-half-0", "gpu-0-half-1"]])]
+    # ...not once something spends the counter
+    result = place_gang(
+        inventory=inv,
+        pods=[GangPod((every("mig", 2),))],
+        consumed={(D, "node-a", "gpu-0-cs", "memory"): 1},
+    )
+    assert isinstance(result, NoPlacement), result
+
+
+def test_a_gang_of_all_and_exact_pods_and_two_all_pods_on_one_node() -> None:
+    inv = inventory(gpus("node-a", 2), gpus("node-b", 2))
+    result = place_gang(
+        inventory=inv, pods=[GangPod((exact("gpu"),)), GangPod((every("gpu", 2),))]
+    )
+    # the exact pod moves off node-a so that the All pod has all of a node
+    assert placed(result) == [("node-a", [["gpu-0"]]), ("node-b", [["gpu-0", "gpu-1"]])]
+    twins = [GangPod((every("gpu", 2),))] * 2
+    assert [p.node for p in place_gang(inventory=inv, pods=twins).pods] == [  # type: ignore[union-attr]
+        "node-a",
+        "node-b",
+    ]
+    assert isinstance(place_gang(inventory=inv, pods=twins * 2), NoPlacement)
+
+
+# --------------------------------------------------------------------------- what is charged
+
+
+def test_all_count_is_the_most_one_node_can_give_whole() -> None:
+    inv = inventory(gpus("node-a", 1), gpus("node-b", 3), mig_node("node-c"))
+    assert all_count(inv, every("gpu", 1)) == 3  # node-b's three
+    assert all_count(inv, every("mig", 1)) == 2
+    # node-c's three devices of class any exclude each other; node-b's 3 can be had
+    assert all_count(inv, every("any", 1)) == 3
+    assert all_count(inventory(mig_node("node-c")), every("any", 1)) == 0
+    assert all_count(inventory(), every("gpu", 1)) == 0  # no device: All cannot be given
+    assert all_count(inv, every("nope", 1)) == 0  # unknown class: charging says why
+
+
+def test_all_count_of_devices_not_local_to_a_node_is_every_one_of_them() -> None:
+    fabric = gpus("fabric", 2)
+    del fabric["spec"]["nodeName"]
+    fabric["spec"]["allNodes"] = True
+    inv = inventory(gpus("node-a", 3), fabric)
+    assert all_count(inv, every("gpu", 1)) == 5
+
+
+def test_first_available_is_the_first_alternative_some_node_can_give() -> None:
+    inv = inventory(gpus("node-a", 1), gpus("node-b", 1), mig_node("node-c"))
+    # 2 GPUs exist, but no node has 2 of class gpu: the second alternative
+    assert first_available(inv, (exact("gpu", 2), exact("gpu", 1))) == 1
+    assert first_available(inv, (exact("gpu", 1), exact("mig", 1))) == 0
+    # node-c's whole GPU and a half exclude each other: 1 gpu + 1 mig is 2 of any
+    assert can_satisfy(inv, exact("any", 2))
+    assert not can_satisfy(inventory(mig_node("node-c")), exact("any", 3))
+    assert first_available(inv, (exact("mig", 3), every("mig", 1), exact("gpu"))) == 1
+    assert first_available(inv, (exact("mig", 3), exact("nope"))) == -1
+    assert first_available(inv, ()) == -1
+
+
+def test_the_answers_follow_the_inventory() -> None:
+    inv = inventory(gpus("node-a", 1))
+    assert first_available(inv, (exact("gpu", 2), exact("gpu", 1))) == 1
+    assert all_count(inv, every("gpu", 1)) == 1
+    assert inv.upsert(gpus("node-b", 2)) is None
+    assert first_available(inv, (exact("gpu", 2), exact("gpu", 1))) == 0
+    assert all_count(inv, every("gpu", 1)) == 2
