@@ -71,6 +71,12 @@ def test_all_takes_every_matching_device_of_a_node_that_has_exactly_the_count() 
     assert placed(result) == [("node-b", [["gpu-0", "gpu-1"]])]
     result = place_gang(inventory=inv, pods=[GangPod((every("gpu", 3),))])
     assert placed(result) == [("node-c", [["gpu-0", "gpu-1", "gpu-2"]])]
+    # a node with more matching devices than charged is passed over, first or not
+    more_first = inventory(gpus("node-a", 3), gpus("node-b", 2))
+    result = place_gang(inventory=more_first, pods=[GangPod((every("gpu", 2),))])
+    assert placed(result) == [("node-b", [["gpu-0", "gpu-1"]])]
+    result = place_gang(inventory=more_first, pods=[GangPod((every("gpu", 1),))])
+    assert isinstance(result, NoPlacement), result
 
 
 def test_all_does_not_fit_where_one_device_is_taken_and_says_so() -> None:
@@ -106,9 +112,7 @@ def test_all_does_not_fit_where_the_devices_exclude_each_other() -> None:
 
 def test_a_gang_of_all_and_exact_pods_and_two_all_pods_on_one_node() -> None:
     inv = inventory(gpus("node-a", 2), gpus("node-b", 2))
-    result = place_gang(
-        inventory=inv, pods=[GangPod((exact("gpu"),)), GangPod((every("gpu", 2),))]
-    )
+    result = place_gang(inventory=inv, pods=[GangPod((exact("gpu"),)), GangPod((every("gpu", 2),))])
     # the exact pod moves off node-a so that the All pod has all of a node
     assert placed(result) == [("node-a", [["gpu-0"]]), ("node-b", [["gpu-0", "gpu-1"]])]
     twins = [GangPod((every("gpu", 2),))] * 2

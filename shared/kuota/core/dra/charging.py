@@ -289,7 +289,7 @@ class _Charger:
         if count <= 0:
             raise _Stop(
                 Reason.INSUFFICIENT_DEVICES,
-                f"{where}: allocationMode \"All\" needs at least one device; no node can "
+                f'{where}: allocationMode "All" needs at least one device; no node can '
                 f"give the {len(matched)} device(s) matching DeviceClass "
                 f"{_q(device_class.name)} and the request's selectors",
                 retryable=True,

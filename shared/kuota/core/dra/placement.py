@@ -514,7 +514,6 @@ class _Search:
             else:
                 return
 
-
     def _all(self, i: int, r: int, cands: tuple[_Device, ...], need: int) -> Iterator[None]:
         """Allocation mode All: the one combination, every matching device of the
         node, when there are exactly ``need`` of them and all can be taken."""
