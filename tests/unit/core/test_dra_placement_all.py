@@ -3,14 +3,28 @@
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 from builders.manifests import GPU_DRIVER, device, device_class, resource_slice
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_dra_placement import Case, cases, dev, matches, run, valid
 
 from kuota.api.dra import ExactDeviceRequest
 from kuota.core.dra.alternatives import all_count, can_satisfy, first_available
 from kuota.core.dra.inventory import DraInventory
-from kuota.core.dra.placement import GangPod, NoPlacement, Placement, place_gang
+from kuota.core.dra.placement import (
+    DeviceId,
+    GangPod,
+    NoPlacement,
+    Placement,
+    PlacementInvalid,
+    SearchBudgetExhausted,
+    place_gang,
+)
 
 D = GPU_DRIVER
 KIND = f'device.attributes["{D}"].kind'
@@ -165,3 +179,83 @@ def test_the_answers_follow_the_inventory() -> None:
     assert inv.upsert(gpus("node-b", 2)) is None
     assert first_available(inv, (exact("gpu", 2), exact("gpu", 1))) == 0
     assert all_count(inv, every("gpu", 1)) == 2
+
+
+# --------------------------------------------------------------------------- properties
+
+
+@st.composite
+def all_cases(draw: st.DrawFn) -> Case:
+    """test_dra_placement's cases, with some requests in allocation mode All, most
+    of them counting what some node has (so that they can fit)."""
+    case = draw(cases())
+    names = [n.name for n in case.nodes]
+    pods = []
+    for p in case.pods:
+        requests = []
+        for r in p.requests:
+            if draw(st.booleans()):
+                every = replace(r, allocation_mode="All")
+                node = draw(st.sampled_from(names))
+                count = len(_matching(case, node, every)) or draw(st.integers(1, 3))
+                r = replace(every, count=count)
+            requests.append(r)
+        pods.append(GangPod(tuple(requests), p.nodes))
+    return replace(case, pods=tuple(pods))
+
+
+def _matching(case: Case, node: str, request: ExactDeviceRequest) -> list[DeviceId]:
+    return [
+        dev(n.name, d.name)
+        for n in case.nodes
+        if n.name == node
+        for d in n.devices
+        if matches(d, request)
+    ]
+
+
+def valid_all(case: Case, assignment: Sequence[tuple[str, Sequence[Sequence[DeviceId]]]]) -> bool:
+    """test_dra_placement's checker, plus: an All request holds every matching
+    device of its node, and they number its count."""
+    for p, (node, chosen) in zip(case.pods, assignment, strict=True):
+        for request, ids in zip(p.requests, chosen, strict=True):
+            if request.allocation_mode == "All" and sorted(ids) != _matching(case, node, request):
+                return False
+    return valid(case, assignment)
+
+
+def brute_force_all(case: Case) -> bool:
+    node_names = sorted(
+        {n.name for n in case.nodes} | {x for p in case.pods for x in p.nodes or ()}
+    )
+    per_node = {n.name: [dev(n.name, d.name) for d in n.devices] for n in case.nodes}
+
+    def options(p: GangPod) -> Iterator[tuple[str, tuple[tuple[DeviceId, ...], ...]]]:
+        for node in node_names:
+            combos: list[Iterable[tuple[DeviceId, ...]]] = []
+            for r in p.requests:
+                if r.allocation_mode == "All":
+                    every = tuple(_matching(case, node, r))
+                    combos.append([every] if len(every) == r.count else [])
+                else:
+                    combos.append(itertools.combinations(per_node.get(node, []), r.count))
+            for chosen in itertools.product(*combos):
+                yield node, chosen
+
+    return any(
+        valid_all(case, assignment)
+        for assignment in itertools.product(*(list(options(p)) for p in case.pods))
+    )
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(all_cases())
+def test_an_all_placement_is_valid_and_no_placement_is_proven(case: Case) -> None:
+    result = run(case)
+    assert not isinstance(result, SearchBudgetExhausted | PlacementInvalid), result
+    if isinstance(result, Placement):
+        assert valid_all(case, [(p.node, p.devices) for p in result.pods]), result
+    else:
+        assert isinstance(result, NoPlacement)
+        assert not brute_force_all(case), result.message
+    assert run(case) == result
