@@ -29,6 +29,7 @@ from kuota.core.dra.charging import Reason, device_requests
 
 GPU = "gpu.nvidia.com"
 H100 = "device.attributes['gpu.nvidia.com'].productName == 'H100'"
+MISSING = "device.attributes['gpu.nvidia.com'].noSuchAttribute == 'x'"  # errors on a device
 MIG = "mig.nvidia.com"
 ANY_CLASS = device_class("any.nvidia.com", cel=["device.driver == 'gpu.nvidia.com'"])
 NODES = (a100_node().build(), h100_mig_node().build())  # 1 A100, 1 H100 + 7 1g.10gb
@@ -103,6 +104,13 @@ CASES = [
         want={"gpu-memory": "70Gi"},
     ),
     Case(
+        "firstAvailable: a CEL error on a device in an alternative never tried",
+        (GPU_CLASS, *NODES, first(alternative(GPU, A100_SELECTOR), alternative(GPU, MISSING))),
+        WHOLE_DEVICES,
+        podset({}, "t"),
+        want={"nvidia-gpu": "1"},
+    ),
+    Case(
         "All: the most devices one node has",
         (GPU_CLASS, *NODES, four_gpus(), all_of(GPU)),
         WHOLE_DEVICES,
@@ -166,6 +174,15 @@ REASONS = [
         reason=Reason.INVALID_CEL,
         retryable=False,
         message='subrequest "sub-1": selector #0',
+    ),
+    Case(
+        "firstAvailable: a CEL error on a device, in an alternative tried",
+        (GPU_CLASS, MIG_CLASS, *NODES, first(alternative(GPU, MISSING), MIG)),
+        GPU_MEMORY,
+        podset({}, "t"),
+        reason=Reason.INVALID_CEL,
+        retryable=False,
+        message='subrequest "sub-0": selector #0',
     ),
     Case(
         "firstAvailable: too many devices in an alternative",

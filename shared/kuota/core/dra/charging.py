@@ -238,10 +238,12 @@ class _Charger:
     ) -> tuple[str, ExactDeviceRequest]:
         """The alternative charged: the first some node can give (module
         ``kuota.core.dra.alternatives``). Every alternative's class must exist and
-        its selectors compile and evaluate, as the scheduler's allocator checks them
-        all before allocating any."""
+        its selectors compile, as the scheduler's allocator checks them all before
+        allocating any; a CEL error on a device counts for the alternatives it
+        tries: those up to the one charged."""
         alternatives = request.alternatives
         names = request.first_available
+        compiled = []
         for name, alternative in zip(names, alternatives, strict=True):
             sub = f"{where} subrequest {_q(name)}"
             self._device_count(sub, alternative.count)
@@ -255,12 +257,14 @@ class _Charger:
             selectors = self._class_selectors(sub, device_class) + self._compile(
                 sub, "selector", alternative.selectors
             )
+            compiled.append((sub, selectors))
+        chosen = first_available(self.inventory, alternatives)
+        for sub, selectors in compiled[: chosen + 1] if chosen >= 0 else compiled:
             matched = self.inventory.matching_devices(
                 selectors=tuple(s for _, s in selectors), driver=None
             )
             if isinstance(matched, MatchError):
                 raise self._cel_failure(sub, selectors, matched)
-        chosen = first_available(self.inventory, alternatives)
         if chosen < 0:
             wanted = ", ".join(
                 f"{_q(n)} ({_alternative(a)})" for n, a in zip(names, alternatives, strict=True)
@@ -270,7 +274,7 @@ class _Charger:
                 f"{where}: no node can give any firstAvailable alternative: {wanted}",
                 retryable=True,
             )
-        return f"{where} subrequest {_q(names[chosen])}", alternatives[chosen]
+        return compiled[chosen][0], alternatives[chosen]
 
     def _all_count(
         self,
