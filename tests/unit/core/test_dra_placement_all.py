@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_dra_placement import Case, cases, dev, matches, run, valid
 
-from kuota.api.dra import ExactDeviceRequest
-from kuota.core.dra.alternatives import all_count, can_satisfy, first_available
+from kuota.api.dra import DeviceRequest, ExactDeviceRequest
+from kuota.core.dra.alternatives import all_count, can_satisfy, choose, first_available
 from kuota.core.dra.inventory import DraInventory
 from kuota.core.dra.placement import (
     DeviceId,
@@ -259,3 +259,37 @@ def test_an_all_placement_is_valid_and_no_placement_is_proven(case: Case) -> Non
         assert isinstance(result, NoPlacement)
         assert not brute_force_all(case), result.message
     assert run(case) == result
+
+
+# --------------------------------------------------------------------------- alternatives together
+
+
+def fa(*alternatives: ExactDeviceRequest) -> DeviceRequest:
+    return DeviceRequest("r", None, tuple(f"s{i}" for i in range(len(alternatives))), alternatives)
+
+
+def test_the_alternatives_of_a_pod_are_chosen_beside_its_other_requests() -> None:
+    inv = inventory(gpus("node-a", 3))
+    two_else_one = fa(exact("gpu", 2), exact("gpu", 1))
+    # alone, 2 GPUs fit; beside the pod's exact 2 GPUs, only 1 does (3 per node)
+    assert first_available(inv, two_else_one.alternatives) == 0
+    assert choose(inv, [two_else_one, exact("gpu", 2)]) == (1,)
+    assert choose(inv, [two_else_one, exact("gpu", 1)]) == (0,)
+    # requests in the allocator's order: the first one's alternatives outermost
+    assert choose(inv, [two_else_one, two_else_one]) == (0, 1)
+    # All beside: node-a's 3 GPUs, all of them: nothing fits beside it
+    assert choose(inv, [two_else_one, every("gpu", 1)]) == (0,)  # alone, as none fits
+    # more combinations than tried together: each alone
+    many = fa(*[exact("gpu", 3)] * 9)
+    assert choose(inv, [many, many, exact("gpu", 1)]) == (0, 0)
+
+
+def test_requests_not_placed_on_a_node_are_left_out_of_the_choice() -> None:
+    fabric = gpus("fabric", 4)
+    del fabric["spec"]["nodeName"]
+    fabric["spec"]["allNodes"] = True
+    inv = inventory(gpus("node-a", 2), fabric)
+    two_else_one = fa(exact("gpu", 2), exact("gpu", 1))
+    # class any matches the fabric's GPUs too: not placed, so not beside the rest
+    assert choose(inv, [two_else_one, exact("any", 1)]) == (0,)
+    assert choose(inventory(gpus("node-a", 2)), [two_else_one, exact("any", 1)]) == (1,)

@@ -143,3 +143,16 @@ def test_without_nodes_both_are_charged_alike_and_admitted_on_quota_alone() -> N
     assert admitted(out) == ["team-a/all", "team-a/pref"]
     assert [last(out, "Admitted", k).nodes for k in ("team-a/all", "team-a/pref")] == [None, None]
     assert d.usage("cq") == {GPU_USAGE: 6000}  # 4 (node-b's) + 2
+
+
+def test_the_alternative_charged_fits_beside_the_pods_other_claims() -> None:
+    """2 GPUs else 1, beside a claim of 3 GPUs, on nodes of 4: the allocator
+    would take the second alternative (2 + 3 fits no node), so it is charged."""
+    three = manifests.resource_claim_template(
+        "three", namespace="team-a", device_class=GPU, count=3
+    )
+    d = cluster(gpus("node-a", 4), three)
+    out = d.apply(gpu_job("a", "prefer-two").claim("side", "three"))
+    assert admitted(out) == ["team-a/a"]
+    assert d.usage("cq") == {GPU_USAGE: 4000}
+    assert held(d, "team-a/a") == [f"node-a/gpu-{i}" for i in range(4)]

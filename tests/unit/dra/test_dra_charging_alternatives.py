@@ -111,6 +111,21 @@ CASES = [
         want={"nvidia-gpu": "1"},
     ),
     Case(
+        "firstAvailable: the alternative that fits beside the pod's other requests",
+        (
+            GPU_CLASS,
+            *NODES,
+            four_gpus(),
+            template("t")
+            .first_available("gpu", alternative(GPU, count=2), alternative(GPU, count=1))
+            .request("side", GPU, count=3)
+            .build(),
+        ),
+        WHOLE_DEVICES,
+        podset({}, "t"),
+        want={"nvidia-gpu": "4"},  # 1 + 3: 2 + 3 fits no node of 4
+    ),
+    Case(
         "All: the most devices one node has",
         (GPU_CLASS, *NODES, four_gpus(), all_of(GPU)),
         WHOLE_DEVICES,

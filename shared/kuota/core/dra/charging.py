@@ -29,7 +29,7 @@ from kuota.api.dra import (
     parse_dra_object,
 )
 from kuota.api.types import ClaimRef, Configuration, DeviceClassMapping, PodSet
-from kuota.core.dra.alternatives import all_count, first_available
+from kuota.core.dra.alternatives import all_count, choose
 from kuota.core.dra.capacity import NO_VALID_VALUE, CapacityProblem, capacity_of, consumed
 from kuota.core.dra.cel import CompiledSelector, SelectorError, compile_selector
 from kuota.core.dra.inventory import (
@@ -128,6 +128,7 @@ class _Charger:
     totals: dict[str, int] = field(default_factory=dict)
     replaced: set[str] = field(default_factory=set)  # extended resources charged via DRA
     taken: set[tuple[str, str]] = field(default_factory=set)  # (slice, device) counted once
+    choices: list[int] | None = None  # the firstAvailable alternatives charged, in order
 
     def run(self) -> Charge:
         for claim in self.podset.claims:
@@ -236,8 +237,9 @@ class _Charger:
     def _first_available(
         self, where: str, request: DeviceRequest
     ) -> tuple[str, ExactDeviceRequest]:
-        """The alternative charged: the first some node can give (module
-        ``kuota.core.dra.alternatives``). Every alternative's class must exist and
+        """The alternative charged: the first some node can give, beside the pod's
+        other requests when it can (``kuota.core.dra.alternatives.choose``). Every
+        alternative's class must exist and
         its selectors compile, as the scheduler's allocator checks them all before
         allocating any; a CEL error on a device counts for the alternatives it
         tries: those up to the one charged."""
@@ -258,7 +260,10 @@ class _Charger:
                 sub, "selector", alternative.selectors
             )
             compiled.append((sub, selectors))
-        chosen = first_available(self.inventory, alternatives)
+        if self.choices is None:
+            wanted = _pod_requests(self.inventory, self.namespace, self.podset)
+            self.choices = list(choose(self.inventory, wanted))
+        chosen = self.choices.pop(0) if self.choices else -1
         for sub, selectors in compiled[: chosen + 1] if chosen >= 0 else compiled:
             matched = self.inventory.matching_devices(
                 selectors=tuple(s for _, s in selectors), driver=None
@@ -548,6 +553,32 @@ def _alternative(request: ExactDeviceRequest) -> str:
     return f"{request.count} of DeviceClass {_q(request.device_class_name)}"
 
 
+def _pod_requests(
+    inventory: DraInventory, namespace: str, podset: PodSet
+) -> list[DeviceRequest | ExactDeviceRequest]:
+    """What one pod asks of DRA devices, in the allocator's order (claims, then
+    their requests, then extended resources): a firstAvailable request as it is,
+    the others as ``exactly`` requests (adminAccess ones left out)."""
+    out: list[DeviceRequest | ExactDeviceRequest] = []
+    for claim in podset.claims:
+        name = claim.resource_claim_template_name
+        if not name or claim.resource_claim_name:
+            continue
+        template = inventory.claim_template(namespace, name)
+        if template is None:
+            continue
+        for request in template.requests:
+            if request.alternatives:
+                out.append(request)
+            elif request.exactly is not None and not request.exactly.admin_access:
+                out.append(request.exactly)
+    for resource, amount in podset.requests:
+        device_class = inventory.device_class_for_extended_resource(resource)
+        if device_class is not None and amount > 0 and amount % MILLI == 0:
+            out.append(ExactDeviceRequest(device_class.name, amount // MILLI))
+    return out
+
+
 def device_requests(
     *, inventory: DraInventory, namespace: str, podset: PodSet
 ) -> tuple[ExactDeviceRequest, ...]:
@@ -557,26 +588,18 @@ def device_requests(
     the count charged) and its extended resources backed by a DeviceClass
     (``count`` devices of that class). Call it only once ``charge_podset`` charged
     the podset: what it refuses (direct claims, missing templates) is skipped."""
+    wanted = _pod_requests(inventory, namespace, podset)
+    choices = list(choose(inventory, wanted))
     out: list[ExactDeviceRequest] = []
-    for claim in podset.claims:
-        name = claim.resource_claim_template_name
-        if not name or claim.resource_claim_name:
-            continue
-        template = inventory.claim_template(namespace, name)
-        if template is None:
-            continue
-        for request in template.requests:
-            exact = request.exactly
-            if request.alternatives:
-                chosen = first_available(inventory, request.alternatives)
-                exact = request.alternatives[chosen] if chosen >= 0 else None
-            if exact is not None and exact.allocation_mode == "All" and not exact.admin_access:
-                count = all_count(inventory, exact)
-                exact = replace(exact, count=count) if count > 0 else None
-            if exact is not None and not exact.admin_access:
-                out.append(exact)
-    for resource, amount in podset.requests:
-        device_class = inventory.device_class_for_extended_resource(resource)
-        if device_class is not None and amount > 0 and amount % MILLI == 0:
-            out.append(ExactDeviceRequest(device_class.name, amount // MILLI))
+    for request in wanted:
+        if isinstance(request, DeviceRequest):
+            chosen = choices.pop(0) if choices else -1
+            exact = request.alternatives[chosen] if chosen >= 0 else None
+        else:
+            exact = request
+        if exact is not None and exact.allocation_mode == "All":
+            count = all_count(inventory, exact)
+            exact = replace(exact, count=count) if count > 0 else None
+        if exact is not None and not exact.admin_access:
+            out.append(exact)
     return tuple(out)

@@ -52,10 +52,11 @@ what charging charged, :func:`kuota.core.dra.alternatives.all_count`) fits on a
 node only when exactly ``count`` devices there match, none is taken, and their
 counters fit together, so what is held is what was charged. ``firstAvailable``
 reaches the placement already resolved: charging picked the alternative
-(:func:`kuota.core.dra.alternatives.first_available`), the first that some node
-can give at all, so no earlier one can fit on any node and the scheduler's
-first fitting alternative on the chosen node is the charged one; its request
-is placed as any other (docs/design/dra-placement.md, "firstAvailable and All").
+(:func:`kuota.core.dra.alternatives.choose`), the first that some node can give
+(beside the pod's other requests), so no earlier one can fit on any node and
+the scheduler's first fitting alternative on the chosen node is the charged
+one; its request is placed as any other (docs/design/dra-placement.md,
+"firstAvailable and All").
 
 Not covered yet (later bricks): devices with ``allowMultipleAllocations`` and
 consumable capacity (such devices are never candidates here), requests with
