@@ -261,8 +261,8 @@ class _Charger:
             )
             compiled.append((sub, selectors))
         if self.choices is None:
-            wanted = _pod_requests(self.inventory, self.namespace, self.podset)
-            self.choices = list(choose(self.inventory, wanted))
+            pod = _pod_requests(self.inventory, self.namespace, self.podset)
+            self.choices = list(choose(self.inventory, pod))
         chosen = self.choices.pop(0) if self.choices else -1
         for sub, selectors in compiled[: chosen + 1] if chosen >= 0 else compiled:
             matched = self.inventory.matching_devices(
