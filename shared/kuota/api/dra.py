@@ -132,7 +132,9 @@ class ExactDeviceRequest:
 class DeviceRequest:
     name: str
     exactly: ExactDeviceRequest | None = None
-    first_available: tuple[str, ...] = ()  # subrequest names; kuota does not charge these
+    first_available: tuple[str, ...] = ()  # subrequest names
+    # firstAvailable's subrequests, in order (parallel to ``first_available``)
+    alternatives: tuple[ExactDeviceRequest, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -523,10 +525,14 @@ def _requests(raw: object, field: str) -> tuple[DeviceRequest, ...]:
         req_name = _str(r.get("name"), f"{f}.name")
         if any(q.name == req_name for q in requests):
             raise _Invalid(f"{f}.name", f"duplicate request {req_name!r}")
-        first = tuple(
-            _str(_map(sub, f"{f}.firstAvailable[{j}]").get("name"), f"{f}.firstAvailable[{j}].name")
+        subs = [
+            (_map(sub, f"{f}.firstAvailable[{j}]"), f"{f}.firstAvailable[{j}]")
             for j, sub in enumerate(_list(r.get("firstAvailable"), f"{f}.firstAvailable"))
-        )
+        ]
+        first = tuple(_str(sub.get("name"), f"{g}.name") for sub, g in subs)
+        if len(set(first)) < len(first):
+            raise _Invalid(f"{f}.firstAvailable", "duplicate subrequest name")
+        alternatives = tuple(_exact(sub, g) for sub, g in subs)
         exactly = None
         if "exactly" in r:
             exactly = _exact(_map(r.get("exactly"), f"{f}.exactly", required=True), f"{f}.exactly")
@@ -536,7 +542,7 @@ def _requests(raw: object, field: str) -> tuple[DeviceRequest, ...]:
             raise _Invalid(f, "one of exactly or firstAvailable must be set")
         if exactly is not None and first:
             raise _Invalid(f, "exactly and firstAvailable are mutually exclusive")
-        requests.append(DeviceRequest(req_name, exactly, first))
+        requests.append(DeviceRequest(req_name, exactly, first, alternatives))
     return tuple(requests)
 
 

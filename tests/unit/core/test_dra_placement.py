@@ -243,7 +243,7 @@ def test_empty_gang_and_empty_pod() -> None:
     [
         (req("nope"), "DeviceClass nope not found"),
         (req("gpu", 1, "device.attributes["), "CEL"),
-        (ExactDeviceRequest("gpu", allocation_mode="All"), "allocationMode All"),
+        (ExactDeviceRequest("gpu", allocation_mode="Some"), "allocationMode Some"),
         (ExactDeviceRequest("gpu", capacity_requests=(("memory", 1),)), "capacity"),
     ],
 )

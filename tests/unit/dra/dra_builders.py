@@ -140,9 +140,12 @@ class TemplateBuilder:
         self._requests.append(request)
         return self
 
-    def first_available(self, name: str, *device_class_names: str) -> TemplateBuilder:
+    def first_available(self, name: str, *alternatives: str | dict[str, Any]) -> TemplateBuilder:
+        """A firstAvailable request: each alternative a class name (1 device) or a
+        subrequest body (:func:`alternative`), named ``sub-<i>`` unless it says."""
         subs = [
-            {"name": f"sub-{i}", "deviceClassName": c} for i, c in enumerate(device_class_names)
+            {"name": f"sub-{i}", **({"deviceClassName": a} if isinstance(a, str) else a)}
+            for i, a in enumerate(alternatives)
         ]
         self._requests.append({"name": name, "firstAvailable": subs})
         return self
@@ -151,6 +154,15 @@ class TemplateBuilder:
         return manifests.resource_claim_template(
             self.name, namespace=self.namespace, requests=self._requests
         )
+
+
+def alternative(
+    device_class_name: str, *selectors: str, count: int | None = 1, mode: str | None = None
+) -> dict[str, Any]:
+    """The body of one firstAvailable subrequest (its name is added by the builder)."""
+    return manifests.device_request(
+        "x", device_class=device_class_name, cel=selectors, count=count, mode=mode
+    )["exactly"]
 
 
 def template(name: str, namespace: str = "team-a") -> TemplateBuilder:

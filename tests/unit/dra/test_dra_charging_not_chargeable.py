@@ -132,22 +132,23 @@ def test_extended_resources(case: Case) -> None:
 BAD_CEL = "device.attributes['gpu.nvidia.com'].productName == "
 REASON_CASES = [
     Case(
-        "firstAvailable",
+        "firstAvailable: no node can give any alternative",
         (GPU_CLASS, template("t").first_available("gpu", "gpu.nvidia.com").build()),
         WHOLE_DEVICES,
         podset({}, "t"),
-        reason=Reason.UNSUPPORTED_CLAIM,
-        retryable=False,
-        message='team-a/t request "gpu": firstAvailable device selection is not supported',
+        reason=Reason.INSUFFICIENT_DEVICES,
+        retryable=True,
+        message='team-a/t request "gpu": no node can give any firstAvailable alternative: '
+        '"sub-0" (1 of DeviceClass "gpu.nvidia.com")',
     ),
     Case(
-        "allocationMode All",
+        "allocationMode All: no device",
         (GPU_CLASS, template("t").request("gpu", "gpu.nvidia.com", count=None, mode="All").build()),
         WHOLE_DEVICES,
         podset({}, "t"),
-        reason=Reason.UNSUPPORTED_CLAIM,
-        retryable=False,
-        message='allocationMode "All" is not supported',
+        reason=Reason.INSUFFICIENT_DEVICES,
+        retryable=True,
+        message='allocationMode "All" needs at least one device',
     ),
     Case(
         "unknown ResourceClaimTemplate",
@@ -286,9 +287,11 @@ def test_not_chargeable(case: Case) -> None:
 
 
 def test_every_reason_is_exercised() -> None:
-    # a direct claim's own reason is charge_claim's: tests/unit/dra/test_dra_direct_claims.py
+    # a direct claim's own reason is charge_claim's, and UnsupportedClaim (a request
+    # form the readers refuse) is tested on an object: tests/unit/dra/test_dra_direct_claims.py
     reasons = {v for k, v in vars(Reason).items() if not k.startswith("_")} - {
-        Reason.UNKNOWN_RESOURCE_CLAIM
+        Reason.UNKNOWN_RESOURCE_CLAIM,
+        Reason.UNSUPPORTED_CLAIM,
     }
     seen = {
         c.reason

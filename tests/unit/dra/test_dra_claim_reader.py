@@ -98,6 +98,38 @@ def test_the_beta_shapes_and_the_reference_claim_read() -> None:
     assert isinstance(got, ResourceClaim)
     assert [r.name for r in got.requests] == ["a", "b"]
     assert got.requests[1].first_available == ("big",)
+    assert got.requests[1].alternatives == (ExactDeviceRequest(GPU),)
+
+
+def test_first_available_subrequests_are_read_in_order() -> None:
+    subs = [
+        {
+            "name": "two",
+            "deviceClassName": GPU,
+            "count": 2,
+            "selectors": [{"cel": {"expression": "true"}}],
+        },
+        {"name": "all", "deviceClassName": "mig", "allocationMode": "All"},
+    ]
+    claim = resource_claim(
+        "c", namespace="team-a", requests=[{"name": "r", "firstAvailable": subs}]
+    )
+    got = parse_dra_object(claim)
+    assert isinstance(got, ResourceClaim)
+    assert got.requests[0].first_available == ("two", "all")
+    assert got.requests[0].alternatives == (
+        ExactDeviceRequest(GPU, 2, selectors=("true",)),
+        ExactDeviceRequest("mig", 1, allocation_mode="All"),
+    )
+    subs.append({"name": "two", "deviceClassName": GPU})
+    bad = parse_dra_object(claim)
+    assert isinstance(bad, ValidationError)
+    assert "spec.devices.requests[0].firstAvailable" in str(bad)
+    assert "duplicate subrequest name" in str(bad)
+    subs[-1] = {"name": "three", "deviceClassName": GPU, "allocationMode": "All", "count": 3}
+    bad = parse_dra_object(claim)
+    assert isinstance(bad, ValidationError)
+    assert "firstAvailable[2].count" in str(bad)
 
 
 def test_the_journaled_projection_reads_as_the_whole_claim() -> None:

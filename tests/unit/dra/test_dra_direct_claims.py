@@ -26,7 +26,7 @@ from dra_builders import (
     slice_,
 )
 
-from kuota.api.dra import ResourceClaim, parse_dra_object
+from kuota.api.dra import DeviceRequest, ExactDeviceRequest, ResourceClaim, parse_dra_object
 from kuota.api.types import Configuration
 from kuota.core.dra.charging import (
     Charge,
@@ -218,7 +218,7 @@ def test_claims_are_namespaced() -> None:
     assert isinstance(got, NotChargeable) and got.reason == Reason.UNKNOWN_RESOURCE_CLAIM
 
 
-def test_unmapped_class_and_unallocated_all_refused() -> None:
+def test_unmapped_class_refused_and_unallocated_all_charged() -> None:
     claim = resource_claim("c", namespace="team-a", device_class="gpu.nvidia.com")
     got = charge(GPU_CLASS, claim, conf=config(), name="c")
     assert isinstance(got, NotChargeable) and got.reason == Reason.DEVICE_CLASS_NOT_MAPPED
@@ -228,7 +228,20 @@ def test_unmapped_class_and_unallocated_all_refused() -> None:
         requests=[device_request("gpu", device_class="mig.nvidia.com", count=None, mode="All")],
     )
     got = charge(MIG_CLASS, h100_mig_node().build(), every, conf=GPU_MEMORY, name="all")
-    assert isinstance(got, NotChargeable) and got.reason == Reason.UNSUPPORTED_CLAIM
+    # as a template's All: the most matching devices one node can give whole
+    assert got == want(gpu_memory="70Gi"), got
+
+
+def test_a_request_form_charging_does_not_know_is_unsupported() -> None:
+    # the readers refuse such a request; charging refuses it too if it gets one
+    inv = with_claims(MIG_CLASS, h100_mig_node().build())
+    odd = ExactDeviceRequest("mig.nvidia.com", 1, allocation_mode="Some")
+    inv.set_claim(
+        "team-a", "odd", ResourceClaim("team-a", "odd", requests=(DeviceRequest("gpu", odd),))
+    )
+    got = charge_claim(inventory=inv, config=GPU_MEMORY, namespace="team-a", name="odd")
+    assert isinstance(got, NotChargeable) and got.reason == Reason.UNSUPPORTED_CLAIM, got
+    assert 'allocationMode "Some" is not supported' in got.message
 
 
 def test_unallocated_claim_charged_as_it_asks_count_times() -> None:

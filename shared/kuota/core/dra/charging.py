@@ -24,7 +24,7 @@ wins. Results depend only on the arguments. Rules: docs/design/dra-charging.md.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kuota.api.dra import (
     Device,
@@ -37,6 +37,7 @@ from kuota.api.dra import (
 )
 from kuota.api.dra_rules import DeviceConstraint
 from kuota.api.types import ClaimRef, Configuration, DeviceClassMapping, PodSet
+from kuota.core.dra.alternatives import all_count, choose
 from kuota.core.dra.capacity import NO_VALID_VALUE, CapacityProblem, capacity_of, consumed
 from kuota.core.dra.cel import CompiledSelector, SelectorError, compile_selector
 from kuota.core.dra.inventory import (
@@ -76,7 +77,7 @@ MAX_DEVICES_PER_REQUEST = 10_000
 class Reason:
     """The closed set of NotChargeable reasons."""
 
-    UNSUPPORTED_CLAIM = "UnsupportedClaim"  # firstAvailable, All (unallocated)
+    UNSUPPORTED_CLAIM = "UnsupportedClaim"  # no exactly nor firstAvailable, an unknown mode
     UNKNOWN_RESOURCE_CLAIM_TEMPLATE = "UnknownResourceClaimTemplate"  # retryable
     UNKNOWN_RESOURCE_CLAIM = "UnknownResourceClaim"  # retryable: a direct claim not found
     UNKNOWN_DEVICE_CLASS = "UnknownDeviceClass"  # retryable
@@ -168,6 +169,7 @@ class _Charger:
     totals: dict[str, int] = field(default_factory=dict)
     replaced: set[str] = field(default_factory=set)  # extended resources charged via DRA
     taken: set[tuple[str, str]] = field(default_factory=set)  # (slice, device) counted once
+    choices: list[int] | None = None  # the firstAvailable alternatives charged, in order
 
     def run(self) -> Charge:
         for claim in self.podset.claims:
@@ -269,15 +271,17 @@ class _Charger:
     def _request(self, owner: str, request: DeviceRequest) -> None:
         where = f"{owner} request {_q(request.name)}"
         exact = request.exactly
-        if request.first_available or exact is None:
+        if request.alternatives:
+            where, exact = self._first_available(where, request)
+        if exact is None:
             raise _Stop(
                 Reason.UNSUPPORTED_CLAIM,
-                f"{where}: firstAvailable device selection is not supported",
+                f"{where}: neither exactly nor firstAvailable is set",
                 retryable=False,
             )
         if exact.admin_access:
             return  # admin access observes devices in use: no quota (Kueue refuses it)
-        if exact.allocation_mode != "ExactCount":
+        if exact.allocation_mode not in ("ExactCount", "All"):
             raise _Stop(
                 Reason.UNSUPPORTED_CLAIM,
                 f"{where}: allocationMode {_q(exact.allocation_mode)} is not supported",
@@ -302,6 +306,8 @@ class _Charger:
                 retryable=True,
             )
         selectors = self._class_selectors(where, device_class) + request_selectors
+        if exact.allocation_mode == "All":
+            count = self._all_count(where, device_class, selectors, exact)
         capacities = [m for m in mappings if m.capacity is not None]
         if exact.capacity_requests and not capacities:
             names = ", ".join(_q(n) for n, _ in exact.capacity_requests)
@@ -327,6 +333,79 @@ class _Charger:
         if request_selectors:
             self._take_devices(where, device_class, selectors, count)
         self._add(mappings[0].name, count * MILLI, where)
+
+    # ------------------------------------------------------------------ firstAvailable, All
+
+    def _first_available(
+        self, where: str, request: DeviceRequest
+    ) -> tuple[str, ExactDeviceRequest]:
+        """The alternative charged: the first some node can give, beside the pod's
+        other requests when it can (``kuota.core.dra.alternatives.choose``). Every
+        alternative's class must exist and
+        its selectors compile, as the scheduler's allocator checks them all before
+        allocating any; a CEL error on a device counts for the alternatives it
+        tries: those up to the one charged."""
+        alternatives = request.alternatives
+        names = request.first_available
+        compiled = []
+        for name, alternative in zip(names, alternatives, strict=True):
+            sub = f"{where} subrequest {_q(name)}"
+            self._device_count(sub, alternative.count)
+            device_class = self.inventory.device_class(alternative.device_class_name)
+            if device_class is None:
+                raise _Stop(
+                    Reason.UNKNOWN_DEVICE_CLASS,
+                    f"{sub}: DeviceClass {_q(alternative.device_class_name)} not found",
+                    retryable=True,
+                )
+            selectors = self._class_selectors(sub, device_class) + self._compile(
+                sub, "selector", alternative.selectors
+            )
+            compiled.append((sub, selectors))
+        if self.choices is None:
+            pod = _pod_requests(self.inventory, self.namespace, self.podset)
+            self.choices = list(choose(self.inventory, pod))
+        chosen = self.choices.pop(0) if self.choices else -1
+        for sub, selectors in compiled[: chosen + 1] if chosen >= 0 else compiled:
+            matched = self.inventory.matching_devices(
+                selectors=tuple(s for _, s in selectors), driver=None
+            )
+            if isinstance(matched, MatchError):
+                raise self._cel_failure(sub, selectors, matched)
+        if chosen < 0:
+            wanted = ", ".join(
+                f"{_q(n)} ({_alternative(a)})" for n, a in zip(names, alternatives, strict=True)
+            )
+            raise _Stop(
+                Reason.INSUFFICIENT_DEVICES,
+                f"{where}: no node can give any firstAvailable alternative: {wanted}",
+                retryable=True,
+            )
+        return compiled[chosen][0], alternatives[chosen]
+
+    def _all_count(
+        self,
+        where: str,
+        device_class: DeviceClass,
+        selectors: tuple[tuple[str, CompiledSelector], ...],
+        exact: ExactDeviceRequest,
+    ) -> int:
+        """How many devices allocationMode All takes (the most one node can give)."""
+        matched = self.inventory.matching_devices(
+            selectors=tuple(s for _, s in selectors), driver=None
+        )
+        if isinstance(matched, MatchError):
+            raise self._cel_failure(where, selectors, matched)
+        count = all_count(self.inventory, exact)
+        if count <= 0:
+            raise _Stop(
+                Reason.INSUFFICIENT_DEVICES,
+                f'{where}: allocationMode "All" needs at least one device; no node can '
+                f"give the {len(matched)} device(s) matching DeviceClass "
+                f"{_q(device_class.name)} and the request's selectors",
+                retryable=True,
+            )
+        return self._device_count(where, count)
 
     # ------------------------------------------------------------------ extended resources
 
@@ -570,6 +649,58 @@ class _Charger:
         self.totals[name] = total
 
 
+def _alternative(request: ExactDeviceRequest) -> str:
+    if request.allocation_mode == "All":
+        return f"all devices of DeviceClass {_q(request.device_class_name)}"
+    return f"{request.count} of DeviceClass {_q(request.device_class_name)}"
+
+
+_Wanted = tuple[DeviceRequest | ExactDeviceRequest, int, str | None]
+
+
+def _pod_wanted(
+    inventory: DraInventory, namespace: str, podset: PodSet
+) -> tuple[list[_Wanted], list[tuple[DeviceConstraint, ...]]]:
+    """What one pod asks of DRA devices, in the allocator's order (claims, then
+    their requests, then extended resources): a firstAvailable request as it is,
+    the others as ``exactly`` requests, each with the index of its claim and its
+    name (None: an extended resource); and per template claim its constraints."""
+    wanted: list[_Wanted] = []
+    constraints: list[tuple[DeviceConstraint, ...]] = []
+    for claim in podset.claims:
+        name = claim.resource_claim_template_name
+        if not name or claim.resource_claim_name:
+            continue
+        template = inventory.claim_template(namespace, name)
+        if template is None:
+            continue
+        for request in template.requests:
+            if request.alternatives:
+                wanted.append((request, len(constraints), request.name))
+            elif request.exactly is not None:
+                wanted.append((request.exactly, len(constraints), request.name))
+        constraints.append(template.constraints)
+    for resource, amount in podset.requests:
+        device_class = inventory.device_class_for_extended_resource(resource)
+        if device_class is not None and amount > 0 and amount % MILLI == 0:
+            wanted.append(
+                (ExactDeviceRequest(device_class.name, amount // MILLI), len(constraints), None)
+            )
+    return wanted, constraints
+
+
+def _choosing(wanted: list[_Wanted]) -> list[DeviceRequest | ExactDeviceRequest]:
+    """The requests a pod's firstAvailable alternatives are chosen beside: those
+    that take devices (not adminAccess ones)."""
+    return [r for r, _, _ in wanted if isinstance(r, DeviceRequest) or not r.admin_access]
+
+
+def _pod_requests(
+    inventory: DraInventory, namespace: str, podset: PodSet
+) -> list[DeviceRequest | ExactDeviceRequest]:
+    return _choosing(_pod_wanted(inventory, namespace, podset)[0])
+
+
 def device_requests(
     *, inventory: DraInventory, namespace: str, podset: PodSet
 ) -> tuple[ExactDeviceRequest, ...]:
@@ -589,34 +720,35 @@ class PodDevices:
 
 
 def pod_devices(*, inventory: DraInventory, namespace: str, podset: PodSet) -> PodDevices:
-    """What one pod of a chargeable ``podset`` asks of DRA devices: its
-    templates' requests in the pod's claim order (adminAccess ones included:
-    they take nothing, but need a device), with their claims' constraints, and
-    its extended resources backed by a DeviceClass (``count`` devices of that
-    class, one claim). Call it only once ``charge_podset`` charged the podset:
-    what it refuses (direct claims, firstAvailable, missing templates) is
-    skipped here."""
+    """What one pod of a chargeable ``podset`` asks of DRA devices, as ``exactly``
+    requests in the allocator's order (claims, then their requests, then extended
+    resources): its templates' requests (adminAccess ones included: they take
+    nothing, but need a device; a firstAvailable request as the alternative
+    charged; allocation mode All with the count charged), with their claims'
+    constraints, and its extended resources backed by a DeviceClass (``count``
+    devices of that class, one claim). Call it only once ``charge_podset``
+    charged the podset: what it refuses (missing templates) is skipped here, and
+    direct claims are not a pod's own requests."""
+    wanted, constraints = _pod_wanted(inventory, namespace, podset)
+    choices = list(choose(inventory, _choosing(wanted)))
     out: list[ExactDeviceRequest] = []
     claims: list[int] = []
-    shapes: list[tuple[list[str], tuple[DeviceConstraint, ...]]] = []
-    for claim in podset.claims:
-        name = claim.resource_claim_template_name
-        if not name or claim.resource_claim_name:
+    names: list[list[str]] = [[] for _ in constraints]
+    for asked, index, request_name in wanted:
+        exact: ExactDeviceRequest | None
+        if isinstance(asked, DeviceRequest):
+            chosen = choices.pop(0) if choices else -1
+            exact = asked.alternatives[chosen] if chosen >= 0 else None
+        else:
+            exact = asked
+        if exact is not None and exact.allocation_mode == "All" and not exact.admin_access:
+            count = all_count(inventory, exact)
+            exact = replace(exact, count=count) if count > 0 else None
+        if exact is None:
             continue
-        template = inventory.claim_template(namespace, name)
-        if template is None:
-            continue
-        names: list[str] = []
-        for request in template.requests:
-            exact = request.exactly
-            if exact is not None and not request.first_available:
-                out.append(exact)
-                claims.append(len(shapes))
-                names.append(request.name)
-        shapes.append((names, template.constraints))
-    for resource, amount in podset.requests:
-        device_class = inventory.device_class_for_extended_resource(resource)
-        if device_class is not None and amount > 0 and amount % MILLI == 0:
-            out.append(ExactDeviceRequest(device_class.name, amount // MILLI))
-            claims.append(len(shapes))
+        out.append(exact)
+        claims.append(index)
+        if request_name is not None:
+            names[index].append(request_name)
+    shapes = list(zip(names, constraints, strict=True))
     return PodDevices(tuple(out), tuple(claims), pod_constraints(shapes))

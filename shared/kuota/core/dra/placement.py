@@ -62,11 +62,23 @@ the scheduler takes the pods in), the last check made once a full assignment is
 found. Identical pods' first devices only do not decrease when that request is
 ``adminAccess`` (theirs may be shared).
 
+Allocation mode ``All`` takes every matching device of the node, as the
+scheduler's allocator does: a request ``All`` of ``count`` devices (``count``:
+what charging charged, :func:`kuota.core.dra.alternatives.all_count`) fits on a
+node only when exactly ``count`` devices there match, none is taken, and their
+counters fit together, so what is held is what was charged. ``firstAvailable``
+reaches the placement already resolved: charging picked the alternative
+(:func:`kuota.core.dra.alternatives.choose`), the first that some node can give
+(beside the pod's other requests), so no earlier one can fit on any node and
+the scheduler's first fitting alternative on the chosen node is the charged
+one; its request is placed as any other (docs/design/dra-placement.md,
+"firstAvailable and All").
+
 Not covered yet (later bricks): devices with ``allowMultipleAllocations`` and
 consumable capacity (such devices are never candidates here), requests with
-``capacity.requests``, allocation mode ``All``, ``firstAvailable``,
-``distinctAttribute`` constraints (:class:`PlacementInvalid`), taints from
-DeviceTaintRule objects (only a slice's own device taints are read), devices of
+``capacity.requests``, ``distinctAttribute`` constraints
+(:class:`PlacementInvalid`), taints from DeviceTaintRule objects (only a
+slice's own device taints are read), devices of
 slices without ``nodeName``, and node properties beyond the allowed-node set.
 
 Pure: no clock, no randomness, no I/O; iteration is over sorted keys, so the
@@ -209,7 +221,7 @@ def _unsupported(pods: Sequence[GangPod]) -> str | None:
     for i, pod in enumerate(pods):
         for r, request in enumerate(pod.requests):
             where = f"pod {i + 1} request {r + 1} (class {request.device_class_name})"
-            if request.allocation_mode != "ExactCount":
+            if request.allocation_mode not in ("ExactCount", "All"):
                 return f"{where}: allocationMode {request.allocation_mode} is not supported"
             if request.capacity_requests:
                 return f"{where}: capacity requests are not supported by placement yet"
@@ -513,6 +525,10 @@ class _Search:
         taken = self.taken
         for r, request in enumerate(self.pods[i].requests):
             need = request.count
+            if request.allocation_mode == "All":
+                if not self._all_free(i, r, self.candidates[i][r].get(node, ()), need):
+                    return False
+                continue
             if need <= 0:
                 continue
             admin = request.admin_access
@@ -524,6 +540,17 @@ class _Search:
             else:
                 return False
         return True
+
+    def _all_free(self, i: int, r: int, cands: tuple[_Device, ...], need: int) -> bool:
+        """Whether allocation mode All can take ``cands``, every matching device of
+        the node: there are exactly ``need`` (what was charged), none is taken, and
+        each one's counters fit alone (together: checked as they are taken)."""
+        if len(cands) != need or need <= 0:
+            return False
+        admin = self.pods[i].requests[r].admin_access
+        return all(
+            self._usable(i, r, d, admin) and (not d.consumes or self._fits(d, i)) for d in cands
+        )
 
     def _fits(self, d: _Device, i: int) -> bool:
         used = self.used
@@ -590,6 +617,9 @@ class _Search:
         need = request.count
         admin = request.admin_access
         cands = self.candidates[i][r].get(self.nodes[self.node_of[i]], ())
+        if self.pods[i].requests[r].allocation_mode == "All":
+            yield from self._all(i, r, cands, need)
+            return
         if need == 0:
             self.chosen[i][r] = ()
             yield
@@ -628,6 +658,30 @@ class _Search:
                 k += 1
             else:
                 return
+
+    def _all(self, i: int, r: int, cands: tuple[_Device, ...], need: int) -> Iterator[None]:
+        """Allocation mode All: the one combination, every matching device of the
+        node, when there are exactly ``need`` of them and all can be taken."""
+        if not self._all_free(i, r, cands, need):
+            return
+        admin = self.pods[i].requests[r].admin_access
+        bound = self.bound[i][r]
+        held: list[_Device] = []
+        for d in cands:
+            self._step()
+            if not self._usable(i, r, d, admin) or (d.consumes and not self._fits(d, i)):
+                break
+            if bound and not self._agrees(i, r, d):
+                break
+            self._take(i, r, d, admin)
+            held.append(d)
+        else:
+            self.chosen[i][r] = tuple(d.id for d in cands)
+            if r == 0:
+                self.first[i] = 0
+            yield
+        for d in reversed(held):
+            self._release(i, r, d, admin)
 
 
 # --------------------------------------------------------------------------- reasons

@@ -52,6 +52,8 @@ def pods_text(n: int) -> str:
 def needs_text(request: ExactDeviceRequest) -> str:
     noun = "device" if request.count == 1 else "devices"
     text = f"{request.count} {noun} of class {request.device_class_name}"
+    if request.allocation_mode == "All":
+        text = f"all {text} on one node (allocationMode All)"
     if request.selectors:
         n = len(request.selectors)
         text += f" matching {n} selector{'s' if n > 1 else ''}"
