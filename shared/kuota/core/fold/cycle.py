@@ -321,7 +321,7 @@ class Cycles(DeviceHolds):
         if drain and cq_name in self._tree.queues and self._keep_charge(rec, adm):
             return  # its devices too, until its pods are gone (Draining)
         self._give_back(cq_name, adm.usage)
-        if self._device_holds:
+        if self._device_holds or self._stood_for:
             self._release_devices(rec.key)
 
     def _give_back(self, cq_name: str, usage: tuple[tuple[FlavorResource, int], ...]) -> None:

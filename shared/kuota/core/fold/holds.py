@@ -108,6 +108,8 @@ class DeviceHolds(FairAdmission):
     def _release_devices(self, key: str) -> None:
         """The pods of ``key`` are gone (or all ready: :meth:`_end_hold`): give its
         held devices back, and wake the heads that no node could take."""
+        if self._stood_for:
+            self._stood_for.pop(key, None)
         devices = self._device_holds.pop(key, None)
         if devices is None:
             return
@@ -128,7 +130,12 @@ class DeviceHolds(FairAdmission):
         until its pods are gone."""
         since = self._held_since.get(rec.key)
         if since is not None and self._allocated_at.get(rec.spec.namespace, 0) > since:
+            where = device_nodes(self._inventory)
+            held = self._device_holds.get(rec.key, ())
+            nodes = frozenset(where[d] for d in held if d in where)
             self._release_devices(rec.key)
+            # what its claims may be told by, should it be preempted (node_victims.py)
+            self._stood_for[rec.key] = (since, self._claim_seq, nodes)
 
     def _set_claim(self, key: tuple[str, str], devices: tuple[DeviceId, ...]) -> None:
         """ResourceClaim ``key`` (namespace, name) now takes ``devices`` (none: not
@@ -141,8 +148,10 @@ class DeviceHolds(FairAdmission):
             self._claims[key] = devices
             self._claim_seq += 1
             self._allocated_at[key[0]] = self._claim_seq
+            self._claim_at[key] = self._claim_seq
         else:
             del self._claims[key]
+            self._claim_at.pop(key, None)
         claimed = self._claimed
         for device in devices:
             claimed[device] = claimed.get(device, 0) + 1

@@ -92,6 +92,7 @@ def place_workload(
     claimed: Mapping[DeviceId, int],
     eligible_memo: dict[tuple[object, ...], frozenset[str]] | None = None,
     consumed: Mapping[CounterKey, int] | None = None,
+    freed: frozenset[DeviceId] = frozenset(),
 ) -> PlaceOutcome:
     """Place every DRA pod of a workload whose quota fits (module docstring).
     ``podset_flavors``: per podset, its (resource, flavor) assignment; ``held``:
@@ -99,7 +100,8 @@ def place_workload(
     allocated claims take (device -> how many claims); ``eligible_memo``: the
     nodes each (constraints, flavors) may use, kept by the caller until a Node
     or a ResourceFlavor changes; ``consumed``: the counters the held devices
-    spend, when the caller keeps them (else computed)."""
+    spend, when the caller keeps them (else computed); ``freed``: devices held
+    or claimed that count as free (a preemption's victims': core/fold/node_victims.py)."""
     if not nodes:
         return NOT_PLACED
     with_devices = [ps for ps in requests if ps.devices and ps.count > 0]
@@ -128,12 +130,14 @@ def place_workload(
         pods.extend([GangPod(ps.devices, eligible)] * ps.count)
         owner.extend([ps.name] * ps.count)
     taken = frozenset(held).union(claimed)
+    if freed:
+        taken = taken.difference(freed)
     result = place_gang(
         inventory=inventory,
         pods=pods,
         taken=taken,
         consumed=consumed
-        if consumed is not None and not claimed
+        if consumed is not None and not claimed and not freed
         else taken_counters(inventory, taken),
     )
     if isinstance(result, Placement):

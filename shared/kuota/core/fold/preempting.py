@@ -12,7 +12,11 @@ preempted during an event does not preempt during it. With
 ``Fold(preemption="plans")`` (the services) a Preempt head awaits a plan from
 the preemption service (``WaitingForPreemptionPlan``, announced again after 5 s,
 30 s, 2 min and 10 min), acted on only if ``validate_plan`` accepts it on this
-fold's state. Details: docs/design/preemption.md.
+fold's state. A preemptor whose pods need node-local devices that no node has
+free gets a room (:mod:`kuota.core.fold.node_victims`): its victims must also
+free a node that can take its pods, in both modes (the plan's check included);
+when none do, it waits ``NoNodePlacement`` and no one is evicted. Details:
+docs/design/preemption.md, docs/design/dra-placement.md.
 """
 
 from __future__ import annotations
@@ -23,8 +27,11 @@ from typing import TYPE_CHECKING
 
 from kuota.api.types import PreemptionPolicy
 from kuota.core.assign.flavors import Assignment, Mode, assign_flavors, still_fits
+from kuota.core.dra.placement import DeviceId, GangPod, device_nodes
 from kuota.core.fold.decisions import preempted, requeued
 from kuota.core.fold.draining import WAITING_FOR_STOP, Draining, drain_verdict
+from kuota.core.fold.node_fit import NO_NODE_PLACEMENT, PlaceOutcome, Unplaceable, place_workload
+from kuota.core.fold.node_victims import NodeRoom, Span, VictimDevices
 from kuota.core.fold.ordering import fair_weights
 from kuota.core.fold.timers import BACKOFF, PLAN_WAIT, PLAN_WAIT_NOTICES
 from kuota.core.preemption.classical import (
@@ -32,6 +39,7 @@ from kuota.core.preemption.classical import (
     Plan,
     PreemptionResult,
     Preemptor,
+    Room,
     Search,
     Victim,
     classical_targets,
@@ -63,10 +71,11 @@ HUMAN_REASONS = {
 class FoldView:
     """The fold's state as a :class:`~kuota.core.preemption.classical.ClusterView`."""
 
-    __slots__ = ("_fold",)
+    __slots__ = ("_fold", "_rooms")
 
-    def __init__(self, fold: Preempting) -> None:
+    def __init__(self, fold: Preempting, rooms: dict[str, NodeRoom] | None = None) -> None:
         self._fold = fold
+        self._rooms = rooms
 
     @property
     def tree(self) -> QuotaTree:
@@ -80,6 +89,9 @@ class FoldView:
         fold = self._fold
         for key in fold._admitted.get(cluster_queue, ()):
             yield fold._admitted_workload(key)
+
+    def room(self, preemptor: Preemptor) -> Room | None:
+        return self._rooms.get(preemptor.key) if self._rooms else None
 
 
 class Preempting(Draining):
@@ -101,6 +113,9 @@ class Preempting(Draining):
         # preemptor waiting for its victims' pods -> the reports of those already
         # gone, whose quota is held for it until the last one's pods are gone too
         self._held_stops: dict[str, list[WorkloadStopped]] = {}
+        # a head whose victims freed quota but no node, during one attempt: its
+        # verdict and pods (_not_admitted sets it aside with them)
+        self._no_room: dict[str, tuple[Verdict, tuple[GangPod, ...]]] = {}
 
     # ================================================================== preemption
 
@@ -178,11 +193,91 @@ class Preempting(Draining):
             self._unlift(lifted)
             return False
         p = self._preemptor(rec, cq_name, assignment)
-        result = self._search()(FoldView(self), p)
+        room = self._room(rec, assignment)
+        result = self._search()(FoldView(self, {p.key: room} if room else None), p)
         self._unlift(lifted)
         if not result:
+            self._no_room_for(rec.key, room)
             return False
         return self._carry_out(rec, cq_name, assignment, p, result, at)
+
+    # ------------------------------------------------------------------ a node
+
+    def _room(
+        self, rec: WorkloadRecord, assignment: Assignment, devices: VictimDevices | None = None
+    ) -> NodeRoom | None:
+        """The node check of a preemptor whose pods need node-local devices that
+        no node has free now (core/fold/node_victims.py); None when quota alone
+        decides (no Node known, no devices, not node-local, or a node can take
+        it already: freeing devices never undoes a placement)."""
+        if not self._nodes or not any(ps.devices for ps in rec.requests):
+            return None
+        podset_flavors = tuple((ps.name, ps.flavors) for ps in assignment.podsets)
+        inventory, nodes, flavors = self._inventory, self._nodes, self._flavors
+        held, claimed, eligible = self._devices_held, self._claimed, self._eligible
+        requests = rec.requests
+        now = place_workload(
+            inventory=inventory,
+            nodes=nodes,
+            flavors=flavors,
+            requests=requests,
+            podset_flavors=podset_flavors,
+            held=held,
+            claimed=claimed,
+            eligible_memo=eligible,
+            consumed=self._counters_held(),
+        )
+        if not isinstance(now, Unplaceable):
+            return None
+
+        def place(freed: frozenset[DeviceId]) -> PlaceOutcome:
+            return place_workload(
+                inventory=inventory,
+                nodes=nodes,
+                flavors=flavors,
+                requests=requests,
+                podset_flavors=podset_flavors,
+                held=held,
+                claimed=claimed,
+                eligible_memo=eligible,
+                freed=freed,
+            )
+
+        if devices is None:
+            devices = self._victim_devices()
+        return NodeRoom(place, devices.freed, now)
+
+    def _victim_devices(self) -> VictimDevices:
+        """What evicting each admitted workload frees, for one search."""
+        where = device_nodes(self._inventory)
+        workloads = self._workloads
+        spans: dict[str, tuple[str, Span, tuple[DeviceId, ...]]] = {}
+        for key, held in self._device_holds.items():
+            rec = workloads.get(key)
+            if rec is not None:
+                nodes = frozenset(where[d] for d in held if d in where)
+                span: Span = (self._held_since.get(key, 0), None, nodes)
+                spans[key] = (rec.spec.namespace, span, held)
+        for key, (began, ended, nodes) in self._stood_for.items():
+            rec = workloads.get(key)
+            if rec is not None and key not in spans:
+                spans[key] = (rec.spec.namespace, (began, ended, nodes), ())
+        return VictimDevices(
+            claims=self._claims,
+            claim_at=self._claim_at,
+            claimed=self._claimed,
+            where=where,
+            spans=spans,
+        )
+
+    def _no_room_for(self, key: str, room: NodeRoom | None) -> None:
+        """The search found no victims: when some freed its quota but no node
+        could then take it, the head waits for a node (``_not_admitted``)."""
+        if room is None or not room.quota_met:
+            return
+        u = room.unplaceable
+        message = f"preempting would free its quota but no node: {u.message}"
+        self._no_room[key] = (Verdict(NO_NODE_PLACEMENT, ("preempt", u.key), message), u.pods)
 
     def _carry_out(
         self,
@@ -206,7 +301,7 @@ class Preempting(Draining):
             return False
         fit = self._fit(assignment)
         if self._nodes and not self._placeable(rec, cq_name, fit):
-            return True  # set aside until capacity changes (no node-aware victims yet)
+            return True  # set aside until their devices are freed (their pods gone)
         self._admit(rec, cq_name, fit, at, victims)
         return True
 
@@ -249,6 +344,16 @@ class Preempting(Draining):
         return None
 
     def _not_admitted(self, rec: WorkloadRecord, cq_name: str, assignment: Assignment) -> None:
+        no_room = self._no_room.pop(rec.key, None) if self._no_room else None
+        if no_room is not None:
+            # searched: a release in its tree sends it to search again; unplaced:
+            # so do devices freed on a node where one of its pods now fits alone
+            self._awaiting_plan.pop(rec.key, None)
+            verdict, pods = no_room
+            self._set_aside(
+                rec, cq_name, verdict, assignment.blocking, searched=True, unplaced=pods
+            )
+            return
         if self._waiting_stop and self._waiting_stop.pop(rec.key, 0) is None:
             self._awaiting_plan.pop(rec.key, None)
             verdict = drain_verdict(self._drains_of_tree(cq_name))
@@ -315,6 +420,8 @@ class Preempting(Draining):
         in the order the cycles set them aside, without shared victims; an
         empty plan for a head no victims would make room for."""
         preemptors: list[Preemptor] = []
+        rooms: dict[str, NodeRoom] = {}
+        devices: VictimDevices | None = None
         # the tree as it will be once stopped workloads' pods are gone
         lifted = self._lift(exclude=self._awaiting_plan)
         # in the order the cycles met them (the cycle's own order within a cycle,
@@ -325,7 +432,13 @@ class Preempting(Draining):
                 del self._awaiting_plan[key]
                 continue
             preemptors.append(found[1])
-        results = plan_victims(FoldView(self), preemptors, search=self._search())
+            if self._nodes:
+                if devices is None:
+                    devices = self._victim_devices()
+                room = self._room(self._workloads[key], found[0], devices)
+                if room is not None:
+                    rooms[key] = room
+        results = plan_victims(FoldView(self, rooms), preemptors, search=self._search())
         self._unlift(lifted)
         return [
             Plan(p.key, tuple(v.key for v in r.victims), {v.key: v.reason for v in r.victims})
@@ -357,6 +470,10 @@ class Preempting(Draining):
             lifted = self._lift(rec.cluster_queue, exclude=(plan.preemptor,))
         found = self._fresh_preemptor(plan.preemptor)
         result: PreemptionResult | None = None
+        room: NodeRoom | None = None
+        if found is not None and rec is not None:
+            room = self._room(rec, found[0])
+        view = FoldView(self, {plan.preemptor: room} if room is not None else None)
         if found is not None and plan.victims:
             for key in plan.victims:
                 victim = self._workloads.get(key)
@@ -365,8 +482,13 @@ class Preempting(Draining):
             else:
                 search = self._search()
                 result = validate_plan(
-                    FoldView(self), found[1], plan.victims, search=search, reasons=plan.reasons
+                    view, found[1], plan.victims, search=search, reasons=plan.reasons
                 )
+        elif found is not None and room is not None and plan.preemptor in self._awaiting_plan:
+            # An empty plan for a head whose devices no node has free: search here
+            # too, for its reason (victims that free quota but no node).
+            if not self._search()(view, found[1]):
+                self._no_room_for(plan.preemptor, room)
         self._unlift(lifted)
         if found is None:
             self._awaiting_plan.pop(plan.preemptor, None)
@@ -384,7 +506,11 @@ class Preempting(Draining):
                 if queue.strategy != STRICT_FIFO or queue.blocked_head == rec.key:
                     self._not_admitted(rec, p.cluster_queue, assignment)
                 else:  # StrictFIFO, blocked at another head since: its own reason only
-                    self._inadmissible(rec, assignment_verdict(assignment))
+                    no_room = self._no_room.pop(rec.key, None) if self._no_room else None
+                    self._inadmissible(
+                        rec, no_room[0] if no_room is not None else assignment_verdict(assignment)
+                    )
+            self._no_room.pop(plan.preemptor, None)
             return
         if result is None:
             return

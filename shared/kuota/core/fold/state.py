@@ -164,6 +164,12 @@ class FoldState:
         self._claim_seq = 0
         self._allocated_at: dict[str, int] = {}
         self._held_since: dict[str, int] = {}
+        # What a preemption's victim frees once its hold ended (core/fold/node_victims.py):
+        # each allocated claim's allocation number, and per admitted workload whose hold
+        # ended at PodsReady (until its pods are gone) the allocation numbers its hold
+        # spanned and the nodes of its hold: (began, ended, nodes)
+        self._claim_at: dict[tuple[str, str], int] = {}
+        self._stood_for: dict[str, tuple[int, int, frozenset[str]]] = {}
         # (ClusterQueue, shape or BLOCKED_HEAD) -> epoch: heads whose quota fit but
         # that no node could take; a hold released, a claim's devices freed, or a
         # node or DRA change wakes them
