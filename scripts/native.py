@@ -56,6 +56,7 @@ MODULES = (
     "kuota.core.fold.fold",
     "kuota.core.fold.holds",
     "kuota.core.fold.node_fit",
+    "kuota.core.fold.node_victims",
     "kuota.core.fold.ordering",
     "kuota.core.fold.placement",
     "kuota.core.fold.preempting",

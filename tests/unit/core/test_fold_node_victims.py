@@ -32,18 +32,19 @@ def spread(
     first fit: by default a1 (priority 1) and a2 (5) on node-a, b1 (2) and b2
     (5, the newest) on node-b. ``started``: each Job's pods are scheduled (a
     claim allocated on the GPU it was placed on) and ready before the next."""
-    d = cluster(gpus("node-a", 2), gpus("node-b", 2), quota=4, nodes=nodes)
-    if mode != "inline":
-        d = Driver(Fold(preemption=mode))
-        d.events = []
-        d = _replay(d, nodes=nodes)
+    if mode == "inline":
+        d = cluster(gpus("node-a", 2), gpus("node-b", 2), quota=4, nodes=nodes)
+    else:
+        d = _replay(Driver(Fold(preemption=mode)), nodes=nodes)
     d.apply(within_cq(), *PRIORITIES, claim_template("team-a", "three", GPU, count=3))
     for name, prio in jobs or (("a1", "p1"), ("a2", "p5"), ("b1", "p2"), ("b2", "p5")):
         out = d.apply(gpu_job(name).priority(prio))
         assert admitted(out) == [f"team-a/{name}"]
         if started:
             (node,) = last(out, "Admitted").nodes["main"]
-            used = sum(1 for x in d.decisions if x.type == "Admitted" and x.nodes == {"main": [node]})
+            used = sum(
+                1 for x in d.decisions if x.type == "Admitted" and x.nodes == {"main": [node]}
+            )
             ready_with_claims(d, f"team-a/{name}", node, f"gpu-{used - 1}")
         if mode != "inline":
             plan_now(d)
@@ -69,7 +70,9 @@ def plan_now(d: Driver) -> list[Decision]:
 
 
 def victims_of(out: list[Decision], preemptor: str = "team-a/big") -> list[str]:
-    return sorted(x.workload or "" for x in out if x.type == "Preempted" and x.preemptor == preemptor)
+    return sorted(
+        x.workload or "" for x in out if x.type == "Preempted" and x.preemptor == preemptor
+    )
 
 
 def big(template: str = "two") -> Any:
@@ -225,3 +228,60 @@ def test_a_claim_of_another_namespace_on_the_victims_node_stays_taken() -> None:
     out = d.apply(big())
     assert victims_of(out) == ["team-a/a1", "team-a/a2"]
     assert last(out, "Admitted", "team-a/big").nodes == {"main": ["node-a"]}
+
+
+# --------------------------------------------------------------------------- fair sharing
+
+
+FAIR = manifests.configuration(
+    resources={"deviceClassMappings": [{"name": "nvidia-gpu", "deviceClassNames": [GPU]}]},
+    fairSharing={"enable": True},
+)
+
+
+def test_fair_sharing_preemption_frees_a_node_too() -> None:
+    d = spread()
+    d.apply(FAIR)
+    assert d.fold._config.fair_sharing.enable
+    out = d.apply(big())
+    assert victims_of(out) == ["team-a/b1", "team-a/b2"]
+    assert last(out, "Admitted", "team-a/big").nodes == {"main": ["node-b"]}
+
+
+def test_fair_sharing_on_quota_alone_takes_the_cheapest() -> None:
+    d = spread(nodes=False)
+    d.apply(FAIR)
+    out = d.apply(big())
+    assert victims_of(out) == ["team-a/a1", "team-a/b1"]
+
+
+def test_the_room_is_kept_for_the_preemptor_until_it_is_admitted() -> None:
+    """The victims' pods are gone (their stop reported) before their claims are
+    deallocated: the GPUs their claims free go to the preemptor, not to the
+    victims requeued behind it, though each of them fits on one GPU."""
+    d = spread(started=True)
+    out = d.apply(big())
+    assert victims_of(out) == ["team-a/b1", "team-a/b2"]
+    assert admitted(out) == []  # the driver reports their stops at once
+    assert last(out, "Inadmissible", "team-a/big").reason == "NoNodePlacement"
+    out = d.delete("ResourceClaim", "b1-gpu", "team-a")
+    assert admitted(out) == []  # node-b's gpu-0 is kept for big
+    out = d.delete("ResourceClaim", "b2-gpu", "team-a")
+    assert admitted(out) == ["team-a/big"]
+    assert last(out, "Admitted", "team-a/big").nodes == {"main": ["node-b"]}
+    assert "team-a/big" not in d.fold._devices_reserved.values()  # ended at its admission
+
+
+def test_a_preemptor_gone_gives_its_room_back() -> None:
+    d = spread(started=True)
+    d.auto_stop = False
+    out = d.apply(big())
+    assert victims_of(out) == ["team-a/b1", "team-a/b2"]
+    assert set(d.fold._devices_reserved.values()) == {"team-a/big"}
+    d.delete("Job", "big", "team-a")
+    assert d.fold._devices_reserved == {}
+    for stop in [x for x in out if x.type == "Preempted"]:
+        d.stopped(stop)
+    out = d.delete("ResourceClaim", "b1-gpu", "team-a")
+    out += d.delete("ResourceClaim", "b2-gpu", "team-a")
+    assert sorted(admitted(out)) == ["team-a/b1", "team-a/b2"]  # nothing kept for big

@@ -53,16 +53,17 @@ class DeviceHolds(FairAdmission):
         is released or a node or DRA object changes."""
         if not any(ps.devices for ps in rec.requests):
             return True
+        held, consumed = self._taken_for(rec.key)
         outcome = place_workload(
             inventory=self._inventory,
             nodes=self._nodes,
             flavors=self._flavors,
             requests=rec.requests,
             podset_flavors=fit.flavors,
-            held=self._devices_held,
+            held=held,
             claimed=self._claimed,
             eligible_memo=self._eligible,
-            consumed=self._counters_held(),
+            consumed=consumed,
         )
         if isinstance(outcome, Unplaceable):
             # keyed by what it needs: what nodes have free changes at every retry
@@ -72,6 +73,19 @@ class DeviceHolds(FairAdmission):
         if isinstance(outcome, Placed):
             self._placing = (rec.key, outcome)
         return True
+
+    def _taken_for(self, key: str) -> tuple[dict[DeviceId, str], dict[CounterKey, int] | None]:
+        """What kuota holds, as ``key``'s placement sees it: the holds, and the
+        devices reserved for a preemptor waiting for its victims' pods (not
+        ``key``'s own); the counters they spend when kept (None: to compute)."""
+        reserved = self._devices_reserved
+        if not reserved:
+            return self._devices_held, self._counters_held()
+        held = dict(self._devices_held)
+        for device, owner in reserved.items():
+            if owner != key:
+                held.setdefault(device, owner)
+        return held, None
 
     def _counters_held(self) -> dict[CounterKey, int]:
         """The counters the held devices spend: kept up to date by holds and

@@ -25,16 +25,31 @@ A workload admitted before the fold knew any Node holds nothing and frees
 nothing the search can count: it can still be evicted for quota, together with
 victims that make room, but never to make room by itself.
 
+:class:`NodeVictims` is the fold layer (between ``Draining`` and ``Preempting``)
+that builds the rooms, says why a head waits when no victims make room on a
+node, and reserves for a preemptor waiting for its victims' pods the devices
+it will be placed on, so that no other head takes them first.
+
 Pure: the same fold state gives the same answers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from kuota.core.dra.placement import DeviceId
-from kuota.core.fold.node_fit import PlaceOutcome, Unplaceable
+from kuota.core.assign.flavors import Assignment
+from kuota.core.dra.placement import DeviceId, GangPod, device_nodes
+from kuota.core.fold.draining import Draining
+from kuota.core.fold.node_fit import (
+    NO_NODE_PLACEMENT,
+    Placed,
+    PlaceOutcome,
+    Unplaceable,
+    place_workload,
+)
 from kuota.core.preemption.classical import AdmittedWorkload
+from kuota.core.queueing.verdict import Verdict
+from kuota.core.queueing.workload import WorkloadRecord
 
 #: At most this many placements per room: a search that needs more evicts no one
 #: (the head waits, as when no victim set makes room). Each placement is bounded
@@ -49,7 +64,7 @@ class VictimDevices:
     """What evicting each admitted workload frees (module docstring), computed on
     demand and memoised for one search (the fold does not change meanwhile)."""
 
-    __slots__ = ("_claims", "_claim_at", "_claimed", "_where", "_spans", "_by_ns", "_memo")
+    __slots__ = ("_by_ns", "_claim_at", "_claimed", "_claims", "_memo", "_spans", "_where")
 
     def __init__(
         self,
@@ -111,9 +126,7 @@ class VictimDevices:
                 attributed[d] = attributed.get(d, 0) + 1
         claimed = self._claimed
         return frozenset(
-            d
-            for d in (*held, *attributed)
-            if claimed.get(d, 0) == attributed.get(d, 0)
+            d for d in (*held, *attributed) if claimed.get(d, 0) == attributed.get(d, 0)
         )
 
 
@@ -123,7 +136,7 @@ class NodeRoom:
     free. After the search, :attr:`quota_met` says whether some victims freed its
     quota, and :attr:`unplaceable` what the last placement that failed said."""
 
-    __slots__ = ("_place", "_freed", "_memo", "placements", "quota_met", "unplaceable")
+    __slots__ = ("_freed", "_memo", "_place", "placements", "quota_met", "unplaceable")
 
     def __init__(
         self,
@@ -140,6 +153,15 @@ class NodeRoom:
 
     def frees(self, workload: AdmittedWorkload) -> bool:
         return bool(self._freed(workload.key))
+
+    def freed(self, key: str) -> frozenset[DeviceId]:
+        """The devices evicting ``key`` frees."""
+        return self._freed(key)
+
+    def placed(self, freed: frozenset[DeviceId]) -> Placed | None:
+        """Where the preemptor goes with ``freed`` free (the chosen victims')."""
+        outcome = self._place(freed)
+        return outcome if isinstance(outcome, Placed) else None
 
     def fits(self, victims: Sequence[AdmittedWorkload]) -> bool:
         self.quota_met = True
@@ -161,3 +183,110 @@ class NodeRoom:
             self.unplaceable = outcome
         self._memo[key] = ok
         return ok
+
+
+class NodeVictims(Draining):
+    """The fold's side of node-aware preemption (module docstring)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        # a head whose victims freed quota but no node, during one attempt: its
+        # verdict and pods (Preempting._not_admitted sets it aside with them)
+        self._no_room: dict[str, tuple[Verdict, tuple[GangPod, ...]]] = {}
+
+    def _room(
+        self, rec: WorkloadRecord, assignment: Assignment, devices: VictimDevices | None = None
+    ) -> NodeRoom | None:
+        """The node check of a preemptor whose pods need node-local devices that
+        no node has free now (core/fold/node_victims.py); None when quota alone
+        decides (no Node known, no devices, not node-local, or a node can take
+        it already: freeing devices never undoes a placement)."""
+        if not self._nodes or not any(ps.devices for ps in rec.requests):
+            return None
+        podset_flavors = tuple((ps.name, ps.flavors) for ps in assignment.podsets)
+        inventory, nodes, flavors = self._inventory, self._nodes, self._flavors
+        held, consumed = self._taken_for(rec.key)
+        claimed, eligible = self._claimed, self._eligible
+        requests = rec.requests
+        now = place_workload(
+            inventory=inventory,
+            nodes=nodes,
+            flavors=flavors,
+            requests=requests,
+            podset_flavors=podset_flavors,
+            held=held,
+            claimed=claimed,
+            eligible_memo=eligible,
+            consumed=consumed,
+        )
+        if not isinstance(now, Unplaceable):
+            return None
+
+        def place(freed: frozenset[DeviceId]) -> PlaceOutcome:
+            return place_workload(
+                inventory=inventory,
+                nodes=nodes,
+                flavors=flavors,
+                requests=requests,
+                podset_flavors=podset_flavors,
+                held=held,
+                claimed=claimed,
+                eligible_memo=eligible,
+                freed=freed,
+            )
+
+        if devices is None:
+            devices = self._victim_devices()
+        return NodeRoom(place, devices.freed, now)
+
+    def _victim_devices(self) -> VictimDevices:
+        """What evicting each admitted workload frees, for one search."""
+        where = device_nodes(self._inventory)
+        workloads = self._workloads
+        spans: dict[str, tuple[str, Span, tuple[DeviceId, ...]]] = {}
+        for key, held in self._device_holds.items():
+            rec = workloads.get(key)
+            if rec is not None:
+                nodes = frozenset(where[d] for d in held if d in where)
+                span: Span = (self._held_since.get(key, 0), None, nodes)
+                spans[key] = (rec.spec.namespace, span, held)
+        for key, (began, ended, nodes) in self._stood_for.items():
+            rec = workloads.get(key)
+            if rec is not None and key not in spans:
+                spans[key] = (rec.spec.namespace, (began, ended, nodes), ())
+        return VictimDevices(
+            claims=self._claims,
+            claim_at=self._claim_at,
+            claimed=self._claimed,
+            where=where,
+            spans=spans,
+        )
+
+    def _reserve_room(self, key: str, room: NodeRoom, victims: Iterable[str]) -> None:
+        """Reserve for preemptor ``key`` the devices it will be placed on once its
+        victims' devices are free, so that no other head takes them first (a
+        victim's claims may be deallocated after its pods' stop is reported)."""
+        freed: set[DeviceId] = set()
+        for victim in victims:
+            freed.update(room.freed(victim))
+        placed = room.placed(frozenset(freed))
+        if placed is not None:
+            for device in placed.devices:
+                self._devices_reserved.setdefault(device, key)
+
+    def _unreserve(self, key: str) -> tuple[DeviceId, ...]:
+        """End ``key``'s reservation; the devices it reserved."""
+        reserved = self._devices_reserved
+        mine = tuple(d for d, owner in reserved.items() if owner == key)
+        for device in mine:
+            del reserved[device]
+        return mine
+
+    def _no_room_for(self, key: str, room: NodeRoom | None) -> None:
+        """The search found no victims: when some freed its quota but no node
+        could then take it, the head waits for a node (``_not_admitted``)."""
+        if room is None or not room.quota_met:
+            return
+        u = room.unplaceable
+        message = f"preempting would free its quota but no node: {u.message}"
+        self._no_room[key] = (Verdict(NO_NODE_PLACEMENT, ("preempt", u.key), message), u.pods)

@@ -27,11 +27,9 @@ from typing import TYPE_CHECKING
 
 from kuota.api.types import PreemptionPolicy
 from kuota.core.assign.flavors import Assignment, Mode, assign_flavors, still_fits
-from kuota.core.dra.placement import DeviceId, GangPod, device_nodes
 from kuota.core.fold.decisions import preempted, requeued
-from kuota.core.fold.draining import WAITING_FOR_STOP, Draining, drain_verdict
-from kuota.core.fold.node_fit import NO_NODE_PLACEMENT, PlaceOutcome, Unplaceable, place_workload
-from kuota.core.fold.node_victims import NodeRoom, Span, VictimDevices
+from kuota.core.fold.draining import WAITING_FOR_STOP, drain_verdict
+from kuota.core.fold.node_victims import NodeRoom, NodeVictims, VictimDevices
 from kuota.core.fold.ordering import fair_weights
 from kuota.core.fold.timers import BACKOFF, PLAN_WAIT, PLAN_WAIT_NOTICES
 from kuota.core.preemption.classical import (
@@ -94,7 +92,7 @@ class FoldView:
         return self._rooms.get(preemptor.key) if self._rooms else None
 
 
-class Preempting(Draining):
+class Preempting(NodeVictims):
     """Preemption, inline or through plans (module docstring)."""
 
     def __init__(self, *, preemption: str = INLINE) -> None:
@@ -113,9 +111,6 @@ class Preempting(Draining):
         # preemptor waiting for its victims' pods -> the reports of those already
         # gone, whose quota is held for it until the last one's pods are gone too
         self._held_stops: dict[str, list[WorkloadStopped]] = {}
-        # a head whose victims freed quota but no node, during one attempt: its
-        # verdict and pods (_not_admitted sets it aside with them)
-        self._no_room: dict[str, tuple[Verdict, tuple[GangPod, ...]]] = {}
 
     # ================================================================== preemption
 
@@ -199,85 +194,7 @@ class Preempting(Draining):
         if not result:
             self._no_room_for(rec.key, room)
             return False
-        return self._carry_out(rec, cq_name, assignment, p, result, at)
-
-    # ------------------------------------------------------------------ a node
-
-    def _room(
-        self, rec: WorkloadRecord, assignment: Assignment, devices: VictimDevices | None = None
-    ) -> NodeRoom | None:
-        """The node check of a preemptor whose pods need node-local devices that
-        no node has free now (core/fold/node_victims.py); None when quota alone
-        decides (no Node known, no devices, not node-local, or a node can take
-        it already: freeing devices never undoes a placement)."""
-        if not self._nodes or not any(ps.devices for ps in rec.requests):
-            return None
-        podset_flavors = tuple((ps.name, ps.flavors) for ps in assignment.podsets)
-        inventory, nodes, flavors = self._inventory, self._nodes, self._flavors
-        held, claimed, eligible = self._devices_held, self._claimed, self._eligible
-        requests = rec.requests
-        now = place_workload(
-            inventory=inventory,
-            nodes=nodes,
-            flavors=flavors,
-            requests=requests,
-            podset_flavors=podset_flavors,
-            held=held,
-            claimed=claimed,
-            eligible_memo=eligible,
-            consumed=self._counters_held(),
-        )
-        if not isinstance(now, Unplaceable):
-            return None
-
-        def place(freed: frozenset[DeviceId]) -> PlaceOutcome:
-            return place_workload(
-                inventory=inventory,
-                nodes=nodes,
-                flavors=flavors,
-                requests=requests,
-                podset_flavors=podset_flavors,
-                held=held,
-                claimed=claimed,
-                eligible_memo=eligible,
-                freed=freed,
-            )
-
-        if devices is None:
-            devices = self._victim_devices()
-        return NodeRoom(place, devices.freed, now)
-
-    def _victim_devices(self) -> VictimDevices:
-        """What evicting each admitted workload frees, for one search."""
-        where = device_nodes(self._inventory)
-        workloads = self._workloads
-        spans: dict[str, tuple[str, Span, tuple[DeviceId, ...]]] = {}
-        for key, held in self._device_holds.items():
-            rec = workloads.get(key)
-            if rec is not None:
-                nodes = frozenset(where[d] for d in held if d in where)
-                span: Span = (self._held_since.get(key, 0), None, nodes)
-                spans[key] = (rec.spec.namespace, span, held)
-        for key, (began, ended, nodes) in self._stood_for.items():
-            rec = workloads.get(key)
-            if rec is not None and key not in spans:
-                spans[key] = (rec.spec.namespace, (began, ended, nodes), ())
-        return VictimDevices(
-            claims=self._claims,
-            claim_at=self._claim_at,
-            claimed=self._claimed,
-            where=where,
-            spans=spans,
-        )
-
-    def _no_room_for(self, key: str, room: NodeRoom | None) -> None:
-        """The search found no victims: when some freed its quota but no node
-        could then take it, the head waits for a node (``_not_admitted``)."""
-        if room is None or not room.quota_met:
-            return
-        u = room.unplaceable
-        message = f"preempting would free its quota but no node: {u.message}"
-        self._no_room[key] = (Verdict(NO_NODE_PLACEMENT, ("preempt", u.key), message), u.pods)
+        return self._carry_out(rec, cq_name, assignment, p, result, at, room)
 
     def _carry_out(
         self,
@@ -287,9 +204,13 @@ class Preempting(Draining):
         p: Preemptor,
         result: PreemptionResult,
         at: float,
+        room: NodeRoom | None = None,
     ) -> bool:
         """Preempt the victims; admit the preemptor if it fits now, else it waits
-        for their pods to be gone (False: the caller sets it aside)."""
+        for their pods to be gone (False: the caller sets it aside). With a room,
+        the devices it will be placed on are reserved for it meanwhile."""
+        if room is not None:
+            self._reserve_room(rec.key, room, (v.key for v in result.victims))
         for victim in result.victims:
             self._preempt(self._workloads[victim.key], victim, p.key)
         victims = self._preempted_for.setdefault(rec.key, [])
@@ -484,11 +405,15 @@ class Preempting(Draining):
                 result = validate_plan(
                     view, found[1], plan.victims, search=search, reasons=plan.reasons
                 )
-        elif found is not None and room is not None and plan.preemptor in self._awaiting_plan:
-            # An empty plan for a head whose devices no node has free: search here
-            # too, for its reason (victims that free quota but no node).
-            if not self._search()(view, found[1]):
-                self._no_room_for(plan.preemptor, room)
+        elif (
+            found is not None
+            and room is not None
+            and plan.preemptor in self._awaiting_plan
+            and not self._search()(view, found[1])
+        ):
+            # An empty plan for a head whose devices no node has free: searched
+            # here too, for its reason (victims that free quota but no node).
+            self._no_room_for(plan.preemptor, room)
         self._unlift(lifted)
         if found is None:
             self._awaiting_plan.pop(plan.preemptor, None)
@@ -515,7 +440,7 @@ class Preempting(Draining):
         if result is None:
             return
         rec = self._workloads[plan.preemptor]
-        if self._carry_out(rec, p.cluster_queue, assignment, p, result, at):
+        if self._carry_out(rec, p.cluster_queue, assignment, p, result, at, room):
             self._ready[p.cluster_queue] = None  # the queue has a new head
             return
         # Waits for the victims' pods: set aside with what it lacks in the tree as it is.
@@ -598,6 +523,12 @@ class Preempting(Draining):
                 if group is not None and verdict is not None and verdict.reason == WAITING_FOR_STOP:
                     group.verdict = None  # its wait: the group's next head may preempt
         super()._admit(rec, cq_name, fit, at, victims)
+        if self._devices_reserved:
+            reserved = self._unreserve(rec.key)
+            held = self._devices_held
+            left = tuple(d for d in reserved if held.get(d) != rec.key)
+            if left:
+                self._wake_unplaced(left)
         if self._awaiting_plan:
             self._awaiting_plan.pop(rec.key, None)
         self._admissions += 1
@@ -626,6 +557,10 @@ class Preempting(Draining):
             self._preempted_for.pop(key, None)
             self._reserved.pop(key, None)
             self._release_held(key)
+        if self._devices_reserved:
+            mine = self._unreserve(key)
+            if mine:
+                self._wake_unplaced(mine)
 
     # ================================================================== timers
 

@@ -178,7 +178,7 @@ class RoomWatch:
     that frees a device was added (placement only gets easier as devices are
     freed, and a set that frees none never makes room)."""
 
-    __slots__ = ("room", "_dirty", "_ok")
+    __slots__ = ("_dirty", "_ok", "room")
 
     def __init__(self, room: Room | None) -> None:
         self.room = room
