@@ -285,3 +285,18 @@ def test_a_preemptor_gone_gives_its_room_back() -> None:
     out = d.delete("ResourceClaim", "b1-gpu", "team-a")
     out += d.delete("ResourceClaim", "b2-gpu", "team-a")
     assert sorted(admitted(out)) == ["team-a/b1", "team-a/b2"]  # nothing kept for big
+
+
+def test_victims_that_free_no_device_leave_the_quota_reason_to_the_node() -> None:
+    """a1 and b1 were admitted before the fold knew any Node: they hold nothing,
+    so evicting them frees quota the search can count, but no device."""
+    d = cluster(gpus("node-a", 1), gpus("node-b", 1), quota=2, nodes=False)
+    d.apply(within_cq(2), *PRIORITIES)
+    for name in ("a1", "b1"):
+        d.apply(gpu_job(name).priority("p1"))
+    d.apply(manifests.node("node-a"), manifests.node("node-b"))
+    out = d.apply(big())
+    assert victims_of(out) == []
+    verdict = last(out, "Inadmissible", "team-a/big")
+    assert verdict.reason == "NoNodePlacement"
+    assert verdict.message.startswith("preempting would free its quota but no node: ")

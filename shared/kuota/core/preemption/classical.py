@@ -174,14 +174,15 @@ class Snapshot:
 
 
 class RoomWatch:
-    """Asks a :class:`Room` only when the answer may have changed: after a victim
-    that frees a device was added (placement only gets easier as devices are
-    freed, and a set that frees none never makes room)."""
+    """Asks a :class:`Room` only when the answer may have changed: the first time
+    the quota fits, then after a victim that frees a device was added (placement
+    only gets easier as devices are freed)."""
 
-    __slots__ = ("_dirty", "_ok", "room")
+    __slots__ = ("_asked", "_dirty", "_ok", "room")
 
     def __init__(self, room: Room | None) -> None:
         self.room = room
+        self._asked = False
         self._dirty = False
         self._ok = room is None
 
@@ -191,7 +192,8 @@ class RoomWatch:
 
     def fits(self, victims: Sequence[AdmittedWorkload]) -> bool:
         """Whether the victims so far make room (their quota fits already)."""
-        if self.room is not None and not self._ok and self._dirty:
+        if self.room is not None and not self._ok and (self._dirty or not self._asked):
+            self._asked = True
             self._dirty = False
             self._ok = self.room.fits(victims)
         return self._ok
