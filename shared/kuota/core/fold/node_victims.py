@@ -38,7 +38,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from kuota.core.assign.flavors import Assignment
-from kuota.core.dra.placement import DeviceId, GangPod, device_nodes
+from kuota.core.dra.charging import DraInventory
+from kuota.core.dra.placement import DeviceId, GangPod, device_nodes, request_devices
 from kuota.core.fold.draining import Draining
 from kuota.core.fold.node_fit import (
     NO_NODE_PLACEMENT,
@@ -51,20 +52,26 @@ from kuota.core.preemption.classical import AdmittedWorkload
 from kuota.core.queueing.verdict import Verdict
 from kuota.core.queueing.workload import WorkloadRecord
 
-#: At most this many placements per room: a search that needs more evicts no one
-#: (the head waits, as when no victim set makes room). Each placement is bounded
-#: by the placement search's own step budget.
+#: At most this many placements per room (those a cheap count over the nodes
+#: where victims free devices does not rule out): a search that needs more evicts
+#: no one (the head waits, as when no victim set makes room). Each placement is
+#: bounded by the placement search's own step budget.
 MAX_PLACEMENTS = 256
 
 # A hold's span: (began, ended or None while it lasts, its nodes)
 Span = tuple[int, int | None, frozenset[str]]
+# (namespace, node) -> the claims with a device there; and -> the spans on it
+_Index = tuple[
+    dict[tuple[str, str], list[tuple[tuple[str, str], tuple[DeviceId, ...]]]],
+    dict[tuple[str, str], list[tuple[str, Span]]],
+]
 
 
 class VictimDevices:
     """What evicting each admitted workload frees (module docstring), computed on
     demand and memoised for one search (the fold does not change meanwhile)."""
 
-    __slots__ = ("_by_ns", "_claim_at", "_claimed", "_claims", "_memo", "_spans", "_where")
+    __slots__ = ("_claim_at", "_claimed", "_claims", "_index", "_memo", "_spans", "_where")
 
     def __init__(
         self,
@@ -82,16 +89,25 @@ class VictimDevices:
         self._claimed = claimed
         self._where = where
         self._spans = spans
-        self._by_ns: dict[str, list[tuple[tuple[str, str], tuple[DeviceId, ...]]]] | None = None
+        self._index: _Index | None = None
         self._memo: dict[str, frozenset[DeviceId]] = {}
 
-    def _claims_of(self, namespace: str) -> list[tuple[tuple[str, str], tuple[DeviceId, ...]]]:
-        by_ns = self._by_ns
-        if by_ns is None:
-            by_ns = self._by_ns = {}
+    def _at(self) -> _Index:
+        """(namespace, node) -> the claims with a device there, and the spans on
+        it: built once per search, so that a victim reads only its own nodes'."""
+        index = self._index
+        if index is None:
+            claims: dict[tuple[str, str], list[tuple[tuple[str, str], tuple[DeviceId, ...]]]] = {}
+            where = self._where
             for key, devices in self._claims.items():
-                by_ns.setdefault(key[0], []).append((key, devices))
-        return by_ns.get(namespace, [])
+                for node in sorted({where.get(d) or "" for d in devices}):
+                    claims.setdefault((key[0], node), []).append((key, devices))
+            spans: dict[tuple[str, str], list[tuple[str, Span]]] = {}
+            for workload, (ns, span, _) in self._spans.items():
+                for node in sorted(span[2]):
+                    spans.setdefault((ns, node), []).append((workload, span))
+            index = self._index = (claims, spans)
+        return index
 
     def freed(self, key: str) -> frozenset[DeviceId]:
         found = self._memo.get(key)
@@ -104,26 +120,29 @@ class VictimDevices:
         if entry is None:
             return frozenset()
         namespace, (began, ended, nodes), held = entry
-        rivals = [
-            span
-            for other, (ns, span, _) in self._spans.items()
-            if ns == namespace and other != key and span[2] & nodes
-        ]
+        claims_at, spans_at = self._at()
         attributed: dict[DeviceId, int] = {}
         where = self._where
-        for claim, devices in self._claims_of(namespace):
-            at = self._claim_at.get(claim, 0)
-            if at <= began or (ended is not None and at > ended):
-                continue
-            on = {where.get(d) for d in devices}
-            if None in on or not on <= nodes:
-                continue
-            if any(
-                b < at and (e is None or at <= e) and not on.isdisjoint(n) for b, e, n in rivals
-            ):
-                continue  # as well another's
-            for d in devices:
-                attributed[d] = attributed.get(d, 0) + 1
+        seen: set[tuple[str, str]] = set()
+        for node in sorted(nodes):
+            for claim, devices in claims_at.get((namespace, node), ()):
+                if claim in seen:
+                    continue
+                seen.add(claim)
+                at = self._claim_at.get(claim, 0)
+                if at <= began or (ended is not None and at > ended):
+                    continue
+                on = {where.get(d) for d in devices}
+                if None in on or not on <= nodes:
+                    continue
+                if any(
+                    other != key and b < at and (e is None or at <= e)
+                    for n in on
+                    for other, (b, e, _) in spans_at.get((namespace, n or ""), ())
+                ):
+                    continue  # as well another's
+                for d in devices:
+                    attributed[d] = attributed.get(d, 0) + 1
         claimed = self._claimed
         return frozenset(
             d for d in (*held, *attributed) if claimed.get(d, 0) == attributed.get(d, 0)
@@ -132,24 +151,66 @@ class VictimDevices:
 
 class NodeRoom:
     """A :class:`~kuota.core.preemption.classical.Room` for one preemptor whose
-    pods no node can take now. ``place`` places it with the given devices counted
-    free. After the search, :attr:`quota_met` says whether some victims freed its
-    quota, and :attr:`unplaceable` what the last placement that failed said."""
+    pods no node can take now (``unplaceable`` says why). ``place`` places it
+    with the given devices counted free; ``held`` and ``claimed`` are what is
+    taken (device -> holder, device -> claims). After the search,
+    :attr:`quota_met` says whether some victims freed its quota, and
+    :meth:`explain` why no node could take it even then."""
 
-    __slots__ = ("_freed", "_memo", "_place", "placements", "quota_met", "unplaceable")
+    __slots__ = (
+        "_claimed",
+        "_freed",
+        "_held",
+        "_memo",
+        "_place",
+        "_placed",
+        "_requests",
+        "_where",
+        "_widest",
+        "placements",
+        "quota_met",
+        "unplaceable",
+    )
 
     def __init__(
         self,
         place: Callable[[frozenset[DeviceId]], PlaceOutcome],
         freed: Callable[[str], frozenset[DeviceId]],
         unplaceable: Unplaceable,
+        *,
+        inventory: DraInventory,
+        held: Mapping[DeviceId, object],
+        claimed: Mapping[DeviceId, int],
     ) -> None:
         self._place = place
         self._freed = freed
+        self._held = held
+        self._claimed = claimed
+        self._where = device_nodes(inventory)
+        # per distinct pod: the nodes it may use, and per request its count and
+        # its candidates per node (None: a request the placement cannot evaluate)
+        requests: list[
+            tuple[frozenset[str] | None, tuple[tuple[int, Mapping[str, tuple[DeviceId, ...]]], ...]]
+        ] = []
+        for pod in unplaceable.pods:
+            per_request: list[tuple[int, Mapping[str, tuple[DeviceId, ...]]]] = []
+            for request in pod.requests:
+                found = request_devices(inventory, request)
+                if isinstance(found, str):
+                    break
+                per_request.append(
+                    (request.count, {n: tuple(d.id for d in ds) for n, ds in found.items()})
+                )
+            else:
+                requests.append((pod.nodes, tuple(per_request)))
+        self._requests = requests
         self._memo: dict[frozenset[DeviceId], bool] = {}
+        self._widest: frozenset[DeviceId] = frozenset()
+        # the last placement found: the devices freed for it, the nodes it uses
+        self._placed: tuple[frozenset[DeviceId], frozenset[str]] | None = None
         self.placements = 0
         self.quota_met = False
-        self.unplaceable = unplaceable  # as things are, until a search says more
+        self.unplaceable = unplaceable  # as things are
 
     def frees(self, workload: AdmittedWorkload) -> bool:
         return bool(self._freed(workload.key))
@@ -163,6 +224,15 @@ class NodeRoom:
         outcome = self._place(freed)
         return outcome if isinstance(outcome, Placed) else None
 
+    def explain(self) -> Unplaceable:
+        """Why no node takes it with the most devices any victims asked about
+        freed (as things are, when none freed any)."""
+        if self._widest:
+            outcome = self._place(self._widest)
+            if isinstance(outcome, Unplaceable):
+                return outcome
+        return self.unplaceable
+
     def fits(self, victims: Sequence[AdmittedWorkload]) -> bool:
         self.quota_met = True
         freed: set[DeviceId] = set()
@@ -174,15 +244,59 @@ class NodeRoom:
         known = self._memo.get(key)
         if known is not None:
             return known
-        if self.placements >= MAX_PLACEMENTS:
-            return False
-        self.placements += 1
-        outcome = self._place(key)
-        ok = not isinstance(outcome, Unplaceable)
-        if isinstance(outcome, Unplaceable):
-            self.unplaceable = outcome
+        if len(key) > len(self._widest):
+            self._widest = key
+        if self._still_placed(key):
+            self._memo[key] = True
+            return True
+        ok = False
+        if self._may_fit(key) and self.placements < MAX_PLACEMENTS:
+            self.placements += 1
+            outcome = self._place(key)
+            ok = not isinstance(outcome, Unplaceable)
+            if isinstance(outcome, Placed):
+                where = self._where
+                self._placed = (key, frozenset(where[d] for d in outcome.devices if d in where))
         self._memo[key] = ok
         return ok
+
+    def _still_placed(self, freed: frozenset[DeviceId]) -> bool:
+        """Whether the last placement found stands with only ``freed`` freed: it
+        was found with more freed, and none of the devices now taken again (nor
+        the counters they spend, in their pool: on their node) is on a node it
+        uses. What makes the fill-back cheap: a victim on another node is added
+        back without a placement."""
+        placed = self._placed
+        if placed is None or not freed < placed[0]:
+            return False
+        where = self._where
+        return all(where.get(d) not in placed[1] for d in placed[0] - freed)
+
+    def _may_fit(self, freed: frozenset[DeviceId]) -> bool:
+        """Whether one of its pods alone could use, on a node where ``freed`` has
+        a device, enough devices not taken or freed for each of its requests
+        (counters aside). No node took it as things were, so a placement with
+        ``freed`` has a pod using a freed device (or one its counters freed, in
+        the same pool: on the same node): without this, none exists."""
+        where = self._where
+        nodes = {where[d] for d in freed if d in where}
+        held, claimed = self._held, self._claimed
+        for allowed, per_request in self._requests:
+            for node in nodes:
+                if allowed is not None and node not in allowed:
+                    continue
+                for count, by_node in per_request:
+                    free = 0
+                    for d in by_node.get(node, ()):
+                        if d in freed or (d not in held and d not in claimed):
+                            free += 1
+                            if free >= count:
+                                break
+                    if free < count:
+                        break
+                else:
+                    return True
+        return False
 
 
 class NodeVictims(Draining):
@@ -237,7 +351,7 @@ class NodeVictims(Draining):
 
         if devices is None:
             devices = self._victim_devices()
-        return NodeRoom(place, devices.freed, now)
+        return NodeRoom(place, devices.freed, now, inventory=inventory, held=held, claimed=claimed)
 
     def _victim_devices(self) -> VictimDevices:
         """What evicting each admitted workload frees, for one search."""
@@ -287,6 +401,6 @@ class NodeVictims(Draining):
         could then take it, the head waits for a node (``_not_admitted``)."""
         if room is None or not room.quota_met:
             return
-        u = room.unplaceable
+        u = room.explain()
         message = f"preempting would free its quota but no node: {u.message}"
         self._no_room[key] = (Verdict(NO_NODE_PLACEMENT, ("preempt", u.key), message), u.pods)
