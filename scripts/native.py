@@ -59,6 +59,7 @@ MODULES = (
     "kuota.core.fold.holds",
     "kuota.core.fold.direct_claims",
     "kuota.core.fold.node_fit",
+    "kuota.core.fold.node_victims",
     "kuota.core.fold.ordering",
     "kuota.core.fold.placement",
     "kuota.core.fold.preempting",

@@ -327,7 +327,7 @@ class Cycles(DirectClaims):
         self._give_back(cq_name, adm.usage)
         if self._claim_users:
             self._claims_released(rec.key)
-        if self._device_holds:
+        if self._device_holds or self._stood_for:
             self._release_devices(rec.key)
 
     def _give_back(self, cq_name: str, usage: tuple[tuple[FlavorResource, int], ...]) -> None:

@@ -77,7 +77,7 @@ class Draining(Cycles):
         self._give_back(drain.cluster_queue, drain.usage)
         if self._claim_users:
             self._claims_released(drain.workload)
-        if self._device_holds:
+        if self._device_holds or self._stood_for:
             self._release_devices(drain.workload)
         held = self._holds.pop(("drain", drain.workload, drain.uid), None)
         if held:

@@ -61,16 +61,17 @@ class DeviceHolds(FairAdmission):
                     return True  # where its shared claim's devices will be: not placed
                 only = only or {}
                 only[ps.name] = node
+        held, consumed = self._taken_for(rec.key)
         outcome = place_workload(
             inventory=self._inventory,
             nodes=self._nodes,
             flavors=self._flavors,
             requests=rec.requests,
             podset_flavors=fit.flavors,
-            held=self._devices_held,
+            held=held,
             claimed=self._claimed,
             eligible_memo=self._eligible,
-            consumed=self._counters_held(),
+            consumed=consumed,
             only=only,
         )
         if isinstance(outcome, Unplaceable):
@@ -100,6 +101,19 @@ class DeviceHolds(FairAdmission):
                     return None
                 found.add(node)
         return found.pop() if len(found) == 1 else None
+
+    def _taken_for(self, key: str) -> tuple[dict[DeviceId, str], dict[CounterKey, int] | None]:
+        """What kuota holds, as ``key``'s placement sees it: the holds, and the
+        devices reserved for a preemptor waiting for its victims' pods (not
+        ``key``'s own); the counters they spend when kept (None: to compute)."""
+        reserved = self._devices_reserved
+        if not reserved:
+            return self._devices_held, self._counters_held()
+        held = dict(self._devices_held)
+        for device, owner in reserved.items():
+            if owner != key:
+                held.setdefault(device, owner)
+        return held, None
 
     def _counters_held(self) -> dict[CounterKey, int]:
         """The counters the held devices spend: kept up to date by holds and
@@ -136,6 +150,8 @@ class DeviceHolds(FairAdmission):
     def _release_devices(self, key: str) -> None:
         """The pods of ``key`` are gone (or all ready: :meth:`_end_hold`): give its
         held devices back, and wake the heads that no node could take."""
+        if self._stood_for:
+            self._stood_for.pop(key, None)
         devices = self._device_holds.pop(key, None)
         if devices is None:
             return
@@ -156,7 +172,12 @@ class DeviceHolds(FairAdmission):
         until its pods are gone."""
         since = self._held_since.get(rec.key)
         if since is not None and self._allocated_at.get(rec.spec.namespace, 0) > since:
+            where = device_nodes(self._inventory)
+            held = self._device_holds.get(rec.key, ())
+            nodes = frozenset(where[d] for d in held if d in where)
             self._release_devices(rec.key)
+            # what its claims may be told by, should it be preempted (node_victims.py)
+            self._stood_for[rec.key] = (since, self._claim_seq, nodes)
 
     def _set_claim(self, key: tuple[str, str], devices: tuple[DeviceId, ...]) -> None:
         """ResourceClaim ``key`` (namespace, name) now takes ``devices`` (none: not
@@ -169,8 +190,10 @@ class DeviceHolds(FairAdmission):
             self._claims[key] = devices
             self._claim_seq += 1
             self._allocated_at[key[0]] = self._claim_seq
+            self._claim_at[key] = self._claim_seq
         else:
             del self._claims[key]
+            self._claim_at.pop(key, None)
         claimed = self._claimed
         for device in devices:
             claimed[device] = claimed.get(device, 0) + 1

@@ -96,6 +96,7 @@ def place_workload(
     eligible_memo: dict[tuple[object, ...], frozenset[str]] | None = None,
     consumed: Mapping[CounterKey, int] | None = None,
     only: Mapping[str, str] | None = None,
+    freed: frozenset[DeviceId] = frozenset(),
 ) -> PlaceOutcome:
     """Place every DRA pod of a workload whose quota fits (module docstring).
     ``podset_flavors``: per podset, its (resource, flavor) assignment; ``held``:
@@ -105,7 +106,9 @@ def place_workload(
     or a ResourceFlavor changes; ``consumed``: the counters the held devices
     spend, when the caller keeps them (else computed); ``only``: podset -> the
     one node its pods may use (the node of the allocated ResourceClaims they
-    name directly; a podset with direct claims not in it is not placed)."""
+    name directly; a podset with direct claims not in it is not placed);
+    ``freed``: devices held or claimed that count as free (a preemption's
+    victims': core/fold/node_victims.py)."""
     if not nodes:
         return NOT_PLACED
     with_devices = [ps for ps in requests if ps.devices and ps.count > 0]
@@ -142,12 +145,14 @@ def place_workload(
         pods.extend([pod] * ps.count)
         owner.extend([ps.name] * ps.count)
     taken = frozenset(held).union(claimed)
+    if freed:
+        taken = taken.difference(freed)
     result = place_gang(
         inventory=inventory,
         pods=pods,
         taken=taken,
         consumed=consumed
-        if consumed is not None and not claimed
+        if consumed is not None and not claimed and not freed
         else taken_counters(inventory, taken),
     )
     if isinstance(result, Placement):

@@ -12,7 +12,11 @@ preempted during an event does not preempt during it. With
 ``Fold(preemption="plans")`` (the services) a Preempt head awaits a plan from
 the preemption service (``WaitingForPreemptionPlan``, announced again after 5 s,
 30 s, 2 min and 10 min), acted on only if ``validate_plan`` accepts it on this
-fold's state. Details: docs/design/preemption.md.
+fold's state. A preemptor whose pods need node-local devices that no node has
+free gets a room (:mod:`kuota.core.fold.node_victims`): its victims must also
+free a node that can take its pods, in both modes (the plan's check included);
+when none do, it waits ``NoNodePlacement`` and no one is evicted. Details:
+docs/design/preemption.md, docs/design/dra-placement.md.
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ from typing import TYPE_CHECKING
 from kuota.api.types import PreemptionPolicy
 from kuota.core.assign.flavors import Assignment, Mode, assign_flavors, still_fits
 from kuota.core.fold.decisions import preempted, requeued
-from kuota.core.fold.draining import WAITING_FOR_STOP, Draining, drain_verdict
+from kuota.core.fold.draining import WAITING_FOR_STOP, drain_verdict
+from kuota.core.fold.node_victims import NodeRoom, NodeVictims, VictimDevices
 from kuota.core.fold.ordering import fair_weights
 from kuota.core.fold.timers import BACKOFF, PLAN_WAIT, PLAN_WAIT_NOTICES
 from kuota.core.preemption.classical import (
@@ -32,6 +37,7 @@ from kuota.core.preemption.classical import (
     Plan,
     PreemptionResult,
     Preemptor,
+    Room,
     Search,
     Victim,
     classical_targets,
@@ -63,10 +69,11 @@ HUMAN_REASONS = {
 class FoldView:
     """The fold's state as a :class:`~kuota.core.preemption.classical.ClusterView`."""
 
-    __slots__ = ("_fold",)
+    __slots__ = ("_fold", "_rooms")
 
-    def __init__(self, fold: Preempting) -> None:
+    def __init__(self, fold: Preempting, rooms: dict[str, NodeRoom] | None = None) -> None:
         self._fold = fold
+        self._rooms = rooms
 
     @property
     def tree(self) -> QuotaTree:
@@ -81,8 +88,11 @@ class FoldView:
         for key in fold._admitted.get(cluster_queue, ()):
             yield fold._admitted_workload(key)
 
+    def room(self, preemptor: Preemptor) -> Room | None:
+        return self._rooms.get(preemptor.key) if self._rooms else None
 
-class Preempting(Draining):
+
+class Preempting(NodeVictims):
     """Preemption, inline or through plans (module docstring)."""
 
     def __init__(self, *, preemption: str = INLINE) -> None:
@@ -178,11 +188,13 @@ class Preempting(Draining):
             self._unlift(lifted)
             return False
         p = self._preemptor(rec, cq_name, assignment)
-        result = self._search()(FoldView(self), p)
+        room = self._room(rec, assignment)
+        result = self._search()(FoldView(self, {p.key: room} if room else None), p)
         self._unlift(lifted)
         if not result:
+            self._no_room_for(rec.key, room)
             return False
-        return self._carry_out(rec, cq_name, assignment, p, result, at)
+        return self._carry_out(rec, cq_name, assignment, p, result, at, room)
 
     def _carry_out(
         self,
@@ -192,9 +204,13 @@ class Preempting(Draining):
         p: Preemptor,
         result: PreemptionResult,
         at: float,
+        room: NodeRoom | None = None,
     ) -> bool:
         """Preempt the victims; admit the preemptor if it fits now, else it waits
-        for their pods to be gone (False: the caller sets it aside)."""
+        for their pods to be gone (False: the caller sets it aside). With a room,
+        the devices it will be placed on are reserved for it meanwhile."""
+        if room is not None:
+            self._reserve_room(rec.key, room, (v.key for v in result.victims))
         for victim in result.victims:
             self._preempt(self._workloads[victim.key], victim, p.key)
         victims = self._preempted_for.setdefault(rec.key, [])
@@ -208,7 +224,7 @@ class Preempting(Draining):
         if not self._claims_current(rec, cq_name):
             return True  # placed again, charged for a claim no longer carried
         if self._nodes and not self._placeable(rec, cq_name, fit):
-            return True  # set aside until capacity changes (no node-aware victims yet)
+            return True  # set aside until their devices are freed (their pods gone)
         self._admit(rec, cq_name, fit, at, victims)
         return True
 
@@ -251,6 +267,16 @@ class Preempting(Draining):
         return None
 
     def _not_admitted(self, rec: WorkloadRecord, cq_name: str, assignment: Assignment) -> None:
+        no_room = self._no_room.pop(rec.key, None) if self._no_room else None
+        if no_room is not None:
+            # searched: a release in its tree sends it to search again; unplaced:
+            # so do devices freed on a node where one of its pods now fits alone
+            self._awaiting_plan.pop(rec.key, None)
+            verdict, pods = no_room
+            self._set_aside(
+                rec, cq_name, verdict, assignment.blocking, searched=True, unplaced=pods
+            )
+            return
         if self._waiting_stop and self._waiting_stop.pop(rec.key, 0) is None:
             self._awaiting_plan.pop(rec.key, None)
             verdict = drain_verdict(self._drains_of_tree(cq_name))
@@ -317,6 +343,8 @@ class Preempting(Draining):
         in the order the cycles set them aside, without shared victims; an
         empty plan for a head no victims would make room for."""
         preemptors: list[Preemptor] = []
+        rooms: dict[str, NodeRoom] = {}
+        devices: VictimDevices | None = None
         # the tree as it will be once stopped workloads' pods are gone
         lifted = self._lift(exclude=self._awaiting_plan)
         # in the order the cycles met them (the cycle's own order within a cycle,
@@ -327,7 +355,13 @@ class Preempting(Draining):
                 del self._awaiting_plan[key]
                 continue
             preemptors.append(found[1])
-        results = plan_victims(FoldView(self), preemptors, search=self._search())
+            if self._nodes:
+                if devices is None:
+                    devices = self._victim_devices()
+                room = self._room(self._workloads[key], found[0], devices)
+                if room is not None:
+                    rooms[key] = room
+        results = plan_victims(FoldView(self, rooms), preemptors, search=self._search())
         self._unlift(lifted)
         return [
             Plan(p.key, tuple(v.key for v in r.victims), {v.key: v.reason for v in r.victims})
@@ -359,6 +393,10 @@ class Preempting(Draining):
             lifted = self._lift(rec.cluster_queue, exclude=(plan.preemptor,))
         found = self._fresh_preemptor(plan.preemptor)
         result: PreemptionResult | None = None
+        room: NodeRoom | None = None
+        if found is not None and rec is not None:
+            room = self._room(rec, found[0])
+        view = FoldView(self, {plan.preemptor: room} if room is not None else None)
         if found is not None and plan.victims:
             for key in plan.victims:
                 victim = self._workloads.get(key)
@@ -367,8 +405,17 @@ class Preempting(Draining):
             else:
                 search = self._search()
                 result = validate_plan(
-                    FoldView(self), found[1], plan.victims, search=search, reasons=plan.reasons
+                    view, found[1], plan.victims, search=search, reasons=plan.reasons
                 )
+        elif (
+            found is not None
+            and room is not None
+            and plan.preemptor in self._awaiting_plan
+            and not self._search()(view, found[1])
+        ):
+            # An empty plan for a head whose devices no node has free: searched
+            # here too, for its reason (victims that free quota but no node).
+            self._no_room_for(plan.preemptor, room)
         self._unlift(lifted)
         if found is None:
             self._awaiting_plan.pop(plan.preemptor, None)
@@ -386,12 +433,16 @@ class Preempting(Draining):
                 if queue.strategy != STRICT_FIFO or queue.blocked_head == rec.key:
                     self._not_admitted(rec, p.cluster_queue, assignment)
                 else:  # StrictFIFO, blocked at another head since: its own reason only
-                    self._inadmissible(rec, assignment_verdict(assignment))
+                    no_room = self._no_room.pop(rec.key, None) if self._no_room else None
+                    self._inadmissible(
+                        rec, no_room[0] if no_room is not None else assignment_verdict(assignment)
+                    )
+            self._no_room.pop(plan.preemptor, None)
             return
         if result is None:
             return
         rec = self._workloads[plan.preemptor]
-        if self._carry_out(rec, p.cluster_queue, assignment, p, result, at):
+        if self._carry_out(rec, p.cluster_queue, assignment, p, result, at, room):
             self._ready[p.cluster_queue] = None  # the queue has a new head
             return
         # Waits for the victims' pods: set aside with what it lacks in the tree as it is.
@@ -474,6 +525,12 @@ class Preempting(Draining):
                 if group is not None and verdict is not None and verdict.reason == WAITING_FOR_STOP:
                     group.verdict = None  # its wait: the group's next head may preempt
         super()._admit(rec, cq_name, fit, at, victims)
+        if self._devices_reserved:
+            reserved = self._unreserve(rec.key)
+            held = self._devices_held
+            left = tuple(d for d in reserved if held.get(d) != rec.key)
+            if left:
+                self._wake_unplaced(left)
         if self._awaiting_plan:
             self._awaiting_plan.pop(rec.key, None)
         self._admissions += 1
@@ -502,6 +559,10 @@ class Preempting(Draining):
             self._preempted_for.pop(key, None)
             self._reserved.pop(key, None)
             self._release_held(key)
+        if self._devices_reserved:
+            mine = self._unreserve(key)
+            if mine:
+                self._wake_unplaced(mine)
 
     # ================================================================== timers
 

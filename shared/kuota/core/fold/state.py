@@ -176,6 +176,16 @@ class FoldState:
         self._claim_seq = 0
         self._allocated_at: dict[str, int] = {}
         self._held_since: dict[str, int] = {}
+        # What a preemption's victim frees once its hold ended (core/fold/node_victims.py):
+        # each allocated claim's allocation number, and per admitted workload whose hold
+        # ended at PodsReady (until its pods are gone) the allocation numbers its hold
+        # spanned and the nodes of its hold: (began, ended, nodes)
+        self._claim_at: dict[tuple[str, str], int] = {}
+        self._stood_for: dict[str, tuple[int, int, frozenset[str]]] = {}
+        # the devices a preemptor waiting for its victims' pods will be placed on
+        # (found with the victims' devices freed): device -> preemptor; taken for
+        # every other head until it is admitted or gone (core/fold/preempting.py)
+        self._devices_reserved: dict[DeviceId, str] = {}
         # (ClusterQueue, shape or BLOCKED_HEAD) -> epoch: heads whose quota fit but
         # that no node could take; a hold released, a claim's devices freed, or a
         # node or DRA change wakes them

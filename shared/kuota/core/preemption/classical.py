@@ -12,7 +12,12 @@ removed on the tree until the preemptor fits, then all but the last are added
 back wherever it still fits; the tree is restored exactly before returning.
 :func:`plan_victims` plans several preemptors in order, never sharing a
 victim; a :class:`Plan` is one result as the preemption service writes it, and
-:func:`validate_plan` is admission's check of it. Rules: docs/design/preemption.md.
+:func:`validate_plan` is admission's check of it. When the view gives a
+:class:`Room` for the preemptor (its pods need node-local DRA devices that no
+node has free now), "the preemptor fits" also means that, with the victims'
+devices freed, a node can take its pods: the walk goes on past the quota fit
+until it does, and a victim is added back only if both still hold (issue #17).
+Rules: docs/design/preemption.md, docs/design/dra-placement.md.
 """
 
 from __future__ import annotations
@@ -43,6 +48,8 @@ __all__ = [
     "Plan",
     "PreemptionResult",
     "Preemptor",
+    "Room",
+    "RoomWatch",
     "Search",
     "Snapshot",
     "Victim",
@@ -117,6 +124,22 @@ class PreemptionResult:
         return bool(self.victims)
 
 
+class Room(Protocol):
+    """Whether evicting victims makes room on a node for a preemptor whose pods
+    need node-local devices (the fold's :class:`~kuota.core.fold.node_victims.NodeRoom`).
+    Given only when no node can take its pods as things are, so evicting no
+    device-freeing victim never makes room."""
+
+    def frees(self, workload: AdmittedWorkload) -> bool:
+        """Whether evicting ``workload`` frees a device (else it cannot matter)."""
+        ...
+
+    def fits(self, victims: Sequence[AdmittedWorkload]) -> bool:
+        """Whether, with ``victims`` evicted (their devices free), a node can take
+        every pod of the preemptor. Called once its quota fits."""
+        ...
+
+
 class ClusterView(Protocol):
     """What the search reads. ``tree`` is changed during a search and restored."""
 
@@ -126,6 +149,10 @@ class ClusterView(Protocol):
     def policy(self, cluster_queue: str) -> PreemptionPolicy: ...
 
     def admitted(self, cluster_queue: str) -> Iterable[AdmittedWorkload]: ...
+
+    def room(self, preemptor: Preemptor) -> Room | None:
+        """The preemptor's node check, or None when quota alone decides."""
+        ...
 
 
 @dataclass(slots=True)
@@ -141,6 +168,40 @@ class Snapshot:
 
     def admitted(self, cluster_queue: str) -> Iterable[AdmittedWorkload]:
         return self.workloads.get(cluster_queue, ())
+
+    def room(self, preemptor: Preemptor) -> Room | None:
+        return None
+
+
+class RoomWatch:
+    """Asks a :class:`Room` only when the answer may have changed: the first time
+    the quota fits, then after a victim that frees a device was added (placement
+    only gets easier as devices are freed)."""
+
+    __slots__ = ("_asked", "_dirty", "_ok", "room")
+
+    def __init__(self, room: Room | None) -> None:
+        self.room = room
+        self._asked = False
+        self._dirty = False
+        self._ok = room is None
+
+    def added(self, w: AdmittedWorkload) -> None:
+        if self.room is not None and not self._ok and self.room.frees(w):
+            self._dirty = True
+
+    def fits(self, victims: Sequence[AdmittedWorkload]) -> bool:
+        """Whether the victims so far make room (their quota fits already)."""
+        if self.room is not None and not self._ok and (self._dirty or not self._asked):
+            self._asked = True
+            self._dirty = False
+            self._ok = self.room.fits(victims)
+        return self._ok
+
+    def still_fits(self, w: AdmittedWorkload, without: Sequence[AdmittedWorkload]) -> bool:
+        """Whether the victims ``without`` ``w`` still make room (fill-back)."""
+        room = self.room
+        return room is None or not room.frees(w) or room.fits(without)
 
 
 def copy_tree(tree: QuotaTree) -> QuotaTree:
@@ -271,6 +332,7 @@ class _Classical:
         self.node = self.tree.queues[preemptor.cluster_queue]
         self.policy = view.policy(preemptor.cluster_queue)
         self.exclude = exclude
+        self.room = view.room(preemptor)
         bwc = self.policy.borrow_within_cohort
         self.borrow_forbidden = bwc.policy == NEVER
         self.threshold = bwc.max_priority_threshold
@@ -400,14 +462,18 @@ class _Classical:
     def _attempt(self, ordered: list[_Candidate], borrowing: bool) -> tuple[Victim, ...] | None:
         tree, usage, node = self.tree, self.p.usage, self.node
         targets: list[_Candidate] = []
+        watch = RoomWatch(self.room)
         try:
             for c in ordered:
                 if not self._valid(c, borrowing):
                     continue
                 remove_workload(tree, c.workload)
                 targets.append(c)
-                if fits(node, usage, borrowing=borrowing):
-                    targets = _fill_back(tree, targets, node, usage, borrowing)
+                watch.added(c.workload)
+                if fits(node, usage, borrowing=borrowing) and watch.fits(
+                    [t.workload for t in targets]
+                ):
+                    targets = _fill_back(tree, targets, node, usage, borrowing, watch)
                     return tuple(
                         Victim(
                             c.workload.key,
@@ -437,15 +503,23 @@ def _fits_in_quota(
 
 
 def _fill_back(
-    tree: QuotaTree, targets: list[_Candidate], node: QuotaNode, usage: Usage, borrowing: bool
+    tree: QuotaTree,
+    targets: list[_Candidate],
+    node: QuotaNode,
+    usage: Usage,
+    borrowing: bool,
+    watch: RoomWatch,
 ) -> list[_Candidate]:
-    """Add victims back, last-but-one first, wherever the preemptor still fits.
-    The victims kept stay removed from the tree (the caller restores them)."""
+    """Add victims back, last-but-one first, wherever the preemptor still fits
+    (its quota, and a node when ``watch`` has a room). The victims kept stay
+    removed from the tree (the caller restores them)."""
     kept = list(targets)
     for i in range(len(targets) - 2, -1, -1):
         c = targets[i]
         add_workload(tree, c.workload)
-        if fits(node, usage, borrowing=borrowing):
+        if fits(node, usage, borrowing=borrowing) and watch.still_fits(
+            c.workload, [k.workload for k in kept if k is not c]
+        ):
             kept.remove(c)
         else:
             remove_workload(tree, c.workload)

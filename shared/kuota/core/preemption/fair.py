@@ -10,7 +10,8 @@ usage counts on its queue throughout. Target queues are chosen from the root
 down by the highest share; for each, the shares of the two *almost lowest
 common ancestors* are compared by strategy S2-a
 (``LessThanOrEqualToFinalShare``), then S2-b (``LessThanInitialShare``) over
-the candidates S2-a refused, at most one per queue. Once the preemptor fits,
+the candidates S2-a refused, at most one per queue. Once the preemptor fits
+(its quota, and a node when the view gives a room, as in the classical search),
 the victims are minimised as in the classical search and the tree restored;
 each victim's ``policy`` says what allowed it. Rules: docs/design/preemption.md.
 """
@@ -28,6 +29,7 @@ from kuota.core.preemption.classical import (
     ClusterView,
     PreemptionResult,
     Preemptor,
+    RoomWatch,
     Victim,
     add_workload,
     allows,
@@ -215,15 +217,18 @@ class FairSearch:
         self.exclude = exclude
         self.within = view.policy(preemptor.cluster_queue).within_cluster_queue
         self.targets: list[tuple[AdmittedWorkload, str, str]] = []  # (workload, reason, policy)
+        self.watch = RoomWatch(view.room(preemptor))
 
     def _fits(self) -> bool:
         # The preemptor's usage is simulated during the search: take it out to check.
         with simulated(self.node, self.p.usage, sign=-1):
-            return fits(self.node, self.p.usage, borrowing=True)
+            quota = fits(self.node, self.p.usage, borrowing=True)
+        return quota and self.watch.fits([w for w, _, _ in self.targets])
 
     def _take(self, w: AdmittedWorkload, reason: str, policy: str) -> bool:
         remove_workload(self.tree, w)
         self.targets.append((w, reason, policy))
+        self.watch.added(w)
         return self._fits()
 
     def _ordering(self, candidates: Sequence[AdmittedWorkload]) -> _Ordering:
@@ -301,7 +306,9 @@ class FairSearch:
         for i in range(len(targets) - 2, -1, -1):
             w = targets[i][0]
             add_workload(self.tree, w)
-            if fits(self.node, self.p.usage, borrowing=True):
+            if fits(self.node, self.p.usage, borrowing=True) and self.watch.still_fits(
+                w, [k[0] for k in kept if k is not targets[i]]
+            ):
                 kept.remove(targets[i])
             else:
                 remove_workload(self.tree, w)
