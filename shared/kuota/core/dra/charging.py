@@ -24,7 +24,7 @@ wins. Results depend only on the arguments. Rules: docs/design/dra-charging.md.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from kuota.api.dra import (
     Device,
@@ -35,7 +35,6 @@ from kuota.api.dra import (
     ResourceSlice,
     parse_dra_object,
 )
-from kuota.api.dra_rules import DeviceConstraint
 from kuota.api.types import ClaimRef, Configuration, DeviceClassMapping, PodSet
 from kuota.core.dra.alternatives import all_count, choose
 from kuota.core.dra.capacity import NO_VALID_VALUE, CapacityProblem, capacity_of, consumed
@@ -46,7 +45,7 @@ from kuota.core.dra.inventory import (
     MatchError,
     PoolDevice,
 )
-from kuota.core.dra.placement_rules import PodConstraint, pod_constraints
+from kuota.core.dra.pod_devices import PodDevices, device_requests, pod_devices, pod_requests
 from kuota.quantity import MAX_MILLI, MILLI, format_quantity
 
 __all__ = [
@@ -363,7 +362,7 @@ class _Charger:
             )
             compiled.append((sub, selectors))
         if self.choices is None:
-            pod = _pod_requests(self.inventory, self.namespace, self.podset)
+            pod = pod_requests(self.inventory, self.namespace, self.podset)
             self.choices = list(choose(self.inventory, pod))
         chosen = self.choices.pop(0) if self.choices else -1
         for sub, selectors in compiled[: chosen + 1] if chosen >= 0 else compiled:
@@ -653,102 +652,3 @@ def _alternative(request: ExactDeviceRequest) -> str:
     if request.allocation_mode == "All":
         return f"all devices of DeviceClass {_q(request.device_class_name)}"
     return f"{request.count} of DeviceClass {_q(request.device_class_name)}"
-
-
-_Wanted = tuple[DeviceRequest | ExactDeviceRequest, int, str | None]
-
-
-def _pod_wanted(
-    inventory: DraInventory, namespace: str, podset: PodSet
-) -> tuple[list[_Wanted], list[tuple[DeviceConstraint, ...]]]:
-    """What one pod asks of DRA devices, in the allocator's order (claims, then
-    their requests, then extended resources): a firstAvailable request as it is,
-    the others as ``exactly`` requests, each with the index of its claim and its
-    name (None: an extended resource); and per template claim its constraints."""
-    wanted: list[_Wanted] = []
-    constraints: list[tuple[DeviceConstraint, ...]] = []
-    for claim in podset.claims:
-        name = claim.resource_claim_template_name
-        if not name or claim.resource_claim_name:
-            continue
-        template = inventory.claim_template(namespace, name)
-        if template is None:
-            continue
-        for request in template.requests:
-            if request.alternatives:
-                wanted.append((request, len(constraints), request.name))
-            elif request.exactly is not None:
-                wanted.append((request.exactly, len(constraints), request.name))
-        constraints.append(template.constraints)
-    for resource, amount in podset.requests:
-        device_class = inventory.device_class_for_extended_resource(resource)
-        if device_class is not None and amount > 0 and amount % MILLI == 0:
-            wanted.append(
-                (ExactDeviceRequest(device_class.name, amount // MILLI), len(constraints), None)
-            )
-    return wanted, constraints
-
-
-def _choosing(wanted: list[_Wanted]) -> list[DeviceRequest | ExactDeviceRequest]:
-    """The requests a pod's firstAvailable alternatives are chosen beside: those
-    that take devices (not adminAccess ones)."""
-    return [r for r, _, _ in wanted if isinstance(r, DeviceRequest) or not r.admin_access]
-
-
-def _pod_requests(
-    inventory: DraInventory, namespace: str, podset: PodSet
-) -> list[DeviceRequest | ExactDeviceRequest]:
-    return _choosing(_pod_wanted(inventory, namespace, podset)[0])
-
-
-def device_requests(
-    *, inventory: DraInventory, namespace: str, podset: PodSet
-) -> tuple[ExactDeviceRequest, ...]:
-    """What one pod of a chargeable ``podset`` asks of DRA devices, as ``exactly``
-    requests (:func:`pod_devices`, its requests alone)."""
-    return pod_devices(inventory=inventory, namespace=namespace, podset=podset).requests
-
-
-@dataclass(frozen=True, slots=True)
-class PodDevices:
-    """What one pod asks of DRA devices, for placement: its requests, per request
-    the index of its claim, and its claims' matchAttribute constraints."""
-
-    requests: tuple[ExactDeviceRequest, ...] = ()
-    claims: tuple[int, ...] = ()
-    constraints: tuple[PodConstraint, ...] = ()
-
-
-def pod_devices(*, inventory: DraInventory, namespace: str, podset: PodSet) -> PodDevices:
-    """What one pod of a chargeable ``podset`` asks of DRA devices, as ``exactly``
-    requests in the allocator's order (claims, then their requests, then extended
-    resources): its templates' requests (adminAccess ones included: they take
-    nothing, but need a device; a firstAvailable request as the alternative
-    charged; allocation mode All with the count charged), with their claims'
-    constraints, and its extended resources backed by a DeviceClass (``count``
-    devices of that class, one claim). Call it only once ``charge_podset``
-    charged the podset: what it refuses (missing templates) is skipped here, and
-    direct claims are not a pod's own requests."""
-    wanted, constraints = _pod_wanted(inventory, namespace, podset)
-    choices = list(choose(inventory, _choosing(wanted)))
-    out: list[ExactDeviceRequest] = []
-    claims: list[int] = []
-    names: list[list[str]] = [[] for _ in constraints]
-    for asked, index, request_name in wanted:
-        exact: ExactDeviceRequest | None
-        if isinstance(asked, DeviceRequest):
-            chosen = choices.pop(0) if choices else -1
-            exact = asked.alternatives[chosen] if chosen >= 0 else None
-        else:
-            exact = asked
-        if exact is not None and exact.allocation_mode == "All" and not exact.admin_access:
-            count = all_count(inventory, exact)
-            exact = replace(exact, count=count) if count > 0 else None
-        if exact is None:
-            continue
-        out.append(exact)
-        claims.append(index)
-        if request_name is not None:
-            names[index].append(request_name)
-    shapes = list(zip(names, constraints, strict=True))
-    return PodDevices(tuple(out), tuple(claims), pod_constraints(shapes))
