@@ -60,6 +60,7 @@ from bench_fragmentation_figures import (  # noqa: E402
     PodState,
     Recording,
     device_shares,
+    dra_reason,
     figures,
     goals,
     gpus_of,
@@ -416,6 +417,13 @@ async def kueue_side(trace: Sequence[TraceJob], nodes: int) -> tuple[Recording, 
 
 def measure(system: str, rec: Recording, hw: list[Any]) -> Figures:
     f = figures(rec, device_shares(hw), gpus_of(hw))
+    dra = [e for e in rec.events if dra_reason(e.message)]
+    if dra:
+        pods = len({e.pod for e in dra})
+        say(
+            f"{system}: {len(dra)} DRA FailedScheduling events of {pods} pods, e.g. {dra[0].pod}: "
+            f"{dra[0].message}"
+        )
     print(summary(system, f), flush=True)
     return f
 

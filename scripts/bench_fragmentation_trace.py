@@ -289,7 +289,8 @@ def queue_objects(
 def job_manifest(job: TraceJob, namespace: str, labels: Mapping[str, str]) -> dict[str, Any]:
     """The Job of a trace entry in the LocalQueue ``gpus``: ``pods`` pods at once
     (``parallelism`` = ``completions``), each with its claim, ready at once on kwok
-    and complete ``run_for`` seconds later; labelled ``labels`` (its pods too)."""
+    and complete ``run_for`` seconds later; labelled ``labels``, its pods only with
+    the run's ``RUN_LABEL`` (a system's pipeline label stays on the Job)."""
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -305,7 +306,7 @@ def job_manifest(job: TraceJob, namespace: str, labels: Mapping[str, str]) -> di
             "backoffLimit": 0,
             "template": {
                 "metadata": {
-                    "labels": dict(labels),
+                    "labels": {k: v for k, v in labels.items() if k == RUN_LABEL},
                     "annotations": {KWOK_READY: "200ms", KWOK_COMPLETE: f"{job.run_for}s"},
                 },
                 "spec": {

@@ -33,6 +33,7 @@ from bench_fragmentation_figures import (
 from bench_fragmentation_trace import (
     KWOK_COMPLETE,
     POOL_LABEL,
+    RUN_LABEL,
     SHAPES,
     Shape,
     TraceJob,
@@ -145,12 +146,16 @@ def test_queue_quota_is_the_cluster_memory_and_templates_select_profiles() -> No
 
 def test_a_gang_job_runs_its_pods_at_once_and_is_not_suspended_by_us() -> None:
     job = TraceJob("j-07", SHAPES["gang-2x2"], 3.0, 25)
-    m = job_manifest(job, "ns1", {"run": "r"})
+    m = job_manifest(job, "ns1", {"run": "r", RUN_LABEL: "r"})
     assert "suspend" not in m["spec"]
     assert m["spec"]["parallelism"] == m["spec"]["completions"] == 2
-    assert m["metadata"]["labels"] == {"run": "r", "kueue.x-k8s.io/queue-name": "gpus"}
+    assert m["metadata"]["labels"] == {
+        "run": "r",
+        RUN_LABEL: "r",
+        "kueue.x-k8s.io/queue-name": "gpus",
+    }
     tpl = m["spec"]["template"]
-    assert tpl["metadata"]["labels"] == {"run": "r"}
+    assert tpl["metadata"]["labels"] == {RUN_LABEL: "r"}
     assert tpl["metadata"]["annotations"][KWOK_COMPLETE] == "25s"
     assert tpl["spec"]["resourceClaims"] == [{"name": "dev", "resourceClaimTemplateName": "gpu-2"}]
     assert Shape("x", 1, "1g.10gb", 1).template == "mig-1g"
