@@ -9,7 +9,8 @@ WITH_STACK := set -a; . $${KUOTA_STACK_DIR:-.stack}/stack.env; set +a;
 
 .PHONY: help venv native stack-up stack-down operators training browser demo test test-unit check lint typecheck schemas \
 	bench-core bench-kueue-baseline bench-kueue-large bench-replay bench-e2e chaos \
-	bench-template-churn plan kueue-install kueue-stack-up kueue-stack-down diff-kueue bench-vs-kueue
+	bench-template-churn plan kueue-install kueue-stack-up kueue-stack-down diff-kueue bench-vs-kueue \
+	bench-fragmentation
 
 help:
 	@echo "make demo        set everything up, start the stack, run the main job"
@@ -22,6 +23,7 @@ help:
 	@echo "make plan        fewest GPUs per accounting model for a trace (PLAN_ARGS=\"--jobs 2000 --report out/plan\")"
 	@echo "make diff-kueue  every e2e scenario on Kueue v0.19.2 itself and on kuota's fold (DIFF_ARGS=\"cohort-reclaim\")"
 	@echo "make bench-vs-kueue  the same burst through kuota's stack and Kueue's, ratios (BENCH_ARGS=\"--cqs 1\")"
+	@echo "make bench-fragmentation  a mixed DRA trace on 8 kwok nodes through kuota and Kueue (BENCH_ARGS=\"--seed 2\")"
 	@echo "make stack-up / stack-down / kueue-stack-up / kueue-stack-down"
 	@echo "make operators   the training-operator and KubeRay on the stack (built once, ~3-7 min each)"
 	@echo "make browser     Debian chromium for the dashboard's browser test"
@@ -92,6 +94,13 @@ diff-kueue: native kueue-stack-up
 # other; the last line has the ratios (BENCH_ARGS="--jobs 2000 --cqs 1").
 bench-vs-kueue: native stack-up kueue-stack-up
 	$(WITH_STACK) $(PY) scripts/bench_vs_kueue.py $(BENCH_ARGS)
+
+# Issue #17: one mixed DRA trace (whole GPUs, 1g.10gb and 3g.40gb slices, 2- and 4-GPU
+# pods, 2-pod gangs) on 8 kwok nodes through kuota's stack, then Kueue's; the last line
+# has each system's admitted-but-unplaceable Job-seconds, GPU utilisation and p95 wait
+# (BENCH_ARGS="--seed 2 --jobs 48").
+bench-fragmentation: native stack-up kueue-stack-up
+	$(WITH_STACK) $(PY) scripts/bench_fragmentation.py $(BENCH_ARGS)
 
 # Two passes: everything on the compiled core, then tests/pure on the pure-Python one;
 # then the demo itself, last (it applies its sample cluster to the shared stack), so
