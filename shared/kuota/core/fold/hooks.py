@@ -1,6 +1,6 @@
 """The fold's layers, and the hooks an upper layer overrides.
 
-Theory of operation: a Fold is nine layers of one object, each a module with
+Theory of operation: a Fold is ten layers of one object, each a module with
 one idea, plus components it holds:
 
 - ``state.FoldState``: what it knows (and the ``timers.Timers`` component:
@@ -17,6 +17,9 @@ one idea, plus components it holds:
   release, evictions and what a release wakes;
 - ``draining.Draining``: a stopped workload's quota, kept until its pods are
   gone;
+- ``node_victims.NodeVictims``: what a preemption's victims free on the
+  nodes (their held devices, the claims that can only be theirs), the room a
+  preemptor needs on a node, and the devices reserved for it meanwhile;
 - ``preempting.Preempting``: preemption, inline or through plans; it fires
   the timers;
 - ``cohorts.Cohorts``: the quota tree's objects (ClusterQueues, Cohorts,
