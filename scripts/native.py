@@ -49,6 +49,8 @@ MODULES = (
     "kuota.core.dra.placement",
     "kuota.core.dra.placement_reasons",
     "kuota.core.dra.placement_rules",
+    "kuota.core.dra.placement_search",
+    "kuota.core.dra.placement_types",
     "kuota.core.assign.flavors",
     "kuota.core.fold.cohorts",
     "kuota.core.fold.cycle",

@@ -87,18 +87,28 @@ same input gives the same output.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from kuota.api.dra import ExactDeviceRequest
 from kuota.core.dra.cel import CompiledSelector, SelectorError, compile_selector
 from kuota.core.dra.inventory import DraInventory, MatchError, PoolDevice
-from kuota.core.dra.placement_reasons import free_for, pods_text
+from kuota.core.dra.placement_reasons import pods_text
 from kuota.core.dra.placement_rules import (
     AttributeValue,
-    PodConstraint,
     attribute_values,
     taints_allow,
+)
+from kuota.core.dra.placement_search import Search, why
+from kuota.core.dra.placement_types import (
+    Attrs,
+    ByNode,
+    Candidates,
+    CounterKey,
+    DeviceId,
+    GangPod,
+    PodPlacement,
+    SearchDevice,
 )
 from kuota.core.pickling import register_by_fields
 
@@ -121,27 +131,6 @@ __all__ = [
 ]
 
 DEFAULT_BUDGET = 100_000
-
-DeviceId = tuple[str, str, str]  # (driver, pool, device name)
-CounterKey = tuple[str, str, str, str]  # (driver, pool, counter set, counter)
-
-
-@dataclass(frozen=True, slots=True)
-class GangPod:
-    """One pod of the gang: its device requests and the nodes it may use;
-    ``constraints``: its claims' matchAttribute constraints; ``claims``: per
-    request, the index of its claim (() : each request a claim of its own)."""
-
-    requests: tuple[ExactDeviceRequest, ...] = ()
-    nodes: frozenset[str] | None = None  # None: every node
-    constraints: tuple[PodConstraint, ...] = ()
-    claims: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class PodPlacement:
-    node: str
-    devices: tuple[tuple[DeviceId, ...], ...]  # per request, in request order
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,12 +165,6 @@ class PlacementInvalid:
 PlacementResult = Placement | NoPlacement | SearchBudgetExhausted | PlacementInvalid
 
 
-@dataclass(frozen=True, slots=True)
-class _Device:
-    id: DeviceId
-    consumes: tuple[tuple[CounterKey, int], ...]
-
-
 def place_gang(
     *,
     inventory: DraInventory,
@@ -199,7 +182,7 @@ def place_gang(
         return PlacementInvalid(candidates)
     candidates, attrs = _constrain(inventory, pods, candidates)
     used = dict(consumed or {})
-    search = _Search(pods, nodes, candidates, limits, used, budget, taken, attrs)
+    search = Search(pods, nodes, candidates, limits, used, budget, taken, attrs)
     found = search.run()
     if found is not None:
         return Placement(found, search.steps)
@@ -210,7 +193,7 @@ def place_gang(
             search.steps,
         )
     return NoPlacement(
-        _why(pods, nodes, candidates, limits, used, budget, taken, attrs), search.steps
+        why(pods, nodes, candidates, limits, used, budget, taken, attrs), search.steps
     )
 
 
@@ -240,8 +223,6 @@ def _unsupported(pods: Sequence[GangPod]) -> str | None:
     return None
 
 
-_Candidates = tuple[tuple[dict[str, tuple[_Device, ...]], ...], ...]  # pod -> request -> node
-_ByNode = dict[str, tuple[_Device, ...]]  # node -> its matching devices, sorted
 _LIMITS = "limits"  # placement_memo key of the counter limits, and of the nodes
 _CONSUMES = "consumes"  # placement_memo key of device -> what it consumes
 _NODES = "nodes"  # placement_memo key of device -> its node
@@ -306,7 +287,7 @@ def _consumption(d: PoolDevice) -> tuple[tuple[CounterKey, int], ...]:
     )
 
 
-def request_devices(inventory: DraInventory, request: ExactDeviceRequest) -> _ByNode | str:
+def request_devices(inventory: DraInventory, request: ExactDeviceRequest) -> ByNode | str:
     """The devices the request may take, per node (node-local, not shared),
     whether taken or not; or why the request cannot be evaluated (memoised)."""
     key = (request.device_class_name, request.selectors, request.tolerations)
@@ -317,7 +298,7 @@ def request_devices(inventory: DraInventory, request: ExactDeviceRequest) -> _By
         if isinstance(matched, str):
             found = matched
         else:
-            grouped: dict[str, list[_Device]] = {}
+            grouped: dict[str, list[SearchDevice]] = {}
             for d in matched:
                 node = inventory.node_name(d)
                 if node is None or d.device.allow_multiple_allocations:
@@ -325,7 +306,7 @@ def request_devices(inventory: DraInventory, request: ExactDeviceRequest) -> _By
                 if d.device.taints and not taints_allow(d.device, request):
                     continue  # a taint the request does not tolerate
                 grouped.setdefault(node, []).append(
-                    _Device((d.driver, d.pool, d.device.name), _consumption(d))
+                    SearchDevice((d.driver, d.pool, d.device.name), _consumption(d))
                 )
             found = {n: tuple(sorted(ds, key=lambda x: x.id)) for n, ds in grouped.items()}
         memo[key] = found
@@ -334,16 +315,16 @@ def request_devices(inventory: DraInventory, request: ExactDeviceRequest) -> _By
 
 def _candidates(
     inventory: DraInventory, pods: Sequence[GangPod]
-) -> tuple[tuple[str, ...], _Candidates | str, dict[CounterKey, int]]:
+) -> tuple[tuple[str, ...], Candidates | str, dict[CounterKey, int]]:
     """The sorted node names, per pod and request the candidates on each node
     (taken ones included: the search skips them), or why a request cannot be
     evaluated, and every counter's limit."""
     with_devices, limits = _static(inventory)
     extra = {n for pod in pods if pod.nodes is not None for n in pod.nodes}
     nodes = tuple(sorted(extra.union(with_devices))) if extra else with_devices
-    out: list[tuple[dict[str, tuple[_Device, ...]], ...]] = []
+    out: list[tuple[dict[str, tuple[SearchDevice, ...]], ...]] = []
     for i, pod in enumerate(pods):
-        per_request: list[dict[str, tuple[_Device, ...]]] = []
+        per_request: list[dict[str, tuple[SearchDevice, ...]]] = []
         for r, request in enumerate(pod.requests):
             found = request_devices(inventory, request)
             if isinstance(found, str):
@@ -357,17 +338,14 @@ def _candidates(
     return nodes, tuple(out), limits
 
 
-_Attrs = tuple[tuple[dict[DeviceId, AttributeValue], ...], ...]  # pod -> constraint -> values
-
-
 def _constrain(
-    inventory: DraInventory, pods: Sequence[GangPod], candidates: _Candidates
-) -> tuple[_Candidates, _Attrs]:
+    inventory: DraInventory, pods: Sequence[GangPod], candidates: Candidates
+) -> tuple[Candidates, Attrs]:
     """Per pod and constraint, the attribute's value per device; and the
     candidates, those of a request a constraint binds kept only if they have
     the attribute (others can never be given to it)."""
     attrs: list[tuple[dict[DeviceId, AttributeValue], ...]] = []
-    out: list[tuple[dict[str, tuple[_Device, ...]], ...]] = []
+    out: list[tuple[dict[str, tuple[SearchDevice, ...]], ...]] = []
     for i, pod in enumerate(pods):
         per: list[dict[DeviceId, AttributeValue]] = []
         requests = list(candidates[i])  # the dicts are memoised: replaced, never changed
@@ -402,321 +380,12 @@ def matching_devices(
     return matched
 
 
-# --------------------------------------------------------------------------- search
-
-
-class _Budget(Exception):
-    pass
-
-
-class _Search:
-    """The backtracking search over an explicit stack of level iterators: level
-    2*i chooses pod i's node, the levels after it its requests' devices."""
-
-    def __init__(
-        self,
-        pods: Sequence[GangPod],
-        nodes: tuple[str, ...],
-        candidates: _Candidates,
-        limits: dict[CounterKey, int],
-        used: dict[CounterKey, int],
-        budget: int,
-        taken: frozenset[DeviceId] = frozenset(),
-        attrs: _Attrs = (),
-    ) -> None:
-        self.pods = pods
-        self.nodes = nodes
-        self.candidates = candidates
-        self.limits = limits
-        self.used = used
-        self.budget = budget
-        self.steps = 0
-        self.exhausted = False
-        self.taken: set[DeviceId] = set(taken)  # already taken, and what this search took
-        self.node_of: list[int] = [-1] * len(pods)
-        self.first: list[int] = [-1] * len(pods)  # candidate index of request 0's first device
-        self.chosen: list[list[tuple[DeviceId, ...]]] = [[() for _ in pod.requests] for pod in pods]
-        # adminAccess devices: free for every other pod, but within their own pod
-        # (one scheduling cycle) they count against counters, and a later
-        # request of the pod may not take them (Kubernetes' allocator).
-        self.admin_on: list[dict[DeviceId, int]] = [{} for _ in pods]
-        self.admin_used: list[dict[CounterKey, int]] = [{} for _ in pods]
-        # matchAttribute: per pod and constraint, the value and how many hold it
-        self.attrs = attrs or tuple(() for _ in pods)
-        self.bound: list[list[tuple[int, ...]]] = [
-            [
-                tuple(c for c, k in enumerate(pod.constraints) if r in k.requests)
-                for r in range(len(pod.requests))
-            ]
-            for pod in pods
-        ]
-        self.value: list[list[AttributeValue | None]] = [[None] * len(p.constraints) for p in pods]
-        self.holding: list[list[int]] = [[0] * len(p.constraints) for p in pods]
-        # Levels: (pod, None) picks the node, (pod, r) the devices of request r.
-        self.levels: list[tuple[int, int | None]] = []
-        for i, pod in enumerate(pods):
-            self.levels.append((i, None))
-            self.levels.extend((i, r) for r in range(len(pod.requests)))
-
-    def run(self) -> tuple[PodPlacement, ...] | None:
-        if not self.levels:
-            return ()
-        stack: list[Iterator[None]] = [self._level(0)]
-        try:
-            while stack:
-                try:
-                    next(stack[-1])
-                except StopIteration:
-                    stack.pop()
-                    continue
-                if len(stack) == len(self.levels):
-                    if not self._admin_fits():
-                        continue  # try the next choice of the last level
-                    return tuple(
-                        PodPlacement(self.nodes[self.node_of[i]], tuple(self.chosen[i]))
-                        for i in range(len(self.pods))
-                    )
-                stack.append(self._level(len(stack)))
-        except _Budget:
-            self.exhausted = True
-        return None
-
-    def _admin_fits(self) -> bool:
-        """Whether each pod's adminAccess devices fit the counters whatever the
-        order the scheduler takes the pods in: with every other pod's devices
-        allocated (checked as they were chosen against the pods before only)."""
-        for admin in self.admin_used:
-            for key, amount in admin.items():
-                if amount and self.used.get(key, 0) + amount > self.limits.get(key, 0):
-                    return False
-        return True
-
-    def _step(self) -> None:
-        self.steps += 1
-        if self.steps > self.budget:
-            raise _Budget
-
-    def _level(self, k: int) -> Iterator[None]:
-        i, r = self.levels[k]
-        if r is None:
-            return self._nodes(i)
-        return self._devices(i, r)
-
-    def _nodes(self, i: int) -> Iterator[None]:
-        pod = self.pods[i]
-        first = self.node_of[i - 1] if self._twin(i) else 0  # non-decreasing nodes
-        for n in range(first, len(self.nodes)):
-            node = self.nodes[n]
-            if pod.nodes is not None and node not in pod.nodes:
-                continue
-            self._step()
-            if not self._may_fit(i, node):
-                continue
-            self.node_of[i] = n
-            yield
-
-    def _twin(self, i: int) -> bool:
-        """Whether pod i is identical to pod i-1 (same requests, same nodes)."""
-        return i > 0 and self.pods[i - 1] == self.pods[i]
-
-    def _may_fit(self, i: int, node: str) -> bool:
-        """Whether each request has at least ``count`` untaken candidates whose
-        counters are not spent on ``node`` (a necessary condition)."""
-        taken = self.taken
-        for r, request in enumerate(self.pods[i].requests):
-            need = request.count
-            if request.allocation_mode == "All":
-                if not self._all_free(i, r, self.candidates[i][r].get(node, ()), need):
-                    return False
-                continue
-            if need <= 0:
-                continue
-            admin = request.admin_access
-            for d in self.candidates[i][r].get(node, ()):
-                if (admin or d.id not in taken) and (not d.consumes or self._fits(d, i)):
-                    need -= 1
-                    if need == 0:
-                        break
-            else:
-                return False
-        return True
-
-    def _all_free(self, i: int, r: int, cands: tuple[_Device, ...], need: int) -> bool:
-        """Whether allocation mode All can take ``cands``, every matching device of
-        the node: there are exactly ``need`` (what was charged), none is taken, and
-        each one's counters fit alone (together: checked as they are taken)."""
-        if len(cands) != need or need <= 0:
-            return False
-        admin = self.pods[i].requests[r].admin_access
-        return all(
-            self._usable(i, r, d, admin) and (not d.consumes or self._fits(d, i)) for d in cands
-        )
-
-    def _fits(self, d: _Device, i: int) -> bool:
-        used = self.used
-        limits = self.limits
-        admin = self.admin_used[i]
-        for key, amount in d.consumes:
-            if used.get(key, 0) + admin.get(key, 0) + amount > limits.get(key, 0):
-                return False
-        return True
-
-    def _usable(self, i: int, r: int, d: _Device, admin: bool) -> bool:
-        """Whether request r of pod i may take d now: a regular request a device
-        nobody took (adminAccess ones of this pod included); an adminAccess one
-        any device but those earlier requests of its claim took."""
-        if not admin:
-            return d.id not in self.taken and d.id not in self.admin_on[i]
-        claims = self.pods[i].claims
-        for r2 in range(r):
-            if (claims[r2] == claims[r] if claims else False) and d.id in self.chosen[i][r2]:
-                return False
-        return True
-
-    def _agrees(self, i: int, r: int, d: _Device) -> bool:
-        """Whether d keeps every matchAttribute constraint on request r."""
-        for c in self.bound[i][r]:
-            if self.holding[i][c] and self.attrs[i][c].get(d.id) != self.value[i][c]:
-                return False
-        return True
-
-    def _take(self, i: int, r: int, d: _Device, admin: bool) -> None:
-        if admin:
-            self.admin_on[i][d.id] = self.admin_on[i].get(d.id, 0) + 1
-            used = self.admin_used[i]
-        else:
-            self.taken.add(d.id)
-            used = self.used
-        for key, amount in d.consumes:
-            used[key] = used.get(key, 0) + amount
-        for c in self.bound[i][r]:
-            if not self.holding[i][c]:
-                self.value[i][c] = self.attrs[i][c].get(d.id)
-            self.holding[i][c] += 1
-
-    def _release(self, i: int, r: int, d: _Device, admin: bool) -> None:
-        if admin:
-            left = self.admin_on[i][d.id] - 1
-            if left:
-                self.admin_on[i][d.id] = left
-            else:
-                del self.admin_on[i][d.id]
-            used = self.admin_used[i]
-        else:
-            self.taken.discard(d.id)
-            used = self.used
-        for key, amount in d.consumes:
-            used[key] -= amount
-        for c in self.bound[i][r]:
-            self.holding[i][c] -= 1
-
-    def _devices(self, i: int, r: int) -> Iterator[None]:
-        """Each combination of ``count`` free candidates whose counters fit, in
-        lexicographic order, applied to the state while it is yielded."""
-        request = self.pods[i].requests[r]
-        need = request.count
-        admin = request.admin_access
-        cands = self.candidates[i][r].get(self.nodes[self.node_of[i]], ())
-        if self.pods[i].requests[r].allocation_mode == "All":
-            yield from self._all(i, r, cands, need)
-            return
-        if need == 0:
-            self.chosen[i][r] = ()
-            yield
-            return
-        admin_on = self.admin_on[i]  # non-empty only while the pod has adminAccess devices
-        bound = self.bound[i][r]
-        picked: list[int] = []
-        k = 0
-        if r == 0 and self._twin(i) and self.node_of[i - 1] == self.node_of[i]:
-            # Identical pods on one node: their first devices increase (their
-            # combinations are disjoint, so this orders them lexicographically);
-            # adminAccess devices may be shared, so theirs only do not decrease.
-            k = self.first[i - 1] + (0 if admin else 1)
-        while True:
-            if len(picked) == need:
-                self.chosen[i][r] = tuple(cands[p].id for p in picked)
-                if r == 0:
-                    self.first[i] = picked[0]
-                yield
-                k = picked.pop()
-                self._release(i, r, cands[k], admin)
-                k += 1
-            elif k <= len(cands) - (need - len(picked)):
-                d = cands[k]
-                if self._usable(i, r, d, admin) if admin or admin_on else d.id not in self.taken:
-                    self._step()
-                    if (not d.consumes or self._fits(d, i)) and (
-                        not bound or self._agrees(i, r, d)
-                    ):
-                        self._take(i, r, d, admin)
-                        picked.append(k)
-                k += 1
-            elif picked:
-                k = picked.pop()
-                self._release(i, r, cands[k], admin)
-                k += 1
-            else:
-                return
-
-    def _all(self, i: int, r: int, cands: tuple[_Device, ...], need: int) -> Iterator[None]:
-        """Allocation mode All: the one combination, every matching device of the
-        node, when there are exactly ``need`` of them and all can be taken."""
-        if not self._all_free(i, r, cands, need):
-            return
-        admin = self.pods[i].requests[r].admin_access
-        bound = self.bound[i][r]
-        held: list[_Device] = []
-        for d in cands:
-            self._step()
-            if not self._usable(i, r, d, admin) or (d.consumes and not self._fits(d, i)):
-                break
-            if bound and not self._agrees(i, r, d):
-                break
-            self._take(i, r, d, admin)
-            held.append(d)
-        else:
-            self.chosen[i][r] = tuple(d.id for d in cands)
-            if r == 0:
-                self.first[i] = 0
-            yield
-        for d in reversed(held):
-            self._release(i, r, d, admin)
-
-
-# --------------------------------------------------------------------------- reasons
-
-
-def _why(
-    pods: Sequence[GangPod],
-    nodes: tuple[str, ...],
-    candidates: _Candidates,
-    limits: dict[CounterKey, int],
-    used: dict[CounterKey, int],
-    budget: int,
-    taken: frozenset[DeviceId],
-    attrs: _Attrs,
-) -> str:
-    """Name the first pod that fits on no node alone, else say they do not fit together."""
-    tried: set[GangPod] = set()
-    for i, pod in enumerate(pods):
-        if pod in tried:
-            continue  # an identical pod before it fit alone
-        tried.add(pod)
-        alone = _Search(
-            (pod,), nodes, (candidates[i],), limits, dict(used), budget, taken, (attrs[i],)
-        )
-        if alone.run() is None and not alone.exhausted:
-            return (
-                f"no node can take pod {i + 1} of {len(pods)}: "
-                f"{free_for(pod, nodes, candidates[i], limits, used, taken, attrs[i])}"
-            )
-    return (
-        f"each pod fits alone but the {len(pods)} pods cannot be placed together; "
-        f"pod 1: {free_for(pods[0], nodes, candidates[0], limits, used, taken, attrs[0])}"
-    )
-
-
 register_by_fields(
-    GangPod, PodPlacement, Placement, NoPlacement, SearchBudgetExhausted, PlacementInvalid, _Device
+    GangPod,
+    PodPlacement,
+    Placement,
+    NoPlacement,
+    SearchBudgetExhausted,
+    PlacementInvalid,
+    SearchDevice,
 )

@@ -1,0 +1,339 @@
+"""The gang placement's search: exhaustive backtracking with a step budget.
+
+Theory of operation: see :mod:`kuota.core.dra.placement` (the levels, the
+prunings, the rules of adminAccess, taints, matchAttribute and allocation mode
+All). :class:`Search` keeps an explicit stack of level iterators: level 2*i
+chooses pod i's node, the levels after it its requests' devices; every node and
+device tried is one step against the budget. :func:`why` names the first pod no
+node can take alone, or says the pods do not fit together.
+
+Pure: no clock, no randomness, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from kuota.core.dra.placement_reasons import free_for
+from kuota.core.dra.placement_rules import AttributeValue
+from kuota.core.dra.placement_types import (
+    Attrs,
+    Candidates,
+    CounterKey,
+    DeviceId,
+    GangPod,
+    PodPlacement,
+    SearchDevice,
+)
+
+
+class Budget(Exception):
+    pass
+
+
+class Search:
+    """The backtracking search over an explicit stack of level iterators: level
+    2*i chooses pod i's node, the levels after it its requests' devices."""
+
+    def __init__(
+        self,
+        pods: Sequence[GangPod],
+        nodes: tuple[str, ...],
+        candidates: Candidates,
+        limits: dict[CounterKey, int],
+        used: dict[CounterKey, int],
+        budget: int,
+        taken: frozenset[DeviceId] = frozenset(),
+        attrs: Attrs = (),
+    ) -> None:
+        self.pods = pods
+        self.nodes = nodes
+        self.candidates = candidates
+        self.limits = limits
+        self.used = used
+        self.budget = budget
+        self.steps = 0
+        self.exhausted = False
+        self.taken: set[DeviceId] = set(taken)  # already taken, and what this search took
+        self.node_of: list[int] = [-1] * len(pods)
+        self.first: list[int] = [-1] * len(pods)  # candidate index of request 0's first device
+        self.chosen: list[list[tuple[DeviceId, ...]]] = [[() for _ in pod.requests] for pod in pods]
+        # adminAccess devices: free for every other pod, but within their own pod
+        # (one scheduling cycle) they count against counters, and a later
+        # request of the pod may not take them (Kubernetes' allocator).
+        self.admin_on: list[dict[DeviceId, int]] = [{} for _ in pods]
+        self.admin_used: list[dict[CounterKey, int]] = [{} for _ in pods]
+        # matchAttribute: per pod and constraint, the value and how many hold it
+        self.attrs = attrs or tuple(() for _ in pods)
+        self.bound: list[list[tuple[int, ...]]] = [
+            [
+                tuple(c for c, k in enumerate(pod.constraints) if r in k.requests)
+                for r in range(len(pod.requests))
+            ]
+            for pod in pods
+        ]
+        self.value: list[list[AttributeValue | None]] = [[None] * len(p.constraints) for p in pods]
+        self.holding: list[list[int]] = [[0] * len(p.constraints) for p in pods]
+        # Levels: (pod, None) picks the node, (pod, r) the devices of request r.
+        self.levels: list[tuple[int, int | None]] = []
+        for i, pod in enumerate(pods):
+            self.levels.append((i, None))
+            self.levels.extend((i, r) for r in range(len(pod.requests)))
+
+    def run(self) -> tuple[PodPlacement, ...] | None:
+        if not self.levels:
+            return ()
+        stack: list[Iterator[None]] = [self._level(0)]
+        try:
+            while stack:
+                try:
+                    next(stack[-1])
+                except StopIteration:
+                    stack.pop()
+                    continue
+                if len(stack) == len(self.levels):
+                    if not self._admin_fits():
+                        continue  # try the next choice of the last level
+                    return tuple(
+                        PodPlacement(self.nodes[self.node_of[i]], tuple(self.chosen[i]))
+                        for i in range(len(self.pods))
+                    )
+                stack.append(self._level(len(stack)))
+        except Budget:
+            self.exhausted = True
+        return None
+
+    def _admin_fits(self) -> bool:
+        """Whether each pod's adminAccess devices fit the counters whatever the
+        order the scheduler takes the pods in: with every other pod's devices
+        allocated (checked as they were chosen against the pods before only)."""
+        for admin in self.admin_used:
+            for key, amount in admin.items():
+                if amount and self.used.get(key, 0) + amount > self.limits.get(key, 0):
+                    return False
+        return True
+
+    def _step(self) -> None:
+        self.steps += 1
+        if self.steps > self.budget:
+            raise Budget
+
+    def _level(self, k: int) -> Iterator[None]:
+        i, r = self.levels[k]
+        if r is None:
+            return self._nodes(i)
+        return self._devices(i, r)
+
+    def _nodes(self, i: int) -> Iterator[None]:
+        pod = self.pods[i]
+        first = self.node_of[i - 1] if self._twin(i) else 0  # non-decreasing nodes
+        for n in range(first, len(self.nodes)):
+            node = self.nodes[n]
+            if pod.nodes is not None and node not in pod.nodes:
+                continue
+            self._step()
+            if not self._may_fit(i, node):
+                continue
+            self.node_of[i] = n
+            yield
+
+    def _twin(self, i: int) -> bool:
+        """Whether pod i is identical to pod i-1 (same requests, same nodes)."""
+        return i > 0 and self.pods[i - 1] == self.pods[i]
+
+    def _may_fit(self, i: int, node: str) -> bool:
+        """Whether each request has at least ``count`` untaken candidates whose
+        counters are not spent on ``node`` (a necessary condition)."""
+        taken = self.taken
+        for r, request in enumerate(self.pods[i].requests):
+            need = request.count
+            if request.allocation_mode == "All":
+                if not self._all_free(i, r, self.candidates[i][r].get(node, ()), need):
+                    return False
+                continue
+            if need <= 0:
+                continue
+            admin = request.admin_access
+            for d in self.candidates[i][r].get(node, ()):
+                if (admin or d.id not in taken) and (not d.consumes or self._fits(d, i)):
+                    need -= 1
+                    if need == 0:
+                        break
+            else:
+                return False
+        return True
+
+    def _all_free(self, i: int, r: int, cands: tuple[SearchDevice, ...], need: int) -> bool:
+        """Whether allocation mode All can take ``cands``, every matching device of
+        the node: there are exactly ``need`` (what was charged), none is taken, and
+        each one's counters fit alone (together: checked as they are taken)."""
+        if len(cands) != need or need <= 0:
+            return False
+        admin = self.pods[i].requests[r].admin_access
+        return all(
+            self._usable(i, r, d, admin) and (not d.consumes or self._fits(d, i)) for d in cands
+        )
+
+    def _fits(self, d: SearchDevice, i: int) -> bool:
+        used = self.used
+        limits = self.limits
+        admin = self.admin_used[i]
+        for key, amount in d.consumes:
+            if used.get(key, 0) + admin.get(key, 0) + amount > limits.get(key, 0):
+                return False
+        return True
+
+    def _usable(self, i: int, r: int, d: SearchDevice, admin: bool) -> bool:
+        """Whether request r of pod i may take d now: a regular request a device
+        nobody took (adminAccess ones of this pod included); an adminAccess one
+        any device but those earlier requests of its claim took."""
+        if not admin:
+            return d.id not in self.taken and d.id not in self.admin_on[i]
+        claims = self.pods[i].claims
+        for r2 in range(r):
+            if (claims[r2] == claims[r] if claims else False) and d.id in self.chosen[i][r2]:
+                return False
+        return True
+
+    def _agrees(self, i: int, r: int, d: SearchDevice) -> bool:
+        """Whether d keeps every matchAttribute constraint on request r."""
+        for c in self.bound[i][r]:
+            if self.holding[i][c] and self.attrs[i][c].get(d.id) != self.value[i][c]:
+                return False
+        return True
+
+    def _take(self, i: int, r: int, d: SearchDevice, admin: bool) -> None:
+        if admin:
+            self.admin_on[i][d.id] = self.admin_on[i].get(d.id, 0) + 1
+            used = self.admin_used[i]
+        else:
+            self.taken.add(d.id)
+            used = self.used
+        for key, amount in d.consumes:
+            used[key] = used.get(key, 0) + amount
+        for c in self.bound[i][r]:
+            if not self.holding[i][c]:
+                self.value[i][c] = self.attrs[i][c].get(d.id)
+            self.holding[i][c] += 1
+
+    def _release(self, i: int, r: int, d: SearchDevice, admin: bool) -> None:
+        if admin:
+            left = self.admin_on[i][d.id] - 1
+            if left:
+                self.admin_on[i][d.id] = left
+            else:
+                del self.admin_on[i][d.id]
+            used = self.admin_used[i]
+        else:
+            self.taken.discard(d.id)
+            used = self.used
+        for key, amount in d.consumes:
+            used[key] -= amount
+        for c in self.bound[i][r]:
+            self.holding[i][c] -= 1
+
+    def _devices(self, i: int, r: int) -> Iterator[None]:
+        """Each combination of ``count`` free candidates whose counters fit, in
+        lexicographic order, applied to the state while it is yielded."""
+        request = self.pods[i].requests[r]
+        need = request.count
+        admin = request.admin_access
+        cands = self.candidates[i][r].get(self.nodes[self.node_of[i]], ())
+        if self.pods[i].requests[r].allocation_mode == "All":
+            yield from self._all(i, r, cands, need)
+            return
+        if need == 0:
+            self.chosen[i][r] = ()
+            yield
+            return
+        admin_on = self.admin_on[i]  # non-empty only while the pod has adminAccess devices
+        bound = self.bound[i][r]
+        picked: list[int] = []
+        k = 0
+        if r == 0 and self._twin(i) and self.node_of[i - 1] == self.node_of[i]:
+            # Identical pods on one node: their first devices increase (their
+            # combinations are disjoint, so this orders them lexicographically);
+            # adminAccess devices may be shared, so theirs only do not decrease.
+            k = self.first[i - 1] + (0 if admin else 1)
+        while True:
+            if len(picked) == need:
+                self.chosen[i][r] = tuple(cands[p].id for p in picked)
+                if r == 0:
+                    self.first[i] = picked[0]
+                yield
+                k = picked.pop()
+                self._release(i, r, cands[k], admin)
+                k += 1
+            elif k <= len(cands) - (need - len(picked)):
+                d = cands[k]
+                if self._usable(i, r, d, admin) if admin or admin_on else d.id not in self.taken:
+                    self._step()
+                    if (not d.consumes or self._fits(d, i)) and (
+                        not bound or self._agrees(i, r, d)
+                    ):
+                        self._take(i, r, d, admin)
+                        picked.append(k)
+                k += 1
+            elif picked:
+                k = picked.pop()
+                self._release(i, r, cands[k], admin)
+                k += 1
+            else:
+                return
+
+    def _all(self, i: int, r: int, cands: tuple[SearchDevice, ...], need: int) -> Iterator[None]:
+        """Allocation mode All: the one combination, every matching device of the
+        node, when there are exactly ``need`` of them and all can be taken."""
+        if not self._all_free(i, r, cands, need):
+            return
+        admin = self.pods[i].requests[r].admin_access
+        bound = self.bound[i][r]
+        held: list[SearchDevice] = []
+        for d in cands:
+            self._step()
+            if not self._usable(i, r, d, admin) or (d.consumes and not self._fits(d, i)):
+                break
+            if bound and not self._agrees(i, r, d):
+                break
+            self._take(i, r, d, admin)
+            held.append(d)
+        else:
+            self.chosen[i][r] = tuple(d.id for d in cands)
+            if r == 0:
+                self.first[i] = 0
+            yield
+        for d in reversed(held):
+            self._release(i, r, d, admin)
+
+
+# --------------------------------------------------------------------------- reasons
+
+
+def why(
+    pods: Sequence[GangPod],
+    nodes: tuple[str, ...],
+    candidates: Candidates,
+    limits: dict[CounterKey, int],
+    used: dict[CounterKey, int],
+    budget: int,
+    taken: frozenset[DeviceId],
+    attrs: Attrs,
+) -> str:
+    """Name the first pod that fits on no node alone, else say they do not fit together."""
+    tried: set[GangPod] = set()
+    for i, pod in enumerate(pods):
+        if pod in tried:
+            continue  # an identical pod before it fit alone
+        tried.add(pod)
+        alone = Search(
+            (pod,), nodes, (candidates[i],), limits, dict(used), budget, taken, (attrs[i],)
+        )
+        if alone.run() is None and not alone.exhausted:
+            return (
+                f"no node can take pod {i + 1} of {len(pods)}: "
+                f"{free_for(pod, nodes, candidates[i], limits, used, taken, attrs[i])}"
+            )
+    return (
+        f"each pod fits alone but the {len(pods)} pods cannot be placed together; "
+        f"pod 1: {free_for(pods[0], nodes, candidates[0], limits, used, taken, attrs[0])}"
+    )
