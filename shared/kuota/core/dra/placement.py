@@ -87,7 +87,7 @@ same input gives the same output.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kuota.api.dra import ExactDeviceRequest
@@ -106,6 +106,7 @@ from kuota.core.dra.placement_types import (
     Candidates,
     CounterKey,
     DeviceId,
+    FitMemo,
     GangPod,
     PodPlacement,
     SearchDevice,
@@ -116,6 +117,7 @@ __all__ = [
     "DEFAULT_BUDGET",
     "CounterKey",
     "DeviceId",
+    "FitMemo",
     "GangPod",
     "NoPlacement",
     "Placement",
@@ -125,6 +127,8 @@ __all__ = [
     "SearchBudgetExhausted",
     "device_consumes",
     "device_nodes",
+    "device_scope",
+    "fits_alone",
     "matching_devices",
     "place_gang",
     "request_devices",
@@ -169,11 +173,14 @@ def place_gang(
     *,
     inventory: DraInventory,
     pods: Sequence[GangPod],
-    taken: frozenset[DeviceId] = frozenset(),
+    taken: Container[DeviceId] = frozenset(),
     consumed: Mapping[CounterKey, int] | None = None,
     budget: int = DEFAULT_BUDGET,
+    memo: FitMemo | None = None,
 ) -> PlacementResult:
-    """Place every pod of ``pods`` or say why not (see module docstring)."""
+    """Place every pod of ``pods`` or say why not (see module docstring).
+    ``memo``: which pods fit alone on which nodes, kept by the caller
+    (:class:`FitMemo`: only when ``taken`` and ``consumed`` are what it holds for)."""
     problem = _unsupported(pods)
     if problem is not None:
         return PlacementInvalid(problem)
@@ -181,8 +188,9 @@ def place_gang(
     if isinstance(candidates, str):
         return PlacementInvalid(candidates)
     candidates, attrs = _constrain(inventory, pods, candidates)
-    used = dict(consumed or {})
-    search = Search(pods, nodes, candidates, limits, used, budget, taken, attrs)
+    used: Mapping[CounterKey, int] = consumed if consumed is not None else {}
+    generation = inventory.generation
+    search = Search(pods, nodes, candidates, limits, used, budget, taken, attrs, memo, generation)
     found = search.run()
     if found is not None:
         return Placement(found, search.steps)
@@ -193,8 +201,41 @@ def place_gang(
             search.steps,
         )
     return NoPlacement(
-        why(pods, nodes, candidates, limits, used, budget, taken, attrs), search.steps
+        why(pods, nodes, candidates, limits, used, budget, taken, attrs, memo, generation),
+        search.steps,
     )
+
+
+def fits_alone(
+    *,
+    inventory: DraInventory,
+    pod: GangPod,
+    nodes: Iterable[str],
+    taken: Container[DeviceId],
+    consumed: Mapping[CounterKey, int],
+    memo: FitMemo | None = None,
+) -> bool:
+    """Whether ``pod`` alone could be placed on one of ``nodes`` (those it may
+    use), with ``taken`` and ``consumed`` as they are: a search that runs out of
+    budget, or a pod placement cannot evaluate, counts as could."""
+    if _unsupported((pod,)) is not None:
+        return True
+    all_nodes, candidates, limits = _candidates(inventory, (pod,))
+    if isinstance(candidates, str):
+        return True
+    candidates, attrs = _constrain(inventory, (pod,), candidates)
+    search = Search(
+        (pod,),
+        all_nodes,
+        candidates,
+        limits,
+        consumed,
+        DEFAULT_BUDGET,
+        taken,
+        attrs,
+        prefilter=False,
+    )
+    return search.fits_somewhere(0, sorted(set(nodes)), memo, inventory.generation)
 
 
 # --------------------------------------------------------------------------- inputs
@@ -226,6 +267,8 @@ def _unsupported(pods: Sequence[GangPod]) -> str | None:
 _LIMITS = "limits"  # placement_memo key of the counter limits, and of the nodes
 _CONSUMES = "consumes"  # placement_memo key of device -> what it consumes
 _NODES = "nodes"  # placement_memo key of device -> its node
+_SCOPE = "scope"  # placement_memo key of device -> the nodes of its pool
+_NODE_SET = "node-set"  # placement_memo key of the nodes that have devices, as a set
 
 
 def _static(inventory: DraInventory) -> tuple[tuple[str, ...], dict[CounterKey, int]]:
@@ -277,6 +320,25 @@ def device_nodes(inventory: DraInventory) -> dict[DeviceId, str]:
     return found  # type: ignore[return-value]
 
 
+def device_scope(inventory: DraInventory) -> dict[DeviceId, tuple[str, ...]]:
+    """Per usable device, the nodes whose free devices its being taken may change:
+    those of every device of its pool (they may share its counters); memoised."""
+    memo = inventory.placement_memo
+    found = memo.get(_SCOPE)
+    if found is None:
+        pools: dict[tuple[str, str], set[str]] = {}
+        for device, node in device_nodes(inventory).items():
+            pools.setdefault((device[0], device[1]), set()).add(node)
+        scopes = {pool: tuple(sorted(nodes)) for pool, nodes in pools.items()}
+        out: dict[DeviceId, tuple[str, ...]] = {}
+        for d in inventory.usable_devices():
+            scope = scopes.get((d.driver, d.pool))
+            if scope:
+                out[(d.driver, d.pool, d.device.name)] = scope
+        found = memo[_SCOPE] = out
+    return found  # type: ignore[return-value]
+
+
 def _consumption(d: PoolDevice) -> tuple[tuple[CounterKey, int], ...]:
     return tuple(
         sorted(
@@ -320,8 +382,19 @@ def _candidates(
     (taken ones included: the search skips them), or why a request cannot be
     evaluated, and every counter's limit."""
     with_devices, limits = _static(inventory)
-    extra = {n for pod in pods if pod.nodes is not None for n in pod.nodes}
-    nodes = tuple(sorted(extra.union(with_devices))) if extra else with_devices
+    memo = inventory.placement_memo
+    known = memo.get(_NODE_SET)
+    if known is None:
+        known = memo[_NODE_SET] = frozenset(with_devices)
+    assert isinstance(known, frozenset)
+    extra: set[str] = set()
+    seen: frozenset[str] | None = None
+    for pod in pods:
+        if pod.nodes is not None and pod.nodes is not seen:
+            seen = pod.nodes
+            if not pod.nodes <= known:
+                extra.update(pod.nodes - known)
+    nodes = tuple(sorted(known.union(extra))) if extra else with_devices
     out: list[tuple[dict[str, tuple[SearchDevice, ...]], ...]] = []
     for i, pod in enumerate(pods):
         per_request: list[dict[str, tuple[SearchDevice, ...]]] = []
@@ -381,6 +454,7 @@ def matching_devices(
 
 
 register_by_fields(
+    FitMemo,
     GangPod,
     PodPlacement,
     Placement,

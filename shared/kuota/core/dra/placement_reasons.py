@@ -12,7 +12,7 @@ counted, not named. Pure: the same arguments give the same text.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from typing import Protocol
 
 from kuota.api.dra import ExactDeviceRequest
@@ -75,7 +75,7 @@ def free_for(
     candidates: Sequence[Mapping[str, Sequence[_Candidate]]],
     limits: Mapping[CounterKey, int],
     used: Mapping[CounterKey, int],
-    taken: frozenset[DeviceId],
+    taken: Container[DeviceId],
     attrs: Sequence[Mapping[DeviceId, AttributeValue]],
 ) -> str:
     """What the pod needs and what each eligible node has free for it."""

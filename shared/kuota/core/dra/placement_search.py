@@ -12,15 +12,17 @@ Pure: no clock, no randomness, no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Container, Iterator, Mapping, Sequence
 
 from kuota.core.dra.placement_reasons import free_for
 from kuota.core.dra.placement_rules import AttributeValue
 from kuota.core.dra.placement_types import (
+    AloneKey,
     Attrs,
     Candidates,
     CounterKey,
     DeviceId,
+    FitMemo,
     GangPod,
     PodPlacement,
     SearchDevice,
@@ -41,20 +43,25 @@ class Search:
         nodes: tuple[str, ...],
         candidates: Candidates,
         limits: dict[CounterKey, int],
-        used: dict[CounterKey, int],
+        used: Mapping[CounterKey, int],
         budget: int,
-        taken: frozenset[DeviceId] = frozenset(),
+        taken: Container[DeviceId] = frozenset(),
         attrs: Attrs = (),
+        memo: FitMemo | None = None,
+        generation: int = 0,
+        prefilter: bool = True,
     ) -> None:
         self.pods = pods
         self.nodes = nodes
         self.candidates = candidates
         self.limits = limits
-        self.used = used
+        self.base_used = used  # what was spent before the search: never written
+        self.used: dict[CounterKey, int] = {}  # what this search spends on top of it
         self.budget = budget
         self.steps = 0
         self.exhausted = False
-        self.taken: set[DeviceId] = set(taken)  # already taken, and what this search took
+        self.base = taken  # already taken: never written
+        self.taken: set[DeviceId] = set()  # what this search took
         self.node_of: list[int] = [-1] * len(pods)
         self.first: list[int] = [-1] * len(pods)  # candidate index of request 0's first device
         self.chosen: list[list[tuple[DeviceId, ...]]] = [[() for _ in pod.requests] for pod in pods]
@@ -79,6 +86,11 @@ class Search:
         for i, pod in enumerate(pods):
             self.levels.append((i, None))
             self.levels.extend((i, r) for r in range(len(pod.requests)))
+        # per pod, the indices of the nodes it may use where it fits alone (None:
+        # every node, the sub-searches of this filter)
+        self.allowed: list[tuple[int, ...] | None] = [None] * len(pods)
+        if prefilter:
+            self._prefilter(memo, generation)
 
     def run(self) -> tuple[PodPlacement, ...] | None:
         if not self.levels:
@@ -107,11 +119,136 @@ class Search:
         """Whether each pod's adminAccess devices fit the counters whatever the
         order the scheduler takes the pods in: with every other pod's devices
         allocated (checked as they were chosen against the pods before only)."""
+        base, used, limits = self.base_used, self.used, self.limits
         for admin in self.admin_used:
             for key, amount in admin.items():
-                if amount and self.used.get(key, 0) + amount > self.limits.get(key, 0):
+                if amount and base.get(key, 0) + used.get(key, 0) + amount > limits.get(key, 0):
                     return False
         return True
+
+    def _prefilter(self, memo: FitMemo | None, generation: int) -> None:
+        """Keep for each pod only the nodes it may use where it fits alone, given
+        what was taken before the search (a node where it does not can be in no
+        placement of the gang); answers kept in ``memo`` are reused: a pod's last
+        list, with only the nodes touched since asked again."""
+        done: dict[GangPod, tuple[int, ...]] = {}
+        for i, pod in enumerate(self.pods):
+            if i and pod is self.pods[i - 1]:
+                self.allowed[i] = self.allowed[i - 1]
+                continue
+            found = done.get(pod)
+            if found is None:
+                if memo is None:
+                    found = tuple(
+                        n
+                        for n, node in enumerate(self.nodes)
+                        if self._may_use(i, node) and self._alone(i, node)
+                    )
+                else:
+                    found = self._remembered(i, memo, generation)
+                done[pod] = found
+            self.allowed[i] = found
+
+    def _remembered(self, i: int, memo: FitMemo, generation: int) -> tuple[int, ...]:
+        pod = self.pods[i]
+        key: AloneKey = (pod.requests, pod.constraints, pod.claims)
+        answers = memo.answers(generation, key)
+        last = memo.fitting.get(key)
+        found: tuple[int, ...] | None = None
+        if last is not None and last[1] is pod.nodes and last[2] is self.nodes:
+            if last[0] == memo.clock:
+                return last[3]
+            touched = memo.touched_since(last[0])
+            if touched is not None:
+                index = memo.index_of(self.nodes)
+                kept = set(last[3])
+                for node in touched:
+                    n = index.get(node)
+                    if n is None:
+                        continue
+                    kept.discard(n)
+                    if self._may_use(i, node) and self._answer(i, node, answers, memo):
+                        kept.add(n)
+                found = tuple(sorted(kept))
+        if found is None:
+            found = tuple(
+                n
+                for n, node in enumerate(self.nodes)
+                if self._may_use(i, node) and self._answer(i, node, answers, memo)
+            )
+        memo.fitting[key] = (memo.clock, pod.nodes, self.nodes, found)
+        return found
+
+    def _may_use(self, i: int, node: str) -> bool:
+        allowed = self.pods[i].nodes
+        return allowed is None or node in allowed
+
+    def _answer(
+        self, i: int, node: str, answers: dict[str, tuple[int, bool]], memo: FitMemo
+    ) -> bool:
+        version = memo.versions.get(node, 0)
+        known = answers.get(node)
+        if known is not None and known[0] == version:
+            return known[1]
+        fits = self._alone(i, node)
+        answers[node] = (version, fits)
+        return fits
+
+    def fits_somewhere(
+        self, i: int, nodes: Sequence[str], memo: FitMemo | None, generation: int
+    ) -> bool:
+        """Whether pod i alone fits on one of ``nodes`` (those it may use), with
+        what was taken before the search."""
+        pod = self.pods[i]
+        answers: dict[str, tuple[int, bool]] | None = None
+        if memo is not None:
+            answers = memo.answers(generation, (pod.requests, pod.constraints, pod.claims))
+        for node in nodes:
+            if pod.nodes is not None and node not in pod.nodes:
+                continue
+            if (
+                self._answer(i, node, answers, memo)
+                if answers is not None and memo is not None
+                else self._alone(i, node)
+            ):
+                return True
+        return False
+
+    def _alone(self, i: int, node: str) -> bool:
+        """Whether pod i alone fits on ``node`` with what was taken before the
+        search (or its search there runs out of budget: not proven otherwise)."""
+        pod = self.pods[i]
+        if len(pod.requests) == 1 and not pod.constraints:
+            request = pod.requests[0]
+            if (
+                request.count == 1
+                and request.allocation_mode == "ExactCount"
+                and not request.admin_access
+            ):  # one device: any free one whose counters fit
+                base = self.base
+                for d in self.candidates[i][0].get(node, ()):
+                    if d.id not in base and (not d.consumes or self._fits(d, i)):
+                        return True
+                return False
+        for r, per_request in enumerate(self.candidates[i]):
+            if node not in per_request and self.pods[i].requests[r].count > 0:
+                return False  # no device there it may take
+        cands = tuple(
+            {node: per_request[node]} if node in per_request else {}
+            for per_request in self.candidates[i]
+        )
+        sub = Search(
+            (self.pods[i],),
+            (node,),
+            (cands,),
+            self.limits,
+            self.base_used,
+            self.budget,
+            self.base,
+            (self.attrs[i],),
+            prefilter=False,
+        )
+        return sub.run() is not None or sub.exhausted
 
     def _step(self) -> None:
         self.steps += 1
@@ -127,7 +264,10 @@ class Search:
     def _nodes(self, i: int) -> Iterator[None]:
         pod = self.pods[i]
         first = self.node_of[i - 1] if self._twin(i) else 0  # non-decreasing nodes
-        for n in range(first, len(self.nodes)):
+        allowed = self.allowed[i]
+        for n in range(first, len(self.nodes)) if allowed is None else allowed:
+            if n < first:
+                continue
             node = self.nodes[n]
             if pod.nodes is not None and node not in pod.nodes:
                 continue
@@ -144,7 +284,7 @@ class Search:
     def _may_fit(self, i: int, node: str) -> bool:
         """Whether each request has at least ``count`` untaken candidates whose
         counters are not spent on ``node`` (a necessary condition)."""
-        taken = self.taken
+        taken, base = self.taken, self.base
         for r, request in enumerate(self.pods[i].requests):
             need = request.count
             if request.allocation_mode == "All":
@@ -155,7 +295,9 @@ class Search:
                 continue
             admin = request.admin_access
             for d in self.candidates[i][r].get(node, ()):
-                if (admin or d.id not in taken) and (not d.consumes or self._fits(d, i)):
+                if (admin or (d.id not in taken and d.id not in base)) and (
+                    not d.consumes or self._fits(d, i)
+                ):
                     need -= 1
                     if need == 0:
                         break
@@ -175,11 +317,15 @@ class Search:
         )
 
     def _fits(self, d: SearchDevice, i: int) -> bool:
+        base = self.base_used
         used = self.used
         limits = self.limits
         admin = self.admin_used[i]
         for key, amount in d.consumes:
-            if used.get(key, 0) + admin.get(key, 0) + amount > limits.get(key, 0):
+            spent = base.get(key, 0) + used.get(key, 0) + amount
+            if admin:
+                spent += admin.get(key, 0)
+            if spent > limits.get(key, 0):
                 return False
         return True
 
@@ -188,7 +334,7 @@ class Search:
         nobody took (adminAccess ones of this pod included); an adminAccess one
         any device but those earlier requests of its claim took."""
         if not admin:
-            return d.id not in self.taken and d.id not in self.admin_on[i]
+            return d.id not in self.taken and d.id not in self.base and d.id not in self.admin_on[i]
         claims = self.pods[i].claims
         for r2 in range(r):
             if (claims[r2] == claims[r] if claims else False) and d.id in self.chosen[i][r2]:
@@ -266,7 +412,11 @@ class Search:
                 k += 1
             elif k <= len(cands) - (need - len(picked)):
                 d = cands[k]
-                if self._usable(i, r, d, admin) if admin or admin_on else d.id not in self.taken:
+                if (
+                    self._usable(i, r, d, admin)
+                    if admin or admin_on
+                    else d.id not in self.taken and d.id not in self.base
+                ):
                     self._step()
                     if (not d.consumes or self._fits(d, i)) and (
                         not bound or self._agrees(i, r, d)
@@ -314,10 +464,12 @@ def why(
     nodes: tuple[str, ...],
     candidates: Candidates,
     limits: dict[CounterKey, int],
-    used: dict[CounterKey, int],
+    used: Mapping[CounterKey, int],
     budget: int,
-    taken: frozenset[DeviceId],
+    taken: Container[DeviceId],
     attrs: Attrs,
+    memo: FitMemo | None = None,
+    generation: int = 0,
 ) -> str:
     """Name the first pod that fits on no node alone, else say they do not fit together."""
     tried: set[GangPod] = set()
@@ -326,14 +478,41 @@ def why(
             continue  # an identical pod before it fit alone
         tried.add(pod)
         alone = Search(
-            (pod,), nodes, (candidates[i],), limits, dict(used), budget, taken, (attrs[i],)
+            (pod,),
+            nodes,
+            (candidates[i],),
+            limits,
+            used,
+            budget,
+            taken,
+            (attrs[i],),
+            memo,
+            generation,
         )
         if alone.run() is None and not alone.exhausted:
-            return (
-                f"no node can take pod {i + 1} of {len(pods)}: "
-                f"{free_for(pod, nodes, candidates[i], limits, used, taken, attrs[i])}"
-            )
-    return (
-        f"each pod fits alone but the {len(pods)} pods cannot be placed together; "
-        f"pod 1: {free_for(pods[0], nodes, candidates[0], limits, used, taken, attrs[0])}"
-    )
+            free = _free(pod, nodes, candidates[i], limits, used, taken, attrs[i], memo)
+            return f"no node can take pod {i + 1} of {len(pods)}: {free}"
+    free = _free(pods[0], nodes, candidates[0], limits, used, taken, attrs[0], memo)
+    return f"each pod fits alone but the {len(pods)} pods cannot be placed together; pod 1: {free}"
+
+
+def _free(
+    pod: GangPod,
+    nodes: tuple[str, ...],
+    candidates: tuple[dict[str, tuple[SearchDevice, ...]], ...],
+    limits: dict[CounterKey, int],
+    used: Mapping[CounterKey, int],
+    taken: Container[DeviceId],
+    attrs: tuple[dict[DeviceId, AttributeValue], ...],
+    memo: FitMemo | None,
+) -> str:
+    """:func:`free_for`, reused from ``memo`` while nothing was touched since."""
+    if memo is None:
+        return free_for(pod, nodes, candidates, limits, used, taken, attrs)
+    key: AloneKey = (pod.requests, pod.constraints, pod.claims)
+    last = memo.texts.get(key)
+    if last is not None and last[0] == memo.clock and last[1] is pod.nodes and last[2] is nodes:
+        return last[3]
+    text = free_for(pod, nodes, candidates, limits, used, taken, attrs)
+    memo.texts[key] = (memo.clock, pod.nodes, nodes, text)
+    return text

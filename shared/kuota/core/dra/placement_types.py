@@ -3,12 +3,14 @@
 ``DeviceId`` and ``CounterKey`` name devices and counters; :class:`GangPod` is
 one pod of a gang (kuota.core.dra.placement, ``place_gang``);
 :class:`SearchDevice` is a candidate device with what it consumes; the
-aliases are the search's per-pod tables. Pure data.
+aliases are the search's per-pod tables; :class:`FitMemo` remembers which pods
+fit alone on which nodes between searches. Pure data.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from kuota.api.dra import ExactDeviceRequest
 from kuota.core.dra.placement_rules import AttributeValue, PodConstraint
@@ -44,3 +46,87 @@ Attrs = tuple[tuple[dict[DeviceId, AttributeValue], ...], ...]  # pod -> constra
 class PodPlacement:
     node: str
     devices: tuple[tuple[DeviceId, ...], ...]  # per request, in request order
+
+
+AloneKey = tuple[object, ...]  # a pod's requests, constraints and claims (not its nodes)
+
+
+@dataclass(slots=True)
+class FitMemo:
+    """Whether a pod alone fits on a node (its requests can all be given free
+    devices there), kept between searches by its owner (the fold) while nothing
+    taken on the node changes.
+
+    ``versions``: node -> the ``clock`` at its last change; an answer holds while
+    the node's version is the one it was computed at. The owner calls
+    :meth:`touch` with every node whose taken devices or spent counters change
+    (every node of a device's pool), and passes the memo to a search only when
+    the search's taken devices and counters are exactly its own (no
+    reservation, nothing counted as freed). ``generation``: the inventory
+    generation the answers hold for (another one drops them all)."""
+
+    generation: int = -1
+    clock: int = 0
+    versions: dict[str, int] = field(default_factory=dict)
+    alone: dict[AloneKey, dict[str, tuple[int, bool]]] = field(default_factory=dict)
+    # per pod: (clock, its nodes, the search's nodes, result) of the last search,
+    # reused while nothing was touched since: the nodes where it fits alone, and
+    # what the message says each node has free for it
+    fitting: dict[AloneKey, tuple[int, object, object, tuple[int, ...]]] = field(
+        default_factory=dict
+    )
+    texts: dict[AloneKey, tuple[int, object, object, str]] = field(default_factory=dict)
+
+    # the nodes of each of the last touches (``touches[k]``: clock ``first + k``)
+    touches: list[tuple[str, ...]] = field(default_factory=list)
+    first: int = 1
+    # (a search's node tuple, node -> its index there), for the last tuple seen
+    index: tuple[object, dict[str, int]] = ((), {})
+
+    def touch(self, nodes: Iterable[str]) -> None:
+        self.clock += 1
+        clock = self.clock
+        versions = self.versions
+        touched = tuple(nodes)
+        for node in touched:
+            versions[node] = clock
+        self.touches.append(touched)
+        if len(self.touches) > TOUCHES_KEPT:
+            half = TOUCHES_KEPT // 2
+            del self.touches[:half]
+            self.first += half
+
+    def touched_since(self, clock: int) -> set[str] | None:
+        """The nodes touched after ``clock`` (None: not kept that far back)."""
+        if clock + 1 < self.first:
+            return None
+        out: set[str] = set()
+        for nodes in self.touches[clock + 1 - self.first :]:
+            out.update(nodes)
+        return out
+
+    def index_of(self, nodes: tuple[str, ...]) -> dict[str, int]:
+        if self.index[0] is not nodes:
+            self.index = (nodes, {node: n for n, node in enumerate(nodes)})
+        return self.index[1]
+
+    def answers(self, generation: int, key: AloneKey) -> dict[str, tuple[int, bool]]:
+        """The answers for pods of ``key``, dropped first if the inventory changed."""
+        if generation != self.generation:
+            self.alone.clear()
+            self.fitting.clear()
+            self.texts.clear()
+            self.generation = generation
+        found = self.alone.get(key)
+        if found is None:
+            if len(self.alone) >= MEMO_SHAPES:
+                # bounded: many distinct pods since the last change
+                self.alone.clear()
+                self.fitting.clear()
+                self.texts.clear()
+            found = self.alone[key] = {}
+        return found
+
+
+MEMO_SHAPES = 4096  # distinct pods a FitMemo answers for before it starts afresh
+TOUCHES_KEPT = 1024  # touches a FitMemo remembers (a pod's nodes older than that: all asked again)

@@ -15,11 +15,19 @@ changes. Design: docs/design/dra-placement.md.
 
 from __future__ import annotations
 
-from kuota.core.dra.placement import CounterKey, DeviceId, GangPod, device_consumes, device_nodes
+from kuota.core.dra.placement import (
+    CounterKey,
+    DeviceId,
+    GangPod,
+    device_consumes,
+    device_nodes,
+    device_scope,
+)
 from kuota.core.fold.fairadmission import FairAdmission
 from kuota.core.fold.node_fit import (
     NO_NODE_PLACEMENT,
     Placed,
+    Taken,
     Unplaceable,
     fits_on,
     place_workload,
@@ -73,6 +81,7 @@ class DeviceHolds(FairAdmission):
             eligible_memo=self._eligible,
             consumed=consumed,
             only=only,
+            memo=self._fit_memo if consumed is not None else None,
         )
         if isinstance(outcome, Unplaceable):
             # keyed by what it needs: what nodes have free changes at every retry
@@ -105,26 +114,33 @@ class DeviceHolds(FairAdmission):
     def _taken_for(self, key: str) -> tuple[dict[DeviceId, str], dict[CounterKey, int] | None]:
         """What kuota holds, as ``key``'s placement sees it: the holds, and the
         devices reserved for a preemptor waiting for its victims' pods (not
-        ``key``'s own); the counters they spend when kept (None: to compute)."""
+        ``key``'s own); the counters they and the allocated claims spend when
+        kept (None: to compute)."""
         reserved = self._devices_reserved
         if not reserved:
-            return self._devices_held, self._counters_held()
+            return self._devices_held, self._counters_taken()
         held = dict(self._devices_held)
         for device, owner in reserved.items():
             if owner != key:
                 held.setdefault(device, owner)
         return held, None
 
-    def _counters_held(self) -> dict[CounterKey, int]:
-        """The counters the held devices spend: kept up to date by holds and
-        releases, computed afresh when the inventory changed."""
+    def _counters_taken(self) -> dict[CounterKey, int]:
+        """The counters the held devices and the allocated claims' devices spend
+        (each device once): kept up to date by holds, releases and claims,
+        computed afresh when the inventory changed."""
         generation = self._inventory.generation
         if self._counters_at != generation:
-            self._held_counters = taken_counters(self._inventory, self._devices_held)
+            taken = Taken(self._devices_held, self._claimed)
+            self._held_counters = taken_counters(self._inventory, taken.devices())
             self._counters_at = generation
         return self._held_counters
 
-    def _count_held(self, devices: tuple[DeviceId, ...], sign: int) -> None:
+    def _count_taken(self, devices: tuple[DeviceId, ...] | list[DeviceId], sign: int) -> None:
+        """``devices`` were taken (sign 1) or given back (-1): what they spend
+        changes, and the nodes where pods fit alone may change (``_fit_memo``)."""
+        scope = device_scope(self._inventory)
+        self._fit_memo.touch({n for d in devices for n in scope.get(d, ())})
         if self._counters_at != self._inventory.generation:
             return  # recomputed at the next use
         consumes = device_consumes(self._inventory)
@@ -142,9 +158,10 @@ class DeviceHolds(FairAdmission):
         placed = placing[1]
         self._device_holds[rec.key] = placed.devices
         self._held_since[rec.key] = self._claim_seq
+        claimed = self._claimed
         for device in placed.devices:
             self._devices_held[device] = rec.key
-        self._count_held(placed.devices, 1)
+        self._count_taken([d for d in placed.devices if d not in claimed], 1)
         return {name: list(nodes) for name, nodes in placed.nodes.items()}
 
     def _release_devices(self, key: str) -> None:
@@ -156,10 +173,14 @@ class DeviceHolds(FairAdmission):
         if devices is None:
             return
         del self._held_since[key]
+        claimed = self._claimed
+        given: list[DeviceId] = []
         for device in devices:
             if self._devices_held.get(device) == key:
                 del self._devices_held[device]
-        self._count_held(devices, -1)
+                if device not in claimed:
+                    given.append(device)
+        self._count_taken(given, -1)
         self._wake_unplaced(devices)
 
     def _end_hold(self, rec: WorkloadRecord) -> None:
@@ -194,9 +215,13 @@ class DeviceHolds(FairAdmission):
         else:
             del self._claims[key]
             self._claim_at.pop(key, None)
-        claimed = self._claimed
+        claimed, held = self._claimed, self._devices_held
+        added: list[DeviceId] = []
         for device in devices:
-            claimed[device] = claimed.get(device, 0) + 1
+            had = claimed.get(device, 0)
+            claimed[device] = had + 1
+            if not had and device not in held:
+                added.append(device)
         freed: list[DeviceId] = []
         for device in before:
             left = claimed[device] - 1
@@ -205,6 +230,11 @@ class DeviceHolds(FairAdmission):
             else:
                 del claimed[device]
                 freed.append(device)
+        if added:
+            self._count_taken(added, 1)
+        given = [d for d in freed if d not in held]
+        if given:
+            self._count_taken(given, -1)
         if freed:
             self._wake_unplaced(tuple(freed))
 
@@ -224,14 +254,18 @@ class DeviceHolds(FairAdmission):
         nodes = {where[d] for d in freed if d in where}
         if not nodes:
             return
-        taken = frozenset(self._devices_held).union(self._claimed)
-        consumed = (
-            self._counters_held() if not self._claimed else taken_counters(self._inventory, taken)
-        )
+        taken = Taken(self._devices_held, self._claimed)
+        memo = None if self._devices_reserved else self._fit_memo
+        consumed = self._counters_taken()
         woken: dict[tuple[str, int], int] = {}
         for k, (epoch, pods) in list(self._placement_waiters.items()):
             if fits_on(
-                inventory=self._inventory, pods=pods, nodes=nodes, taken=taken, consumed=consumed
+                inventory=self._inventory,
+                pods=pods,
+                nodes=nodes,
+                taken=taken,
+                consumed=consumed,
+                memo=memo,
             ):
                 woken[k] = epoch
                 del self._placement_waiters[k]

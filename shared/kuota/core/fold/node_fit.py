@@ -32,8 +32,8 @@ Pure: the same arguments give the same answer.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Container, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from kuota.api.dra import ExactDeviceRequest
 from kuota.api.nodes import Node
@@ -44,11 +44,13 @@ from kuota.core.dra.charging import DraInventory
 from kuota.core.dra.placement import (
     CounterKey,
     DeviceId,
+    FitMemo,
     GangPod,
     NoPlacement,
     Placement,
     PlacementInvalid,
     device_consumes,
+    fits_alone,
     matching_devices,
     place_gang,
 )
@@ -97,6 +99,7 @@ def place_workload(
     consumed: Mapping[CounterKey, int] | None = None,
     only: Mapping[str, str] | None = None,
     freed: frozenset[DeviceId] = frozenset(),
+    memo: FitMemo | None = None,
 ) -> PlaceOutcome:
     """Place every DRA pod of a workload whose quota fits (module docstring).
     ``podset_flavors``: per podset, its (resource, flavor) assignment; ``held``:
@@ -108,7 +111,9 @@ def place_workload(
     one node its pods may use (the node of the allocated ResourceClaims they
     name directly; a podset with direct claims not in it is not placed);
     ``freed``: devices held or claimed that count as free (a preemption's
-    victims': core/fold/node_victims.py)."""
+    victims': core/fold/node_victims.py); ``memo``: which pods fit alone on
+    which nodes, for ``held`` and ``claimed`` as they are (used only with
+    ``consumed``, the counters both spend, and nothing ``freed``)."""
     if not nodes:
         return NOT_PLACED
     with_devices = [ps for ps in requests if ps.devices and ps.count > 0]
@@ -144,17 +149,10 @@ def place_workload(
         pod = GangPod(ps.devices, eligible, ps.device_constraints, ps.device_claims)
         pods.extend([pod] * ps.count)
         owner.extend([ps.name] * ps.count)
-    taken = frozenset(held).union(claimed)
-    if freed:
-        taken = taken.difference(freed)
-    result = place_gang(
-        inventory=inventory,
-        pods=pods,
-        taken=taken,
-        consumed=consumed
-        if consumed is not None and not claimed and not freed
-        else taken_counters(inventory, taken),
-    )
+    taken = Taken(held, claimed, freed)
+    if consumed is None or freed:
+        consumed, memo = taken_counters(inventory, taken.devices()), None
+    result = place_gang(inventory=inventory, pods=pods, taken=taken, consumed=consumed, memo=memo)
     if isinstance(result, Placement):
         by_podset: dict[str, set[str]] = {}
         devices: list[DeviceId] = []
@@ -182,20 +180,47 @@ def fits_on(
     inventory: DraInventory,
     pods: Sequence[GangPod],
     nodes: Iterable[str],
-    taken: frozenset[DeviceId],
+    taken: Container[DeviceId],
     consumed: Mapping[CounterKey, int],
+    memo: FitMemo | None = None,
 ) -> bool:
     """Whether one of ``pods`` alone could now be placed on one of ``nodes`` (what
     a waiter needs, at least, for capacity freed there to matter)."""
-    for node in sorted(set(nodes)):
-        for pod in pods:
-            if pod.nodes is not None and node not in pod.nodes:
-                continue
-            alone = replace(pod, nodes=frozenset((node,)))
-            found = place_gang(inventory=inventory, pods=(alone,), taken=taken, consumed=consumed)
-            if not isinstance(found, NoPlacement):
-                return True
-    return False
+    wanted = tuple(nodes)
+    return any(
+        fits_alone(
+            inventory=inventory, pod=pod, nodes=wanted, taken=taken, consumed=consumed, memo=memo
+        )
+        for pod in pods
+    )
+
+
+class Taken:
+    """What a placement finds taken: the devices kuota holds and those allocated
+    claims take, but ``freed`` (a view: nothing is copied)."""
+
+    __slots__ = ("claimed", "freed", "held")
+
+    def __init__(
+        self,
+        held: Mapping[DeviceId, str],
+        claimed: Mapping[DeviceId, int],
+        freed: frozenset[DeviceId] = frozenset(),
+    ) -> None:
+        self.held = held
+        self.claimed = claimed
+        self.freed = freed
+
+    def __contains__(self, device: object) -> bool:
+        if device not in self.held and device not in self.claimed:
+            return False
+        return not self.freed or device not in self.freed
+
+    def devices(self) -> list[DeviceId]:
+        """Every device taken, once."""
+        out = [d for d in self.held if d not in self.freed]
+        out.extend(d for d in self.claimed if d not in self.held and d not in self.freed)
+        return out
 
 
 def _node_local(inventory: DraInventory, request: ExactDeviceRequest) -> bool:

@@ -40,7 +40,7 @@ from kuota.core.assign.flavors import (
     QueueView,
 )
 from kuota.core.dra.charging import DraInventory, NotChargeable
-from kuota.core.dra.placement import CounterKey, DeviceId, GangPod
+from kuota.core.dra.placement import CounterKey, DeviceId, FitMemo, GangPod
 from kuota.core.fold.decisions import inadmissible, rejected
 from kuota.core.fold.node_fit import Placed
 from kuota.core.fold.timers import Timers
@@ -195,9 +195,13 @@ class FoldState:
         # (constraints, flavors) -> the nodes they allow; cleared when a Node or a
         # ResourceFlavor changes
         self._eligible: dict[tuple[object, ...], frozenset[str]] = {}
-        # the counters the held devices spend, as of inventory generation _counters_at
+        # the counters the held and claimed devices spend (each once), as of
+        # inventory generation _counters_at
         self._held_counters: dict[CounterKey, int] = {}
         self._counters_at = -1
+        # which pods fit alone on which nodes, with what is held and claimed now:
+        # every change of those touches the nodes it concerns
+        self._fit_memo = FitMemo()
         self._tree = QuotaTree()
         self._queues: dict[str, ClusterQueueQueue] = {}
         self._inactive: dict[str, Verdict] = {}  # ClusterQueue -> why it admits nothing

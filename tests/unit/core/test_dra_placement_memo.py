@@ -1,0 +1,106 @@
+"""The placement's FitMemo never changes an answer (#17, bench-core with Nodes).
+
+The fold keeps, between searches, which pods fit alone on which nodes
+(:class:`~kuota.core.dra.placement.FitMemo`) and touches the nodes of every
+device it takes or gives back. Property: along any sequence of devices taken
+and given back, ``place_gang`` and ``fits_alone`` answer with the memo exactly
+what they answer without it (placements, messages, proofs), on the clusters and
+gangs of the placement-rule properties (counters, taints, adminAccess,
+matchAttribute, allowed nodes).
+"""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_dra_placement_rules_properties import Case, Dev, Node, build, cases, dev_id
+
+from kuota.api.dra import ExactDeviceRequest
+from kuota.core.dra.placement import (
+    DeviceId,
+    FitMemo,
+    GangPod,
+    device_scope,
+    fits_alone,
+    place_gang,
+)
+from kuota.core.fold.node_fit import taken_counters
+
+PROPERTY = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> tuple[Case, list[tuple[int, DeviceId]]]:
+    case = draw(cases())
+    everything = [dev_id(n.name, d.name) for n in case.nodes for d in n.devices]
+    steps: list[tuple[int, DeviceId]] = []
+    if everything:
+        for _ in range(draw(st.integers(1, 8))):
+            steps.append((draw(st.sampled_from([1, -1])), draw(st.sampled_from(everything))))
+    return case, steps
+
+
+@PROPERTY
+@given(histories())
+def test_the_memo_answers_what_a_fresh_search_answers(
+    history: tuple[Case, list[tuple[int, DeviceId]]],
+) -> None:
+    case, steps = history
+    inv = build(case)
+    memo = FitMemo()
+    taken: set[DeviceId] = set(case.taken)
+    names = sorted(n.name for n in case.nodes)
+
+    def check() -> None:
+        frozen = frozenset(taken)
+        consumed = taken_counters(inv, frozen)
+        fresh = place_gang(inventory=inv, pods=case.pods, taken=frozen, consumed=consumed)
+        kept = place_gang(inventory=inv, pods=case.pods, taken=frozen, consumed=consumed, memo=memo)
+        assert kept == fresh
+        for pod in case.pods:
+            for node in names:
+                with_memo = fits_alone(
+                    inventory=inv, pod=pod, nodes=[node], taken=frozen, consumed=consumed, memo=memo
+                )
+                alone = fits_alone(
+                    inventory=inv, pod=pod, nodes=[node], taken=frozen, consumed=consumed
+                )
+                assert with_memo == alone
+
+    check()
+    check()  # the same state again: answers reused
+    scope = device_scope(inv)
+    for sign, device in steps:
+        if sign > 0 and device not in taken:
+            taken.add(device)
+        elif sign < 0 and device in taken:
+            taken.discard(device)
+        else:
+            continue
+        memo.touch(scope.get(device, ()))
+        check()
+
+
+def test_a_node_not_touched_keeps_its_answer_and_a_touched_one_is_asked_again() -> None:
+    """The memo is used: with a device taken behind its back (no touch), the
+    remembered answer stands; once the node is touched, it is asked again."""
+    case = Case(
+        (Node("node-0", None, (Dev("dev-0", "gpu", None, 0, None),)),),
+        (GangPod(),),
+        frozenset(),
+        (),
+    )
+    inv = build(case)
+    pod = GangPod((ExactDeviceRequest("gpu", 1),))
+    memo = FitMemo()
+
+    def fits(taken: frozenset[DeviceId]) -> bool:
+        return fits_alone(
+            inventory=inv, pod=pod, nodes=["node-0"], taken=taken, consumed={}, memo=memo
+        )
+
+    assert fits(frozenset())
+    gone = frozenset({dev_id("node-0", "dev-0")})
+    assert fits(gone)  # remembered: the node was not touched
+    memo.touch(device_scope(inv)[dev_id("node-0", "dev-0")])
+    assert not fits(gone)
