@@ -191,7 +191,8 @@ def place_gang(
     used: Mapping[CounterKey, int] = consumed if consumed is not None else {}
     generation = inventory.generation
     search = Search(pods, nodes, candidates, limits, used, budget, taken, attrs, memo, generation)
-    found = search.run()
+    # a pod that fits alone on no node: no placement (why() names it)
+    found = search.run() if all(search.allowed) else None
     if found is not None:
         return Placement(found, search.steps)
     if search.exhausted:
@@ -201,7 +202,7 @@ def place_gang(
             search.steps,
         )
     return NoPlacement(
-        why(pods, nodes, candidates, limits, used, budget, taken, attrs, memo, generation),
+        why(search, candidates, limits, used, taken, attrs, memo, generation),
         search.steps,
     )
 

@@ -18,7 +18,15 @@ from typing import Protocol
 from kuota.api.dra import ExactDeviceRequest
 from kuota.core.dra.placement_rules import AttributeValue, PodConstraint
 
-__all__ = ["NODES_NAMED", "free_for", "needs_text", "pods_text"]
+__all__ = [
+    "NODES_NAMED",
+    "free_for",
+    "free_text",
+    "named_nodes",
+    "needs_text",
+    "node_free",
+    "pods_text",
+]
 
 NODES_NAMED = 10  # a message names at most this many nodes
 
@@ -79,49 +87,77 @@ def free_for(
     attrs: Sequence[Mapping[DeviceId, AttributeValue]],
 ) -> str:
     """What the pod needs and what each eligible node has free for it."""
+    needs, names, more, bare = named_nodes(pod, nodes, candidates)
+    parts = [node_free(pod, node, candidates, limits, used, taken, attrs) for node in names]
+    return free_text(needs, parts, more, bare)
+
+
+def named_nodes(
+    pod: _Pod, nodes: tuple[str, ...], candidates: Sequence[Mapping[str, Sequence[_Candidate]]]
+) -> tuple[str, tuple[str, ...], int, int]:
+    """What the pod needs; the eligible nodes a message names (at most
+    ``NODES_NAMED``, sorted), how many more it counts, and how many nodes
+    without any matching device it counts (-1: no node is eligible)."""
     needs = " and ".join(needs_text(q) for q in pod.requests) or "no devices"
     needs += "".join(f", {_same(pod, c)}" for c in pod.constraints)
     eligible = [n for n in nodes if pod.nodes is None or n in pod.nodes]
     if not eligible:
-        return f"needs {needs}; no node is eligible"
+        return needs, (), 0, -1
     # nodes without any matching device are counted, not named
     bare = [n for n in eligible if not any(n in candidates[r] for r in range(len(pod.requests)))]
     if pod.requests and len(bare) < len(eligible):
         eligible = [n for n in eligible if n not in bare]
     else:
         bare = []
-    parts = []
-    for node in eligible[:NODES_NAMED]:
-        free: list[list[DeviceId]] = [
-            [
-                d.id
-                for d in candidates[r].get(node, ())
-                if (q.admin_access or d.id not in taken)
-                and all(used.get(key, 0) + a <= limits.get(key, 0) for key, a in d.consumes)
-            ]
-            for r, q in enumerate(pod.requests)
+    more = max(0, len(eligible) - NODES_NAMED)
+    return needs, tuple(eligible[:NODES_NAMED]), more, len(bare)
+
+
+def node_free(
+    pod: _Pod,
+    node: str,
+    candidates: Sequence[Mapping[str, Sequence[_Candidate]]],
+    limits: Mapping[CounterKey, int],
+    used: Mapping[CounterKey, int],
+    taken: Container[DeviceId],
+    attrs: Sequence[Mapping[DeviceId, AttributeValue]],
+) -> str:
+    """What ``node`` has free for the pod: per request its free candidates (not
+    taken, their counters not exhausted), per constraint the most sharing a value."""
+    free: list[list[DeviceId]] = [
+        [
+            d.id
+            for d in candidates[r].get(node, ())
+            if (q.admin_access or d.id not in taken)
+            and all(used.get(key, 0) + a <= limits.get(key, 0) for key, a in d.consumes)
         ]
-        counts = [len(ids) for ids in free]
-        if len(counts) == 1:
-            part = f"{node} has {counts[0]} free"
-        else:
-            per = ", ".join(
-                f"{c} of class {q.device_class_name}"
-                for c, q in zip(counts, pod.requests, strict=True)
-            )
-            part = f"{node} has free {per}"
-        for c, values in zip(pod.constraints, attrs, strict=True):
-            groups: dict[AttributeValue, set[DeviceId]] = {}
-            for r in c.requests:
-                for ident in free[r]:
-                    groups.setdefault(values[ident], set()).add(ident)
-            most = max((len(g) for g in groups.values()), default=0)
-            part += f" (at most {most} with the same {c.attribute})"
-        parts.append(part)
-    if len(eligible) > NODES_NAMED:
-        parts.append(f"and {len(eligible) - NODES_NAMED} more nodes")
-    if bare:
-        parts.append(
-            "1 other node has none" if len(bare) == 1 else f"{len(bare)} other nodes have none"
+        for r, q in enumerate(pod.requests)
+    ]
+    counts = [len(ids) for ids in free]
+    if len(counts) == 1:
+        part = f"{node} has {counts[0]} free"
+    else:
+        per = ", ".join(
+            f"{c} of class {q.device_class_name}" for c, q in zip(counts, pod.requests, strict=True)
         )
-    return f"needs {needs}; {', '.join(parts)}"
+        part = f"{node} has free {per}"
+    for c, values in zip(pod.constraints, attrs, strict=True):
+        groups: dict[AttributeValue, set[DeviceId]] = {}
+        for r in c.requests:
+            for ident in free[r]:
+                groups.setdefault(values[ident], set()).add(ident)
+        most = max((len(g) for g in groups.values()), default=0)
+        part += f" (at most {most} with the same {c.attribute})"
+    return part
+
+
+def free_text(needs: str, parts: Sequence[str], more: int, bare: int) -> str:
+    """The message from :func:`named_nodes` and each named node's :func:`node_free`."""
+    if bare < 0:
+        return f"needs {needs}; no node is eligible"
+    out = list(parts)
+    if more:
+        out.append(f"and {more} more nodes")
+    if bare:
+        out.append("1 other node has none" if bare == 1 else f"{bare} other nodes have none")
+    return f"needs {needs}; {', '.join(out)}"

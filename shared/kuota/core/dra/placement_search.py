@@ -14,10 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Container, Iterator, Mapping, Sequence
 
-from kuota.core.dra.placement_reasons import free_for
+from kuota.core.dra.placement_reasons import free_for, free_text, named_nodes, node_free
 from kuota.core.dra.placement_rules import AttributeValue
 from kuota.core.dra.placement_types import (
-    AloneKey,
     Attrs,
     Candidates,
     CounterKey,
@@ -151,8 +150,8 @@ class Search:
 
     def _remembered(self, i: int, memo: FitMemo, generation: int) -> tuple[int, ...]:
         pod = self.pods[i]
-        key: AloneKey = (pod.requests, pod.constraints, pod.claims)
-        answers = memo.answers(generation, key)
+        key = memo.token(pod, generation)
+        answers = memo.answers(key)
         last = memo.fitting.get(key)
         found: tuple[int, ...] | None = None
         if last is not None and last[1] is pod.nodes and last[2] is self.nodes:
@@ -202,7 +201,7 @@ class Search:
         pod = self.pods[i]
         answers: dict[str, tuple[int, bool]] | None = None
         if memo is not None:
-            answers = memo.answers(generation, (pod.requests, pod.constraints, pod.claims))
+            answers = memo.answers(memo.token(pod, generation))
         for node in nodes:
             if pod.nodes is not None and node not in pod.nodes:
                 continue
@@ -460,39 +459,24 @@ class Search:
 
 
 def why(
-    pods: Sequence[GangPod],
-    nodes: tuple[str, ...],
+    search: Search,
     candidates: Candidates,
     limits: dict[CounterKey, int],
     used: Mapping[CounterKey, int],
-    budget: int,
     taken: Container[DeviceId],
     attrs: Attrs,
     memo: FitMemo | None = None,
     generation: int = 0,
 ) -> str:
-    """Name the first pod that fits on no node alone, else say they do not fit together."""
-    tried: set[GangPod] = set()
+    """Why ``search`` found no placement (and did not run out of budget): the
+    first pod that fits on no node alone (its prefiltered nodes are none), else
+    that they do not fit together."""
+    pods, nodes = search.pods, search.nodes
     for i, pod in enumerate(pods):
-        if pod in tried:
-            continue  # an identical pod before it fit alone
-        tried.add(pod)
-        alone = Search(
-            (pod,),
-            nodes,
-            (candidates[i],),
-            limits,
-            used,
-            budget,
-            taken,
-            (attrs[i],),
-            memo,
-            generation,
-        )
-        if alone.run() is None and not alone.exhausted:
-            free = _free(pod, nodes, candidates[i], limits, used, taken, attrs[i], memo)
+        if not search.allowed[i]:
+            free = _free(pod, nodes, candidates[i], limits, used, taken, attrs[i], memo, generation)
             return f"no node can take pod {i + 1} of {len(pods)}: {free}"
-    free = _free(pods[0], nodes, candidates[0], limits, used, taken, attrs[0], memo)
+    free = _free(pods[0], nodes, candidates[0], limits, used, taken, attrs[0], memo, generation)
     return f"each pod fits alone but the {len(pods)} pods cannot be placed together; pod 1: {free}"
 
 
@@ -505,14 +489,34 @@ def _free(
     taken: Container[DeviceId],
     attrs: tuple[dict[DeviceId, AttributeValue], ...],
     memo: FitMemo | None,
+    generation: int,
 ) -> str:
-    """:func:`free_for`, reused from ``memo`` while nothing was touched since."""
+    """:func:`free_for`, from ``memo``: the same text while nothing was touched,
+    else only the named nodes touched since asked again."""
     if memo is None:
         return free_for(pod, nodes, candidates, limits, used, taken, attrs)
-    key: AloneKey = (pod.requests, pod.constraints, pod.claims)
+    key = memo.token(pod, generation)
     last = memo.texts.get(key)
     if last is not None and last[0] == memo.clock and last[1] is pod.nodes and last[2] is nodes:
         return last[3]
-    text = free_for(pod, nodes, candidates, limits, used, taken, attrs)
+    named = memo.named.get(key)
+    if named is None or named[0] is not pod.nodes or named[1] is not nodes:
+        named = (pod.nodes, nodes, named_nodes(pod, nodes, candidates))
+        memo.named[key] = named
+    needs, names, more, bare = named[2]
+    parts = memo.parts.get(key)
+    if parts is None:
+        parts = memo.parts[key] = {}
+    texts: list[str] = []
+    for node in names:
+        version = memo.versions.get(node, 0)
+        known = parts.get(node)
+        if known is None or known[0] != version:
+            known = parts[node] = (
+                version,
+                node_free(pod, node, candidates, limits, used, taken, attrs),
+            )
+        texts.append(known[1])
+    text = free_text(needs, texts, more, bare)
     memo.texts[key] = (memo.clock, pod.nodes, nodes, text)
     return text

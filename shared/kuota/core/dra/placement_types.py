@@ -55,7 +55,7 @@ AloneKey = tuple[object, ...]  # a pod's requests, constraints and claims (not i
 class FitMemo:
     """Whether a pod alone fits on a node (its requests can all be given free
     devices there), kept between searches by its owner (the fold) while nothing
-    taken on the node changes.
+    taken on the node changes; and what a message says each node has free.
 
     ``versions``: node -> the ``clock`` at its last change; an answer holds while
     the node's version is the one it was computed at. The owner calls
@@ -63,25 +63,40 @@ class FitMemo:
     (every node of a device's pool), and passes the memo to a search only when
     the search's taken devices and counters are exactly its own (no
     reservation, nothing counted as freed). ``generation``: the inventory
-    generation the answers hold for (another one drops them all)."""
+    generation the answers hold for (another one drops them all).
+
+    Answers are kept per :meth:`token`: a number per distinct (requests,
+    constraints, claims) of a pod, found by the identity of those tuples (a
+    workload's pods are rebuilt from the same tuples at every try), so that a
+    lookup hashes no request."""
 
     generation: int = -1
     clock: int = 0
     versions: dict[str, int] = field(default_factory=dict)
-    alone: dict[AloneKey, dict[str, tuple[int, bool]]] = field(default_factory=dict)
-    # per pod: (clock, its nodes, the search's nodes, result) of the last search,
+    # token -> node -> (version, fits alone)
+    alone: dict[int, dict[str, tuple[int, bool]]] = field(default_factory=dict)
+    # per token: (clock, its nodes, the search's nodes, result) of the last search,
     # reused while nothing was touched since: the nodes where it fits alone, and
-    # what the message says each node has free for it
-    fitting: dict[AloneKey, tuple[int, object, object, tuple[int, ...]]] = field(
+    # the text of what each node has free for it
+    fitting: dict[int, tuple[int, object, object, tuple[int, ...]]] = field(default_factory=dict)
+    texts: dict[int, tuple[int, object, object, str]] = field(default_factory=dict)
+    # per token: (its nodes, the search's nodes, what the message names: the
+    # needs, the nodes named, how many more, how many without devices)
+    named: dict[int, tuple[object, object, tuple[str, tuple[str, ...], int, int]]] = field(
         default_factory=dict
     )
-    texts: dict[AloneKey, tuple[int, object, object, str]] = field(default_factory=dict)
-
+    # token -> node -> (version, what the message says the node has free)
+    parts: dict[int, dict[str, tuple[int, str]]] = field(default_factory=dict)
     # the nodes of each of the last touches (``touches[k]``: clock ``first + k``)
     touches: list[tuple[str, ...]] = field(default_factory=list)
     first: int = 1
     # (a search's node tuple, node -> its index there), for the last tuple seen
     index: tuple[object, dict[str, int]] = ((), {})
+    # tokens: by value, and by the identity of the requests tuple (the tuples
+    # kept alive beside, so an identity is never another object's)
+    tokens: dict[AloneKey, int] = field(default_factory=dict)
+    ids: dict[int, tuple[object, object, object, int]] = field(default_factory=dict)
+    next_token: int = 0
 
     def touch(self, nodes: Iterable[str]) -> None:
         self.clock += 1
@@ -110,23 +125,49 @@ class FitMemo:
             self.index = (nodes, {node: n for n, node in enumerate(nodes)})
         return self.index[1]
 
-    def answers(self, generation: int, key: AloneKey) -> dict[str, tuple[int, bool]]:
-        """The answers for pods of ``key``, dropped first if the inventory changed."""
+    def token(self, pod: GangPod, generation: int) -> int:
+        """The number of ``pod``'s (requests, constraints, claims); everything
+        kept is dropped first if the inventory changed."""
         if generation != self.generation:
-            self.alone.clear()
-            self.fitting.clear()
-            self.texts.clear()
+            self._forget()
             self.generation = generation
-        found = self.alone.get(key)
+        requests = pod.requests
+        found = self.ids.get(id(requests))
+        if (
+            found is not None
+            and found[0] is requests
+            and found[1] is pod.constraints
+            and found[2] is pod.claims
+        ):
+            return found[3]
+        key: AloneKey = (requests, pod.constraints, pod.claims)
+        token = self.tokens.get(key)
+        if token is None:
+            if len(self.tokens) >= MEMO_SHAPES:
+                self.tokens.clear()  # bounded: many distinct pods since the last change
+                self.ids.clear()
+                self._forget()
+            self.next_token += 1
+            token = self.tokens[key] = self.next_token
+        if len(self.ids) >= MEMO_IDS:
+            self.ids.clear()
+        self.ids[id(requests)] = (requests, pod.constraints, pod.claims, token)
+        return token
+
+    def answers(self, token: int) -> dict[str, tuple[int, bool]]:
+        found = self.alone.get(token)
         if found is None:
-            if len(self.alone) >= MEMO_SHAPES:
-                # bounded: many distinct pods since the last change
-                self.alone.clear()
-                self.fitting.clear()
-                self.texts.clear()
-            found = self.alone[key] = {}
+            found = self.alone[token] = {}
         return found
+
+    def _forget(self) -> None:
+        self.alone.clear()
+        self.fitting.clear()
+        self.texts.clear()
+        self.named.clear()
+        self.parts.clear()
 
 
 MEMO_SHAPES = 4096  # distinct pods a FitMemo answers for before it starts afresh
+MEMO_IDS = 65536  # request tuples a FitMemo knows the token of before it starts afresh
 TOUCHES_KEPT = 1024  # touches a FitMemo remembers (a pod's nodes older than that: all asked again)
