@@ -18,8 +18,9 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from operator_helpers import api_client, require_operator
 from stack_helpers import temp_namespace
 
-from kuota.actuation.patch import DecisionOrder, UpdateJob, read_flavor
+from kuota.actuation.patch import DecisionOrder, UpdateJob
 from kuota.actuation.plan_workloads import plan_workload
+from kuota.actuation.scheduling import read_flavor
 from kuota.api.types import ResourceFlavor
 from kuota.events.schema import Decision
 from kuota_actuator.apply import merge_patch, with_precondition

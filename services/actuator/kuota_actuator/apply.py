@@ -41,17 +41,16 @@ from kuota.actuation.patch import (
     JOB_MUTATING,
     DecisionOrder,
     Fail,
-    Flavors,
     ResetStartTime,
     Skip,
     Wait,
     assigned_flavors,
     feedback_events,
     plan,
-    read_flavor,
 )
 from kuota.actuation.plan_pods import DeletePod, UpdatePod, members, plan_pods
 from kuota.actuation.plan_workloads import WIRED, decision_flavors, plan_workload
+from kuota.actuation.scheduling import Flavors, read_flavor
 from kuota.api.parse_workloads import POD_GROUP_NAME_LABEL
 from kuota.events.schema import ActuationFailed, Decision
 from kuota_actuator.events import EventSink, Target, job_ref

@@ -37,13 +37,13 @@ from kuota.actuation.patch import (
     DecisionOrder,
     EventSpec,
     Fail,
-    Flavors,
     Skip,
     _admitted_message,
     _stop_event,
     _stop_message,
 )
 from kuota.actuation.plan_workloads import decision_flavors
+from kuota.actuation.scheduling import Flavors
 from kuota.actuation.workloads import PatchError, admit_pod
 from kuota.api.parse_workloads import ADMISSION_GATE, pod_workload_key
 from kuota.events.schema import Decision

@@ -30,7 +30,6 @@ from kuota.actuation.patch import (
     DecisionOrder,
     EventSpec,
     Fail,
-    Flavors,
     Plan,
     Skip,
     UpdateJob,
@@ -40,6 +39,7 @@ from kuota.actuation.patch import (
     changed_since,
     precheck,
 )
+from kuota.actuation.scheduling import Flavors
 from kuota.actuation.workloads import PatchError, admit, flavors_by_podset, stop, suspended
 from kuota.events.schema import Decision
 

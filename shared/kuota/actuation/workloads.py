@@ -7,9 +7,9 @@ LeaderWorkerSet's pods), held by the scheduling gate ``kueue.x-k8s.io/admission`
 until admission. :func:`pod_templates` finds the pod spec of each podset, in
 the order and with the names the parser gives them (``kuota.api.parse_workloads``).
 :func:`admit` unsuspends the object and injects each podset's flavors into its
-own template as :func:`kuota.actuation.patch.inject` does for a Job (Kueue's
+own template as :func:`kuota.actuation.scheduling.inject` does for a Job (Kueue's
 ``podset.Merge``), and pins each podset the decision placed on nodes to them
-(a required node affinity, :func:`kuota.actuation.patch.pin_to_nodes`; not a
+(a required node affinity, :func:`kuota.actuation.scheduling.pin_to_nodes`; not a
 JobSet's: :data:`AFFINITY_FROZEN`), remembering every template's own
 ``nodeSelector`` and ``tolerations`` (and ``affinity``, once pinned) in
 ``kuota.dev/original-pod-template-scheduling`` (a map podset -> fields);
@@ -30,8 +30,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kuota.actuation.patch import (
-    ANN_ORIGINAL,
+from kuota.actuation.patch import ANN_ORIGINAL
+from kuota.actuation.scheduling import (
     Flavors,
     InjectionConflict,
     SchedulingFields,

@@ -26,8 +26,8 @@ from kuota.actuation.patch import (
     UpdateJob,
     Wait,
     plan,
-    read_flavor,
 )
+from kuota.actuation.scheduling import read_flavor
 from kuota.api.types import ResourceFlavor
 from kuota.events.schema import Decision
 

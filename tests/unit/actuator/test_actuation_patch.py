@@ -29,16 +29,13 @@ from kuota.actuation.patch import (
     DecisionOrder,
     Fail,
     ResetStartTime,
-    SchedulingFields,
     Skip,
     UpdateJob,
     Wait,
     feedback_events,
-    inject,
     plan,
-    read_flavor,
-    toleration_json,
 )
+from kuota.actuation.scheduling import SchedulingFields, inject, read_flavor, toleration_json
 from kuota.api.parse import parse_object
 from kuota.api.types import ResourceFlavor, ValidationError
 from kuota.status.model import ClusterQueueReadModel, statuses

@@ -14,18 +14,10 @@ import pytest
 from actuator_builders import admitted, converge, decision, flavor, job, order, tol
 from builders.workloads import job_set, pod, pytorch_job, ray_cluster, ray_job
 
-from kuota.actuation.patch import (
-    ANN_ORIGINAL,
-    DecisionOrder,
-    SchedulingFields,
-    UpdateJob,
-    inject,
-    own_fields,
-    pin_to_nodes,
-    plan,
-)
+from kuota.actuation.patch import ANN_ORIGINAL, DecisionOrder, UpdateJob, plan
 from kuota.actuation.plan_pods import PodSteps, UpdatePod, plan_pods
 from kuota.actuation.plan_workloads import plan_workload
+from kuota.actuation.scheduling import SchedulingFields, inject, own_fields, pin_to_nodes
 from kuota.actuation.workloads import admit, admit_pod, pod_templates, stop, user_templates
 from kuota.api.parse import parse_object
 from kuota.api.parse_workloads import role_of

@@ -10,14 +10,8 @@ from typing import Any
 from actuator_builders import admitted, decision, job, order
 from test_actuator_shell import FLAVOR, WORKLOAD, FakeKube, Harness
 
-from kuota.actuation.patch import (
-    ANN_ORIGINAL,
-    Fail,
-    SchedulingFields,
-    UpdateJob,
-    plan,
-    read_flavor,
-)
+from kuota.actuation.patch import ANN_ORIGINAL, Fail, UpdateJob, plan
+from kuota.actuation.scheduling import SchedulingFields, read_flavor
 from kuota_actuator.apply import job_path
 from kuota_actuator.kubeapi import Conflict
 

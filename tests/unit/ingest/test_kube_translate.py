@@ -287,14 +287,8 @@ def test_actuator_admit_and_stop_echo_only_the_suspend_flips(
     ``spec.suspend`` (the backstop reads it): each write that flips it is
     journaled once, every other write is not. A podset pinned to nodes (#17) is
     journaled with the user's affinity, not the pin."""
-    from kuota.actuation.patch import (
-        ANN_ORIGINAL,
-        DecisionOrder,
-        ResetStartTime,
-        UpdateJob,
-        plan,
-        read_flavor,
-    )
+    from kuota.actuation.patch import ANN_ORIGINAL, DecisionOrder, ResetStartTime, UpdateJob, plan
+    from kuota.actuation.scheduling import read_flavor
     from kuota.events.schema import Decision
 
     assert ANN_ORIGINAL == ORIGINAL

@@ -16,7 +16,7 @@ from builders.driver import Driver, kinds
 from builders.manifests import cluster_queue, flavor, local_queue
 from builders.workloads import pod
 
-from kuota.actuation.patch import read_flavor
+from kuota.actuation.scheduling import read_flavor
 from kuota.actuation.workloads import admit_pod
 from kuota.api.parse import parse_object
 from kuota.api.types import PodMember, ResourceFlavor

@@ -15,8 +15,9 @@ from typing import Any
 
 from builders.workloads import job_set, pytorch_job, ray_cluster, ray_job
 
-from kuota.actuation.patch import DecisionOrder, UpdateJob, read_flavor
+from kuota.actuation.patch import DecisionOrder, UpdateJob
 from kuota.actuation.plan_workloads import plan_workload
+from kuota.actuation.scheduling import read_flavor
 from kuota.api.parse import parse_object
 from kuota.api.types import ResourceFlavor, WorkloadSpec
 from kuota.events.schema import (
