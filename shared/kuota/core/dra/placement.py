@@ -191,8 +191,9 @@ def place_gang(
     used: Mapping[CounterKey, int] = consumed if consumed is not None else {}
     generation = inventory.generation
     search = Search(pods, nodes, candidates, limits, used, budget, taken, attrs, memo, generation)
-    # a pod that fits alone on no node: no placement (why() names it)
-    found = search.run() if all(search.allowed) else None
+    # a pod that fits alone on no node, or too few free devices on the nodes
+    # where its pods fit alone: no placement (why() names the pod, or says so)
+    found = search.run() if all(search.allowed) and search.enough() else None
     if found is not None:
         return Placement(found, search.steps)
     if search.exhausted:
@@ -219,6 +220,21 @@ def fits_alone(
     """Whether ``pod`` alone could be placed on one of ``nodes`` (those it may
     use), with ``taken`` and ``consumed`` as they are: a search that runs out of
     budget, or a pod placement cannot evaluate, counts as could."""
+    wanted = sorted(set(nodes))
+    if memo is not None:  # answered from the memo, if it knows every node
+        answers = memo.answers(memo.token(pod, inventory.generation))
+        versions = memo.versions
+        unknown = False
+        for node in wanted:
+            if pod.nodes is not None and node not in pod.nodes:
+                continue
+            known = answers.get(node)
+            if known is None or known[0] != versions.get(node, 0):
+                unknown = True
+            elif known[1]:
+                return True
+        if not unknown:
+            return False
     if _unsupported((pod,)) is not None:
         return True
     all_nodes, candidates, limits = _candidates(inventory, (pod,))
@@ -236,7 +252,7 @@ def fits_alone(
         attrs,
         prefilter=False,
     )
-    return search.fits_somewhere(0, sorted(set(nodes)), memo, inventory.generation)
+    return search.fits_somewhere(0, wanted, memo, inventory.generation)
 
 
 # --------------------------------------------------------------------------- inputs
@@ -244,6 +260,8 @@ def fits_alone(
 
 def _unsupported(pods: Sequence[GangPod]) -> str | None:
     for i, pod in enumerate(pods):
+        if i and pod is pods[i - 1]:
+            continue  # the same pod again (a podset's pods)
         for r, request in enumerate(pod.requests):
             where = f"pod {i + 1} request {r + 1} (class {request.device_class_name})"
             if request.allocation_mode not in ("ExactCount", "All"):
@@ -398,6 +416,9 @@ def _candidates(
     nodes = tuple(sorted(known.union(extra))) if extra else with_devices
     out: list[tuple[dict[str, tuple[SearchDevice, ...]], ...]] = []
     for i, pod in enumerate(pods):
+        if i and pod is pods[i - 1]:
+            out.append(out[-1])  # the same pod again (a podset's pods)
+            continue
         per_request: list[dict[str, tuple[SearchDevice, ...]]] = []
         for r, request in enumerate(pod.requests):
             found = request_devices(inventory, request)
@@ -421,6 +442,14 @@ def _constrain(
     attrs: list[tuple[dict[DeviceId, AttributeValue], ...]] = []
     out: list[tuple[dict[str, tuple[SearchDevice, ...]], ...]] = []
     for i, pod in enumerate(pods):
+        if not pod.constraints:
+            attrs.append(())
+            out.append(candidates[i])
+            continue
+        if i and pod is pods[i - 1]:
+            attrs.append(attrs[-1])  # the same pod again (a podset's pods)
+            out.append(out[-1])
+            continue
         per: list[dict[DeviceId, AttributeValue]] = []
         requests = list(candidates[i])  # the dicts are memoised: replaced, never changed
         for c in pod.constraints:

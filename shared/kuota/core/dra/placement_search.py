@@ -130,23 +130,51 @@ class Search:
         what was taken before the search (a node where it does not can be in no
         placement of the gang); answers kept in ``memo`` are reused: a pod's last
         list, with only the nodes touched since asked again."""
-        done: dict[GangPod, tuple[int, ...]] = {}
         for i, pod in enumerate(self.pods):
             if i and pod is self.pods[i - 1]:
-                self.allowed[i] = self.allowed[i - 1]
+                self.allowed[i] = self.allowed[i - 1]  # the same pod again
                 continue
-            found = done.get(pod)
-            if found is None:
-                if memo is None:
-                    found = tuple(
-                        n
-                        for n, node in enumerate(self.nodes)
-                        if self._may_use(i, node) and self._alone(i, node)
-                    )
-                else:
-                    found = self._remembered(i, memo, generation)
-                done[pod] = found
-            self.allowed[i] = found
+            if memo is None:
+                self.allowed[i] = tuple(
+                    n
+                    for n, node in enumerate(self.nodes)
+                    if self._may_use(i, node) and self._alone(i, node)
+                )
+            else:
+                self.allowed[i] = self._remembered(i, memo, generation)
+
+    def enough(self) -> bool:
+        """A necessary condition for a gang of one pod repeated, each asking for
+        ``count`` devices with one plain request: the nodes where it fits alone
+        have, together, enough free devices (each node at most its free devices
+        over ``count`` pods). Other gangs: True (the search decides)."""
+        pods = self.pods
+        if len(pods) < 2 or pods[-1] is not pods[0] or len(pods[0].requests) != 1:
+            return True
+        pod = pods[0]
+        request = pod.requests[0]
+        if (
+            pod.constraints
+            or request.admin_access
+            or request.allocation_mode != "ExactCount"
+            or request.count < 1
+        ):
+            return True
+        allowed = self.allowed[0]
+        if allowed is None:
+            return True
+        base = self.base
+        cands = self.candidates[0][0]
+        room = 0
+        for n in allowed:
+            free = 0
+            for d in cands.get(self.nodes[n], ()):
+                if d.id not in base and (not d.consumes or self._fits(d, 0)):
+                    free += 1
+            room += free // request.count
+            if room >= len(pods):
+                return True
+        return False
 
     def _remembered(self, i: int, memo: FitMemo, generation: int) -> tuple[int, ...]:
         pod = self.pods[i]

@@ -172,7 +172,11 @@ def place_workload(
         message = message.replace("no node can take", f"no node {where}can take", 1)
     if len(with_devices) < len(requests) or len(with_devices) > 1:
         message = f"{_gang(with_devices)}: {message}"
-    return Unplaceable(message, message.split("; ", 1)[0], tuple(dict.fromkeys(pods)))
+    distinct: list[GangPod] = []  # one per podset, in order (its pods are one object)
+    for pod in pods:
+        if not distinct or distinct[-1] is not pod:
+            distinct.append(pod)
+    return Unplaceable(message, message.split("; ", 1)[0], tuple(distinct))
 
 
 def fits_on(
