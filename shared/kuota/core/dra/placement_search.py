@@ -62,36 +62,49 @@ class Search:
         self.base = taken  # already taken: never written
         self.taken: set[DeviceId] = set()  # what this search took
         self.node_of: list[int] = [-1] * len(pods)
-        self.first: list[int] = [-1] * len(pods)  # candidate index of request 0's first device
-        self.chosen: list[list[tuple[DeviceId, ...]]] = [[() for _ in pod.requests] for pod in pods]
         # adminAccess devices: free for every other pod, but within their own pod
         # (one scheduling cycle) they count against counters, and a later
         # request of the pod may not take them (Kubernetes' allocator).
-        self.admin_on: list[dict[DeviceId, int]] = [{} for _ in pods]
         self.admin_used: list[dict[CounterKey, int]] = [{} for _ in pods]
-        # matchAttribute: per pod and constraint, the value and how many hold it
         self.attrs = attrs or tuple(() for _ in pods)
-        self.bound: list[list[tuple[int, ...]]] = [
-            [
-                tuple(c for c, k in enumerate(pod.constraints) if r in k.requests)
-                for r in range(len(pod.requests))
-            ]
-            for pod in pods
-        ]
-        self.value: list[list[AttributeValue | None]] = [[None] * len(p.constraints) for p in pods]
-        self.holding: list[list[int]] = [[0] * len(p.constraints) for p in pods]
-        # Levels: (pod, None) picks the node, (pod, r) the devices of request r.
+        # the rest of the search's state is made by run() (_prepare): many
+        # searches end at the prefilter
+        self.first: list[int] = []
+        self.chosen: list[list[tuple[DeviceId, ...]]] = []
+        self.admin_on: list[dict[DeviceId, int]] = []
+        self.bound: list[list[tuple[int, ...]]] = []
+        self.value: list[list[AttributeValue | None]] = []
+        self.holding: list[list[int]] = []
         self.levels: list[tuple[int, int | None]] = []
-        for i, pod in enumerate(pods):
-            self.levels.append((i, None))
-            self.levels.extend((i, r) for r in range(len(pod.requests)))
         # per pod, the indices of the nodes it may use where it fits alone (None:
         # every node, the sub-searches of this filter)
         self.allowed: list[tuple[int, ...] | None] = [None] * len(pods)
         if prefilter:
             self._prefilter(memo, generation)
 
+    def _prepare(self) -> None:
+        pods = self.pods
+        self.first = [-1] * len(pods)  # candidate index of request 0's first device
+        self.chosen = [[() for _ in pod.requests] for pod in pods]
+        self.admin_on = [{} for _ in pods]
+        # matchAttribute: per pod and constraint, the value and how many hold it
+        self.bound = [
+            [
+                tuple(c for c, k in enumerate(pod.constraints) if r in k.requests)
+                for r in range(len(pod.requests))
+            ]
+            for pod in pods
+        ]
+        self.value = [[None] * len(p.constraints) for p in pods]
+        self.holding = [[0] * len(p.constraints) for p in pods]
+        # Levels: (pod, None) picks the node, (pod, r) the devices of request r.
+        self.levels = []
+        for i, pod in enumerate(pods):
+            self.levels.append((i, None))
+            self.levels.extend((i, r) for r in range(len(pod.requests)))
+
     def run(self) -> tuple[PodPlacement, ...] | None:
+        self._prepare()
         if not self.levels:
             return ()
         stack: list[Iterator[None]] = [self._level(0)]
