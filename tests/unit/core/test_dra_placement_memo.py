@@ -77,7 +77,7 @@ def test_the_memo_answers_what_a_fresh_search_answers(
             taken.discard(device)
         else:
             continue
-        memo.touch(scope.get(device, ()))
+        memo.touch(scope.get(device, ()), took=sign > 0, gave=sign < 0)
         check()
 
 

@@ -223,13 +223,12 @@ def fits_alone(
     wanted = sorted(set(nodes))
     if memo is not None:  # answered from the memo, if it knows every node
         answers = memo.answers(memo.token(pod, inventory.generation))
-        versions = memo.versions
         unknown = False
         for node in wanted:
             if pod.nodes is not None and node not in pod.nodes:
                 continue
             known = answers.get(node)
-            if known is None or known[0] != versions.get(node, 0):
+            if known is None or not memo.still(node, known):
                 unknown = True
             elif known[1]:
                 return True

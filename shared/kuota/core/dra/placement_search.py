@@ -25,6 +25,7 @@ from kuota.core.dra.placement_types import (
     GangPod,
     PodPlacement,
     SearchDevice,
+    Taken,
 )
 
 
@@ -60,6 +61,11 @@ class Search:
         self.steps = 0
         self.exhausted = False
         self.base = taken  # already taken: never written
+        # the same, read as the two dicts of a Taken (nothing freed) when it is one
+        self.held: Mapping[DeviceId, str] | None = None
+        self.claimed: Mapping[DeviceId, int] = {}
+        if isinstance(taken, Taken) and not taken.freed:
+            self.held, self.claimed = taken.held, taken.claimed
         self.taken: set[DeviceId] = set()  # what this search took
         self.node_of: list[int] = [-1] * len(pods)
         # adminAccess devices: free for every other pod, but within their own pod
@@ -81,6 +87,13 @@ class Search:
         self.allowed: list[tuple[int, ...] | None] = [None] * len(pods)
         if prefilter:
             self._prefilter(memo, generation)
+
+    def _in_base(self, device: DeviceId) -> bool:
+        """Whether ``device`` was taken before the search."""
+        held = self.held
+        if held is not None:
+            return device in held or device in self.claimed
+        return device in self.base
 
     def _prepare(self) -> None:
         pods = self.pods
@@ -176,13 +189,12 @@ class Search:
         allowed = self.allowed[0]
         if allowed is None:
             return True
-        base = self.base
         cands = self.candidates[0][0]
         room = 0
         for n in allowed:
             free = 0
             for d in cands.get(self.nodes[n], ()):
-                if d.id not in base and (not d.consumes or self._fits(d, 0)):
+                if not self._in_base(d.id) and (not d.consumes or self._fits(d, 0)):
                     free += 1
             room += free // request.count
             if room >= len(pods):
@@ -226,12 +238,11 @@ class Search:
     def _answer(
         self, i: int, node: str, answers: dict[str, tuple[int, bool]], memo: FitMemo
     ) -> bool:
-        version = memo.versions.get(node, 0)
         known = answers.get(node)
-        if known is not None and known[0] == version:
+        if known is not None and memo.still(node, known):
             return known[1]
         fits = self._alone(i, node)
-        answers[node] = (version, fits)
+        answers[node] = (memo.clock, fits)
         return fits
 
     def fits_somewhere(
@@ -265,9 +276,8 @@ class Search:
                 and request.allocation_mode == "ExactCount"
                 and not request.admin_access
             ):  # one device: any free one whose counters fit
-                base = self.base
                 for d in self.candidates[i][0].get(node, ()):
-                    if d.id not in base and (not d.consumes or self._fits(d, i)):
+                    if not self._in_base(d.id) and (not d.consumes or self._fits(d, i)):
                         return True
                 return False
         for r, per_request in enumerate(self.candidates[i]):
@@ -324,7 +334,7 @@ class Search:
     def _may_fit(self, i: int, node: str) -> bool:
         """Whether each request has at least ``count`` untaken candidates whose
         counters are not spent on ``node`` (a necessary condition)."""
-        taken, base = self.taken, self.base
+        taken = self.taken
         for r, request in enumerate(self.pods[i].requests):
             need = request.count
             if request.allocation_mode == "All":
@@ -335,7 +345,7 @@ class Search:
                 continue
             admin = request.admin_access
             for d in self.candidates[i][r].get(node, ()):
-                if (admin or (d.id not in taken and d.id not in base)) and (
+                if (admin or (d.id not in taken and not self._in_base(d.id))) and (
                     not d.consumes or self._fits(d, i)
                 ):
                     need -= 1
@@ -374,7 +384,9 @@ class Search:
         nobody took (adminAccess ones of this pod included); an adminAccess one
         any device but those earlier requests of its claim took."""
         if not admin:
-            return d.id not in self.taken and d.id not in self.base and d.id not in self.admin_on[i]
+            return (
+                d.id not in self.taken and not self._in_base(d.id) and d.id not in self.admin_on[i]
+            )
         claims = self.pods[i].claims
         for r2 in range(r):
             if (claims[r2] == claims[r] if claims else False) and d.id in self.chosen[i][r2]:
@@ -455,7 +467,7 @@ class Search:
                 if (
                     self._usable(i, r, d, admin)
                     if admin or admin_on
-                    else d.id not in self.taken and d.id not in self.base
+                    else d.id not in self.taken and not self._in_base(d.id)
                 ):
                     self._step()
                     if (not d.consumes or self._fits(d, i)) and (

@@ -9,7 +9,7 @@ fit alone on which nodes between searches. Pure data.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kuota.api.dra import ExactDeviceRequest
@@ -57,8 +57,13 @@ class FitMemo:
     devices there), kept between searches by its owner (the fold) while nothing
     taken on the node changes; and what a message says each node has free.
 
-    ``versions``: node -> the ``clock`` at its last change; an answer holds while
-    the node's version is the one it was computed at. The owner calls
+    ``versions``: node -> the ``clock`` at its last change (a message's part
+    holds while the node's version is the one it was made at); ``took`` and
+    ``gave``: node -> the clock of its last change that took devices or counters,
+    and of its last that gave some back. An answer computed at clock c holds
+    while taking more cannot change it and nothing was given back since (no fit:
+    ``gave`` at most c), or while giving back cannot change it and nothing was
+    taken since (a fit: ``took`` at most c). The owner calls
     :meth:`touch` with every node whose taken devices or spent counters change
     (every node of a device's pool), and passes the memo to a search only when
     the search's taken devices and counters are exactly its own (no
@@ -73,7 +78,9 @@ class FitMemo:
     generation: int = -1
     clock: int = 0
     versions: dict[str, int] = field(default_factory=dict)
-    # token -> node -> (version, fits alone)
+    took: dict[str, int] = field(default_factory=dict)
+    gave: dict[str, int] = field(default_factory=dict)
+    # token -> node -> (clock it was computed at, fits alone)
     alone: dict[int, dict[str, tuple[int, bool]]] = field(default_factory=dict)
     # per token: (clock, its nodes, the search's nodes, result) of the last search,
     # reused while nothing was touched since: the nodes where it fits alone, and
@@ -98,13 +105,19 @@ class FitMemo:
     ids: dict[int, tuple[object, object, object, int]] = field(default_factory=dict)
     next_token: int = 0
 
-    def touch(self, nodes: Iterable[str]) -> None:
+    def touch(self, nodes: Iterable[str], *, took: bool = True, gave: bool = True) -> None:
+        """Devices or counters of ``nodes`` were taken (``took``) or given back
+        (``gave``), or both."""
         self.clock += 1
         clock = self.clock
         versions = self.versions
         touched = tuple(nodes)
         for node in touched:
             versions[node] = clock
+            if took:
+                self.took[node] = clock
+            if gave:
+                self.gave[node] = clock
         self.touches.append(touched)
         if len(self.touches) > TOUCHES_KEPT:
             half = TOUCHES_KEPT // 2
@@ -154,6 +167,11 @@ class FitMemo:
         self.ids[id(requests)] = (requests, pod.constraints, pod.claims, token)
         return token
 
+    def still(self, node: str, known: tuple[int, bool]) -> bool:
+        """Whether ``known`` (clock, fits alone) still holds on ``node``."""
+        changed = self.took if known[1] else self.gave
+        return changed.get(node, 0) <= known[0]
+
     def answers(self, token: int) -> dict[str, tuple[int, bool]]:
         found = self.alone.get(token)
         if found is None:
@@ -171,3 +189,31 @@ class FitMemo:
 MEMO_SHAPES = 4096  # distinct pods a FitMemo answers for before it starts afresh
 MEMO_IDS = 65536  # request tuples a FitMemo knows the token of before it starts afresh
 TOUCHES_KEPT = 1024  # touches a FitMemo remembers (a pod's nodes older than that: all asked again)
+
+
+class Taken:
+    """What a placement finds taken: the devices kuota holds and those allocated
+    claims take, but ``freed`` (a view: nothing is copied)."""
+
+    __slots__ = ("claimed", "freed", "held")
+
+    def __init__(
+        self,
+        held: Mapping[DeviceId, str],
+        claimed: Mapping[DeviceId, int],
+        freed: frozenset[DeviceId] = frozenset(),
+    ) -> None:
+        self.held = held
+        self.claimed = claimed
+        self.freed = freed
+
+    def __contains__(self, device: object) -> bool:
+        if device not in self.held and device not in self.claimed:
+            return False
+        return not self.freed or device not in self.freed
+
+    def devices(self) -> list[DeviceId]:
+        """Every device taken, once."""
+        out = [d for d in self.held if d not in self.freed]
+        out.extend(d for d in self.claimed if d not in self.held and d not in self.freed)
+        return out

@@ -23,11 +23,11 @@ from kuota.core.dra.placement import (
     device_nodes,
     device_scope,
 )
+from kuota.core.dra.placement_types import Taken
 from kuota.core.fold.fairadmission import FairAdmission
 from kuota.core.fold.node_fit import (
     NO_NODE_PLACEMENT,
     Placed,
-    Taken,
     Unplaceable,
     fits_on,
     place_workload,
@@ -140,7 +140,9 @@ class DeviceHolds(FairAdmission):
         """``devices`` were taken (sign 1) or given back (-1): what they spend
         changes, and the nodes where pods fit alone may change (``_fit_memo``)."""
         scope = device_scope(self._inventory)
-        self._fit_memo.touch({n for d in devices for n in scope.get(d, ())})
+        self._fit_memo.touch(
+            {n for d in devices for n in scope.get(d, ())}, took=sign > 0, gave=sign < 0
+        )
         if self._counters_at != self._inventory.generation:
             return  # recomputed at the next use
         consumes = device_consumes(self._inventory)

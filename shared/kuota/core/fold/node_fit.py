@@ -54,6 +54,7 @@ from kuota.core.dra.placement import (
     matching_devices,
     place_gang,
 )
+from kuota.core.dra.placement_types import Taken
 from kuota.core.pickling import register_by_fields
 
 #: The Inadmissible reason of a workload whose quota fits but whose pods no node
@@ -197,34 +198,6 @@ def fits_on(
         )
         for pod in pods
     )
-
-
-class Taken:
-    """What a placement finds taken: the devices kuota holds and those allocated
-    claims take, but ``freed`` (a view: nothing is copied)."""
-
-    __slots__ = ("claimed", "freed", "held")
-
-    def __init__(
-        self,
-        held: Mapping[DeviceId, str],
-        claimed: Mapping[DeviceId, int],
-        freed: frozenset[DeviceId] = frozenset(),
-    ) -> None:
-        self.held = held
-        self.claimed = claimed
-        self.freed = freed
-
-    def __contains__(self, device: object) -> bool:
-        if device not in self.held and device not in self.claimed:
-            return False
-        return not self.freed or device not in self.freed
-
-    def devices(self) -> list[DeviceId]:
-        """Every device taken, once."""
-        out = [d for d in self.held if d not in self.freed]
-        out.extend(d for d in self.claimed if d not in self.held and d not in self.freed)
-        return out
 
 
 def _node_local(inventory: DraInventory, request: ExactDeviceRequest) -> bool:
