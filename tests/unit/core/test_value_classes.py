@@ -23,8 +23,12 @@ from typing import Any
 import pytest
 
 import kuota
+from kuota.api.dra import ExactDeviceRequest
 from kuota.api.types import PodSet, WorkloadSpec
 from kuota.core.assign.flavors import Assignment, Mode, PodSetAssignment, QuotaFact, Shortfall
+from kuota.core.dra.placement import GangPod, NoPlacement
+from kuota.core.dra.placement_rules import PodConstraint
+from kuota.core.fold.node_fit import Unplaceable
 from kuota.core.queueing.queues import ShapeGroup
 from kuota.core.queueing.verdict import Verdict
 from kuota.core.queueing.workload import Admission, WorkloadRecord
@@ -40,6 +44,9 @@ VALUES: list[type] = [
     Verdict,
     Admission,
     WorkloadSpec,
+    GangPod,
+    NoPlacement,
+    Unplaceable,
 ]
 RECORDS: list[type] = [WorkloadRecord, ShapeGroup, Step]  # mutable state, or a step of a run
 ALL = VALUES + RECORDS
@@ -100,6 +107,14 @@ ARGUMENTS: dict[type, tuple[Any, ...]] = {
         {_FR: None},
     ),
     Step: (_EVENT, []),
+    GangPod: (
+        (ExactDeviceRequest("gpu"),),
+        frozenset({"node-a"}),
+        (PodConstraint("gpu.example.com/parent", (0,)),),
+        (0,),
+    ),
+    NoPlacement: ("no node can take pod 1 of 1", 91),
+    Unplaceable: ("why", "key", (GangPod(),)),
 }
 # a different first argument, for the inequality check
 OTHER_FIRST: dict[type, Any] = {
@@ -110,6 +125,9 @@ OTHER_FIRST: dict[type, Any] = {
     Verdict: "Other",
     Admission: "cq9",
     WorkloadSpec: "ns9",
+    GangPod: (ExactDeviceRequest("mig"),),
+    NoPlacement: "other",
+    Unplaceable: "other",
 }
 
 

@@ -89,6 +89,7 @@ from __future__ import annotations
 
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from kuota.api.dra import ExactDeviceRequest
 from kuota.core.dra.cel import CompiledSelector, SelectorError, compile_selector
@@ -143,12 +144,16 @@ class Placement:
     steps: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, init=False, unsafe_hash=True)  # a value (docs/design/native-core.md)
 class NoPlacement:
     """Proven: no assignment of nodes and devices satisfies the gang."""
 
-    message: str
-    steps: int
+    message: Final[str]
+    steps: Final[int]
+
+    def __init__(self, message: str, steps: int) -> None:
+        self.message = message
+        self.steps = steps
 
 
 @dataclass(frozen=True, slots=True)

@@ -329,7 +329,10 @@ class Search:
 
     def _twin(self, i: int) -> bool:
         """Whether pod i is identical to pod i-1 (same requests, same nodes)."""
-        return i > 0 and self.pods[i - 1] == self.pods[i]
+        if i == 0:
+            return False
+        before, pod = self.pods[i - 1], self.pods[i]
+        return before is pod or before == pod
 
     def _may_fit(self, i: int, node: str) -> bool:
         """Whether each request has at least ``count`` untaken candidates whose

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Final
 
 from kuota.api.dra import ExactDeviceRequest
 from kuota.core.dra.placement_rules import AttributeValue, PodConstraint
@@ -19,16 +20,28 @@ DeviceId = tuple[str, str, str]  # (driver, pool, device name)
 CounterKey = tuple[str, str, str, str]  # (driver, pool, counter set, counter)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, init=False, unsafe_hash=True)  # a value (docs/design/native-core.md)
 class GangPod:
     """One pod of the gang: its device requests and the nodes it may use;
     ``constraints``: its claims' matchAttribute constraints; ``claims``: per
     request, the index of its claim (() : each request a claim of its own)."""
 
-    requests: tuple[ExactDeviceRequest, ...] = ()
-    nodes: frozenset[str] | None = None  # None: every node
-    constraints: tuple[PodConstraint, ...] = ()
-    claims: tuple[int, ...] = ()
+    requests: Final[tuple[ExactDeviceRequest, ...]]
+    nodes: Final[frozenset[str] | None]  # None: every node
+    constraints: Final[tuple[PodConstraint, ...]]
+    claims: Final[tuple[int, ...]]
+
+    def __init__(
+        self,
+        requests: tuple[ExactDeviceRequest, ...] = (),
+        nodes: frozenset[str] | None = None,
+        constraints: tuple[PodConstraint, ...] = (),
+        claims: tuple[int, ...] = (),
+    ) -> None:
+        self.requests = requests
+        self.nodes = nodes
+        self.constraints = constraints
+        self.claims = claims
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from kuota.api.dra import ExactDeviceRequest
 from kuota.api.nodes import Node
@@ -68,11 +69,16 @@ class Placed:
     devices: tuple[DeviceId, ...]  # every device placed, sorted
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, init=False, unsafe_hash=True)  # a value (docs/design/native-core.md)
 class Unplaceable:
-    message: str
-    key: str  # what it needs, without what nodes have free: the verdict's key
-    pods: tuple[GangPod, ...]  # its distinct pods, with the nodes each may use
+    message: Final[str]
+    key: Final[str]  # what it needs, without what nodes have free: the verdict's key
+    pods: Final[tuple[GangPod, ...]]  # its distinct pods, with the nodes each may use
+
+    def __init__(self, message: str, key: str, pods: tuple[GangPod, ...]) -> None:
+        self.message = message
+        self.key = key
+        self.pods = pods
 
 
 class _NotPlaced:
