@@ -114,7 +114,7 @@ ARGUMENTS: dict[type, tuple[Any, ...]] = {
         (0,),
     ),
     NoPlacement: ("no node can take pod 1 of 1", 91),
-    Unplaceable: ("why", "key", (GangPod(),)),
+    Unplaceable: ("why", "key", (GangPod(),), (GangPod(), GangPod())),
 }
 # a different first argument, for the inequality check
 OTHER_FIRST: dict[type, Any] = {

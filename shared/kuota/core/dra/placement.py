@@ -131,6 +131,7 @@ __all__ = [
     "device_scope",
     "fits_alone",
     "matching_devices",
+    "may_place",
     "place_gang",
     "request_devices",
 ]
@@ -211,6 +212,38 @@ def place_gang(
         why(search, candidates, limits, used, taken, attrs, memo, generation),
         search.steps,
     )
+
+
+def may_place(
+    *,
+    inventory: DraInventory,
+    pods: Sequence[GangPod],
+    taken: Container[DeviceId],
+    consumed: Mapping[CounterKey, int],
+    memo: FitMemo | None = None,
+) -> bool:
+    """Whether the gang passes what :func:`place_gang` checks before it searches:
+    each pod fits alone on some node, and a repeated pod's nodes have enough free
+    devices together (False: it has no placement; True: it may have one)."""
+    if _unsupported(pods) is not None:
+        return True
+    nodes, candidates, limits = _candidates(inventory, pods)
+    if isinstance(candidates, str):
+        return True
+    candidates, attrs = _constrain(inventory, pods, candidates)
+    search = Search(
+        pods,
+        nodes,
+        candidates,
+        limits,
+        consumed,
+        DEFAULT_BUDGET,
+        taken,
+        attrs,
+        memo,
+        inventory.generation,
+    )
+    return all(search.allowed) and search.enough()
 
 
 def fits_alone(

@@ -201,6 +201,7 @@ class Cycles(DirectClaims):
         *,
         searched: bool = False,
         unplaced: tuple[GangPod, ...] | None = None,
+        whole: bool = False,
     ) -> None:
         """Park the head's group (BestEffortFIFO) or block the queue (StrictFIFO),
         and register as a waiter for what the attempt was short of; ``searched``:
@@ -213,7 +214,7 @@ class Cycles(DirectClaims):
             shape = rec.shape
             epoch, todo = queue.park(shape, verdict, needs)
         if unplaced is not None:
-            self._placement_waiters[(cq_name, shape)] = (epoch, unplaced)
+            self._placement_waiters[(cq_name, shape)] = (epoch, unplaced, whole)
         if searched:
             root = self._tree.root_of[cq_name]
             searchers = self._searchers.get(root)

@@ -50,6 +50,7 @@ class DeviceHolds(FairAdmission):
         *,
         searched: bool = False,
         unplaced: tuple[GangPod, ...] | None = None,
+        whole: bool = False,
     ) -> None:
         """Set aside a head that was not admitted. Defined by ``cycle.Cycles``."""
         raise NotImplementedError
@@ -86,7 +87,7 @@ class DeviceHolds(FairAdmission):
         if isinstance(outcome, Unplaceable):
             # keyed by what it needs: what nodes have free changes at every retry
             verdict = Verdict(NO_NODE_PLACEMENT, (outcome.key,), outcome.message)
-            self._set_aside(rec, cq_name, verdict, (), unplaced=outcome.pods)
+            self._set_aside(rec, cq_name, verdict, (), unplaced=outcome.gang, whole=True)
             return False
         if isinstance(outcome, Placed):
             self._placing = (rec.key, outcome)
@@ -250,7 +251,7 @@ class DeviceHolds(FairAdmission):
             return
         if freed is None:
             waiters, self._placement_waiters = self._placement_waiters, {}
-            self._wake_searchers({k: epoch for k, (epoch, _) in waiters.items()})
+            self._wake_searchers({k: epoch for k, (epoch, _, _) in waiters.items()})
             return
         where = device_nodes(self._inventory)
         nodes = {where[d] for d in freed if d in where}
@@ -260,7 +261,7 @@ class DeviceHolds(FairAdmission):
         memo = None if self._devices_reserved else self._fit_memo
         consumed = self._counters_taken()
         woken: dict[tuple[str, int], int] = {}
-        for k, (epoch, pods) in list(self._placement_waiters.items()):
+        for k, (epoch, pods, whole) in list(self._placement_waiters.items()):
             if fits_on(
                 inventory=self._inventory,
                 pods=pods,
@@ -268,6 +269,7 @@ class DeviceHolds(FairAdmission):
                 taken=taken,
                 consumed=consumed,
                 memo=memo,
+                whole=whole,
             ):
                 woken[k] = epoch
                 del self._placement_waiters[k]

@@ -69,8 +69,10 @@ class FoldHooks(Protocol):
         *,
         searched: bool = False,
         unplaced: tuple[GangPod, ...] | None = None,
+        whole: bool = False,
     ) -> None:
-        """Park a head that was not admitted and register what wakes it. Defined
+        """Park a head that was not admitted and register what wakes it (``unplaced``:
+        the pods no node could take, ``whole`` when they are its whole gang). Defined
         (unimplemented) and called by ``holds.DeviceHolds._placeable`` (no node
         can take it); implemented by ``cycle.Cycles``."""
         ...

@@ -53,6 +53,7 @@ from kuota.core.dra.placement import (
     device_consumes,
     fits_alone,
     matching_devices,
+    may_place,
     place_gang,
 )
 from kuota.core.dra.placement_types import Taken
@@ -74,11 +75,15 @@ class Unplaceable:
     message: Final[str]
     key: Final[str]  # what it needs, without what nodes have free: the verdict's key
     pods: Final[tuple[GangPod, ...]]  # its distinct pods, with the nodes each may use
+    gang: Final[tuple[GangPod, ...]]  # all its pods (a podset's: one object repeated)
 
-    def __init__(self, message: str, key: str, pods: tuple[GangPod, ...]) -> None:
+    def __init__(
+        self, message: str, key: str, pods: tuple[GangPod, ...], gang: tuple[GangPod, ...] = ()
+    ) -> None:
         self.message = message
         self.key = key
         self.pods = pods
+        self.gang = gang
 
 
 class _NotPlaced:
@@ -183,7 +188,7 @@ def place_workload(
     for pod in pods:
         if not distinct or distinct[-1] is not pod:
             distinct.append(pod)
-    return Unplaceable(message, message.split("; ", 1)[0], tuple(distinct))
+    return Unplaceable(message, message.split("; ", 1)[0], tuple(distinct), tuple(pods))
 
 
 def fits_on(
@@ -194,16 +199,30 @@ def fits_on(
     taken: Container[DeviceId],
     consumed: Mapping[CounterKey, int],
     memo: FitMemo | None = None,
+    whole: bool = False,
 ) -> bool:
     """Whether one of ``pods`` alone could now be placed on one of ``nodes`` (what
-    a waiter needs, at least, for capacity freed there to matter)."""
+    a waiter needs, at least, for capacity freed there to matter); when they are
+    its ``whole`` gang, also whether they pass the checks a placement makes
+    before its search (each fits alone somewhere, a repeated pod's nodes have
+    enough free devices together: else its next try would fail the same way)."""
     wanted = tuple(nodes)
-    return any(
-        fits_alone(
+    seen: list[GangPod] = []
+    alone = False
+    for pod in pods:
+        if any(pod is s for s in seen):
+            continue
+        seen.append(pod)
+        if fits_alone(
             inventory=inventory, pod=pod, nodes=wanted, taken=taken, consumed=consumed, memo=memo
-        )
-        for pod in pods
-    )
+        ):
+            alone = True
+            break
+    if not alone:
+        return False
+    if not whole or len(pods) < 2:
+        return True
+    return may_place(inventory=inventory, pods=pods, taken=taken, consumed=consumed, memo=memo)
 
 
 def _node_local(inventory: DraInventory, request: ExactDeviceRequest) -> bool:

@@ -189,7 +189,9 @@ class FoldState:
         # (ClusterQueue, shape or BLOCKED_HEAD) -> epoch: heads whose quota fit but
         # that no node could take; a hold released, a claim's devices freed, or a
         # node or DRA change wakes them
-        self._placement_waiters: dict[tuple[str, int], tuple[int, tuple[GangPod, ...]]] = {}
+        # (epoch, its pods, whether they are its whole gang: woken only once the
+        # gang can be placed)
+        self._placement_waiters: dict[tuple[str, int], tuple[int, tuple[GangPod, ...], bool]] = {}
         # the placement found for the head about to be admitted: (workload, placed)
         self._placing: tuple[str, Placed] | None = None
         # (constraints, flavors) -> the nodes they allow; cleared when a Node or a
