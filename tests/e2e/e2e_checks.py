@@ -1,4 +1,10 @@
-"""What every e2e scenario must show, whatever its story: ``assert_pipeline``.
+"""What every e2e scenario must show, whatever its story: ``assert_pipeline``; and
+what the stories assert: ``wait_message`` (why a Job waited), ``decided_before``
+(the order of two decisions); what the DRA scenarios (#17) show besides:
+``claim_failures`` (kube-scheduler
+could not give a pod its claims), ``job_devices`` (what it allocated a Job) and
+``counter_peaks`` (what the devices of Jobs running at once spent of each shared
+counter, never more than the counter has).
 
 The webhook suspended every Job; usage stayed within quota at every sample and
 every Job change; each Job was admitted as often as expected, charged what the
@@ -11,9 +17,12 @@ Part of ``e2e_harness.py`` (which re-exports every name).
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 from e2e_hardware import SHARED_GPU
 from e2e_outcome import Outcome, unsuspended_after
+from e2e_pipeline import Run
+from kubernetes_asyncio import client
 
 from kuota.quantity import parse_quantity
 
@@ -123,3 +132,84 @@ def assert_pipeline(o: Outcome) -> None:
                 f"{d.workload} unsuspended at {started}, before its victim {victim} "
                 f"was suspended at {min(stops)}"
             )
+
+
+def wait_message(o: Outcome, key: str, reason: str) -> str:
+    """The message of the Job's first ``Inadmissible`` decision, asserted to have
+    ``reason``."""
+    waits = o.of_type("Inadmissible", key)
+    assert waits and waits[0].reason == reason, (key, waits)
+    return waits[0].message or ""
+
+
+def decided_before(o: Outcome, first: tuple[str, str], then: tuple[str, str]) -> None:
+    """The decision ``first`` (type, workload) came before ``then``."""
+    order = [(d.type, d.workload) for d in o.decisions]
+    assert order.index(first) < order.index(then), order
+
+
+async def claim_failures(run: Run, namespace: str, *, waits: str | None = None) -> list[str]:
+    """The messages of kube-scheduler's ``FailedScheduling`` events in ``namespace``
+    that are about claims (it could not give a pod its DRA devices), but those
+    containing ``waits`` (a wait the test knows to be no failure)."""
+    events = await client.CoreV1Api(run.api).list_namespaced_event(namespace)
+    return [
+        e.message
+        for e in events.items
+        if e.reason == "FailedScheduling"
+        and "claim" in (e.message or "")
+        and (waits is None or waits not in e.message)
+    ]
+
+
+def job_devices(o: Outcome, key: str) -> list[dict[str, Any]]:
+    """The allocation results (driver, pool, device, request) of the claims of
+    the Job's pods, as kube-scheduler wrote them."""
+    return [
+        r
+        for p in o.pods[key]
+        for c in o.claims.get(f"{p['metadata']['namespace']}/{p['metadata']['name']}", [])
+        for r in c["status"]["allocation"]["devices"]["results"]
+    ]
+
+
+CounterKey = tuple[str, str, str]  # pool, counter set, counter
+
+
+def counter_peaks(o: Outcome) -> dict[CounterKey, int]:
+    """The most of each shared counter of the run's slices that the devices
+    allocated to the scenario's Jobs spent at once (a Job counts from its
+    unsuspension to its completion), asserted within what the counter has."""
+    limits: dict[CounterKey, int] = {}
+    consumes: dict[tuple[str, str], list[tuple[CounterKey, int]]] = {}
+    for obj in o.run.infra:
+        if obj.get("kind") != "ResourceSlice":
+            continue
+        pool = obj["spec"]["pool"]["name"]
+        for cs in obj["spec"].get("sharedCounters") or []:
+            for name, c in cs["counters"].items():
+                limits[(pool, cs["name"], name)] = parse_quantity(c["value"])
+        for d in obj["spec"].get("devices") or []:
+            consumes[(pool, d["name"])] = [
+                ((pool, cc["counterSet"], name), parse_quantity(c["value"]))
+                for cc in d.get("consumesCounters") or []
+                for name, c in cc["counters"].items()
+            ]
+    # (time, 0 for an end so that it comes before a start at the same time, Job)
+    edges = sorted(
+        (t, edge, key)
+        for key in o.jobs
+        if key in o.unsuspended_at and key in o.finished_at
+        for t, edge in ((o.unsuspended_at[key], 1), (o.finished_at[key], 0))
+    )
+    spent: dict[CounterKey, int] = {}
+    peaks: dict[CounterKey, int] = {}
+    for t, edge, key in edges:
+        for r in job_devices(o, key):
+            for counter, amount in consumes.get((r["pool"], r["device"]), []):
+                spent[counter] = spent.get(counter, 0) + (amount if edge else -amount)
+                peaks[counter] = max(peaks.get(counter, 0), spent[counter])
+                assert spent[counter] <= limits[counter], (
+                    f"{key} at {t:.1f}: {counter} spent {spent[counter]}, has {limits[counter]}"
+                )
+    return peaks
