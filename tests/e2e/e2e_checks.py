@@ -17,6 +17,8 @@ Part of ``e2e_harness.py`` (which re-exports every name).
 from __future__ import annotations
 
 import itertools
+import math
+from datetime import datetime
 from typing import Any
 
 from e2e_hardware import SHARED_GPU
@@ -165,12 +167,41 @@ async def claim_failures(run: Run, namespace: str, *, waits: str | None = None) 
 def job_devices(o: Outcome, key: str) -> list[dict[str, Any]]:
     """The allocation results (driver, pool, device, request) of the claims of
     the Job's pods, as kube-scheduler wrote them."""
+    return [r for p in o.pods[key] for r in _pod_devices(o, p)]
+
+
+def _pod_devices(o: Outcome, pod: dict[str, Any]) -> list[dict[str, Any]]:
+    md = pod["metadata"]
     return [
         r
-        for p in o.pods[key]
-        for c in o.claims.get(f"{p['metadata']['namespace']}/{p['metadata']['name']}", [])
+        for c in o.claims.get(f"{md['namespace']}/{md['name']}", [])
         for r in c["status"]["allocation"]["devices"]["results"]
     ]
+
+
+def _seconds(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def _pod_span(pod: dict[str, Any]) -> tuple[float, float] | None:
+    """From the pod's scheduling (its claims are allocated before it is bound) to
+    the end of its last container (they are deallocated after), in the whole
+    seconds the apiserver keeps; None for a pod never scheduled."""
+    status = pod.get("status") or {}
+    scheduled = [
+        c["lastTransitionTime"]
+        for c in status.get("conditions") or []
+        if c["type"] == "PodScheduled" and c["status"] == "True"
+    ]
+    if not scheduled:
+        return None
+    ends = [
+        (s.get("state") or {}).get("terminated", {}).get("finishedAt")
+        for s in status.get("containerStatuses") or []
+    ]
+    if not ends or not all(ends):
+        return _seconds(scheduled[0]), math.inf
+    return _seconds(scheduled[0]), max(_seconds(e) for e in ends if e)
 
 
 CounterKey = tuple[str, str, str]  # pool, counter set, counter
@@ -178,8 +209,11 @@ CounterKey = tuple[str, str, str]  # pool, counter set, counter
 
 def counter_peaks(o: Outcome) -> dict[CounterKey, int]:
     """The most of each shared counter of the run's slices that the devices
-    allocated to the scenario's Jobs spent at once (a Job counts from its
-    unsuspension to its completion), asserted within what the counter has."""
+    allocated to the scenario's pods spent at once, asserted within what the
+    counter has at every moment. A pod counts from its scheduling to the end of
+    its containers (``_pod_span``); a pod that ended and one scheduled in the
+    same second do not overlap (the second's claims were allocated only once the
+    first's were freed, so in truth it ended first)."""
     limits: dict[CounterKey, int] = {}
     consumes: dict[tuple[str, str], list[tuple[CounterKey, int]]] = {}
     for obj in o.run.infra:
@@ -195,21 +229,24 @@ def counter_peaks(o: Outcome) -> dict[CounterKey, int]:
                 for cc in d.get("consumesCounters") or []
                 for name, c in cc["counters"].items()
             ]
-    # (time, 0 for an end so that it comes before a start at the same time, Job)
-    edges = sorted(
-        (t, edge, key)
-        for key in o.jobs
-        if key in o.unsuspended_at and key in o.finished_at
-        for t, edge in ((o.unsuspended_at[key], 1), (o.finished_at[key], 0))
-    )
+    # (time, 0 for an end so that it comes before a start in the same second, pod)
+    edges: list[tuple[float, int, str, list[dict[str, Any]]]] = []
+    for pods in o.pods.values():
+        for pod in pods:
+            span = _pod_span(pod)
+            if span is not None:
+                name = pod["metadata"]["name"]
+                edges += [(span[0], 1, name, _pod_devices(o, pod))]
+                edges += [(span[1], 0, name, _pod_devices(o, pod))]
     spent: dict[CounterKey, int] = {}
     peaks: dict[CounterKey, int] = {}
-    for t, edge, key in edges:
-        for r in job_devices(o, key):
+    for t, edge, name, devices in sorted(edges, key=lambda e: e[:3]):
+        for r in devices:
             for counter, amount in consumes.get((r["pool"], r["device"]), []):
                 spent[counter] = spent.get(counter, 0) + (amount if edge else -amount)
                 peaks[counter] = max(peaks.get(counter, 0), spent[counter])
                 assert spent[counter] <= limits[counter], (
-                    f"{key} at {t:.1f}: {counter} spent {spent[counter]}, has {limits[counter]}"
+                    f"pod {name} at {t:.0f}: {counter} spent {spent[counter]}, "
+                    f"has {limits[counter]}"
                 )
     return peaks

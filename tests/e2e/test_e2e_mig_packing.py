@@ -5,7 +5,7 @@ by kube-scheduler.
 Besides what ``e2e_harness.assert_pipeline`` checks for every scenario, this
 checks that a whole GPU whose quota fits waits (``NoNodePlacement``) while the
 1g.10gb slices of other Jobs have spent a part of every GPU's memory counter
-that is not taken whole, and is admitted once a slice's Job finishes and its
+that is not taken whole, and is admitted once a slice's pod is done and its
 GPU is whole again; that kube-scheduler allocated the devices kuota's
 placement counted on (slices packed on one GPU until its counter is spent,
 the eighth on the next GPU, the waiting whole GPU on that one), never spending
@@ -21,7 +21,6 @@ from e2e_harness import (
     assert_pipeline,
     claim_failures,
     counter_peaks,
-    decided_before,
     job_devices,
     run_fixture,
     run_scenario,
@@ -55,13 +54,15 @@ async def test_whole_gpu_waits_for_a_gpu_whose_counter_slices_have_not_spent(
         f"no node in flavor {e2e_run.id}-pack can take pod 1 of 1: needs 1 device of class "
         f"gpu-{e2e_run.id}; {n0} has 0 free, {n1} has 0 free"
     )
-    # ... until infer-b, whose slice spent gpu-1's counter, finished
-    decided_before(o, ("Finished", infer_b), ("Admitted", train_c))
+    # ... until infer-b's slice freed gpu-1's counter: kuota admits it as soon as
+    # the slice's claim is deallocated (its pod done), which can be before the
+    # Job controller marks infer-b Complete, so its Finished is not waited for
     for key, node in ((train_a, n0), (infer_a, n1), (infer_b, n1), (train_b, n1), (train_c, n1)):
         (d,) = o.of_type("Admitted", key)
         assert d.nodes == {"main": [node]}, (key, d.nodes)
     # kube-scheduler allocated what the placement counted on: the slices packed
-    # on gpu-0 (all seven), the eighth on gpu-1, which train-c got whole later
+    # on gpu-0 (all seven), the eighth on gpu-1, which train-c got whole once
+    # infer-b's pod was done (counter_peaks: never both at once)
     devices = {
         key: sorted((r["pool"], r["device"]) for r in job_devices(o, key))
         for key in (infer_a, infer_b, train_b, train_c)
