@@ -1,4 +1,10 @@
-"""What every e2e scenario must show, whatever its story: ``assert_pipeline``.
+"""What every e2e scenario must show, whatever its story: ``assert_pipeline``; and
+what the stories assert: ``wait_message`` (why a Job waited), ``decided_before``
+(the order of two decisions); what the DRA scenarios (#17) show besides:
+``claim_failures`` (kube-scheduler
+could not give a pod its claims), ``job_devices`` (what it allocated a Job) and
+``counter_peaks`` (what the devices of Jobs running at once spent of each shared
+counter, never more than the counter has).
 
 The webhook suspended every Job; usage stayed within quota at every sample and
 every Job change; each Job was admitted as often as expected, charged what the
@@ -11,9 +17,14 @@ Part of ``e2e_harness.py`` (which re-exports every name).
 from __future__ import annotations
 
 import itertools
+import math
+from datetime import datetime
+from typing import Any
 
 from e2e_hardware import SHARED_GPU
 from e2e_outcome import Outcome, unsuspended_after
+from e2e_pipeline import Run
+from kubernetes_asyncio import client
 
 from kuota.quantity import parse_quantity
 
@@ -123,3 +134,119 @@ def assert_pipeline(o: Outcome) -> None:
                 f"{d.workload} unsuspended at {started}, before its victim {victim} "
                 f"was suspended at {min(stops)}"
             )
+
+
+def wait_message(o: Outcome, key: str, reason: str) -> str:
+    """The message of the Job's first ``Inadmissible`` decision, asserted to have
+    ``reason``."""
+    waits = o.of_type("Inadmissible", key)
+    assert waits and waits[0].reason == reason, (key, waits)
+    return waits[0].message or ""
+
+
+def decided_before(o: Outcome, first: tuple[str, str], then: tuple[str, str]) -> None:
+    """The decision ``first`` (type, workload) came before ``then``."""
+    order = [(d.type, d.workload) for d in o.decisions]
+    assert order.index(first) < order.index(then), order
+
+
+async def claim_failures(run: Run, namespace: str, *, waits: str | None = None) -> list[str]:
+    """The messages of kube-scheduler's ``FailedScheduling`` events in ``namespace``
+    that are about claims (it could not give a pod its DRA devices), but those
+    containing ``waits`` (a wait the test knows to be no failure)."""
+    events = await client.CoreV1Api(run.api).list_namespaced_event(namespace)
+    return [
+        e.message
+        for e in events.items
+        if e.reason == "FailedScheduling"
+        and "claim" in (e.message or "")
+        and (waits is None or waits not in e.message)
+    ]
+
+
+def job_devices(o: Outcome, key: str) -> list[dict[str, Any]]:
+    """The allocation results (driver, pool, device, request) of the claims of
+    the Job's pods, as kube-scheduler wrote them."""
+    return [r for p in o.pods[key] for r in _pod_devices(o, p)]
+
+
+def _pod_devices(o: Outcome, pod: dict[str, Any]) -> list[dict[str, Any]]:
+    md = pod["metadata"]
+    return [
+        r
+        for c in o.claims.get(f"{md['namespace']}/{md['name']}", [])
+        for r in c["status"]["allocation"]["devices"]["results"]
+    ]
+
+
+def _seconds(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def _pod_span(pod: dict[str, Any]) -> tuple[float, float] | None:
+    """From the pod's scheduling (its claims are allocated before it is bound) to
+    the end of its last container (they are deallocated after), in the whole
+    seconds the apiserver keeps; None for a pod never scheduled."""
+    status = pod.get("status") or {}
+    scheduled = [
+        c["lastTransitionTime"]
+        for c in status.get("conditions") or []
+        if c["type"] == "PodScheduled" and c["status"] == "True"
+    ]
+    if not scheduled:
+        return None
+    ends = [
+        (s.get("state") or {}).get("terminated", {}).get("finishedAt")
+        for s in status.get("containerStatuses") or []
+    ]
+    if not ends or not all(ends):
+        return _seconds(scheduled[0]), math.inf
+    return _seconds(scheduled[0]), max(_seconds(e) for e in ends if e)
+
+
+CounterKey = tuple[str, str, str]  # pool, counter set, counter
+
+
+def counter_peaks(o: Outcome) -> dict[CounterKey, int]:
+    """The most of each shared counter of the run's slices that the devices
+    allocated to the scenario's pods spent at once, asserted within what the
+    counter has at every moment. A pod counts from its scheduling to the end of
+    its containers (``_pod_span``); a pod that ended and one scheduled in the
+    same second do not overlap (the second's claims were allocated only once the
+    first's were freed, so in truth it ended first)."""
+    limits: dict[CounterKey, int] = {}
+    consumes: dict[tuple[str, str], list[tuple[CounterKey, int]]] = {}
+    for obj in o.run.infra:
+        if obj.get("kind") != "ResourceSlice":
+            continue
+        pool = obj["spec"]["pool"]["name"]
+        for cs in obj["spec"].get("sharedCounters") or []:
+            for name, c in cs["counters"].items():
+                limits[(pool, cs["name"], name)] = parse_quantity(c["value"])
+        for d in obj["spec"].get("devices") or []:
+            consumes[(pool, d["name"])] = [
+                ((pool, cc["counterSet"], name), parse_quantity(c["value"]))
+                for cc in d.get("consumesCounters") or []
+                for name, c in cc["counters"].items()
+            ]
+    # (time, 0 for an end so that it comes before a start in the same second, pod)
+    edges: list[tuple[float, int, str, list[dict[str, Any]]]] = []
+    for pods in o.pods.values():
+        for pod in pods:
+            span = _pod_span(pod)
+            if span is not None:
+                name = pod["metadata"]["name"]
+                edges += [(span[0], 1, name, _pod_devices(o, pod))]
+                edges += [(span[1], 0, name, _pod_devices(o, pod))]
+    spent: dict[CounterKey, int] = {}
+    peaks: dict[CounterKey, int] = {}
+    for t, edge, name, devices in sorted(edges, key=lambda e: e[:3]):
+        for r in devices:
+            for counter, amount in consumes.get((r["pool"], r["device"]), []):
+                spent[counter] = spent.get(counter, 0) + (amount if edge else -amount)
+                peaks[counter] = max(peaks.get(counter, 0), spent[counter])
+                assert spent[counter] <= limits[counter], (
+                    f"pod {name} at {t:.0f}: {counter} spent {spent[counter]}, "
+                    f"has {limits[counter]}"
+                )
+    return peaks

@@ -45,7 +45,8 @@ and scripts import from ``e2e_harness`` alone:
 - ``e2e_outcome.py``: ``QuotaModel``, ``ScenarioJob``, ``Outcome`` and the Job
   predicates;
 - ``e2e_scenario.py``: ``load_scenario`` and ``run_scenario`` (sampler, report);
-- ``e2e_checks.py``: ``assert_pipeline``.
+- ``e2e_checks.py``: ``assert_pipeline``, ``wait_message``, ``decided_before``,
+  and for DRA ``claim_failures``, ``job_devices``, ``counter_peaks``.
 
 A constant is read where it is defined: to change one for a run (say
 ``SAMPLE_PERIOD``), set it on its own module (``e2e_scenario``), not here.
@@ -53,7 +54,14 @@ A constant is read where it is defined: to change one for a run (say
 
 from __future__ import annotations
 
-from e2e_checks import assert_pipeline
+from e2e_checks import (
+    assert_pipeline,
+    claim_failures,
+    counter_peaks,
+    decided_before,
+    job_devices,
+    wait_message,
+)
 from e2e_hardware import (
     GPUS_PER_NODE,
     KWOK_COMPLETE,
@@ -150,9 +158,13 @@ __all__ = [
     "_sample",
     "_unsuspended_after",
     "assert_pipeline",
+    "claim_failures",
     "configuration",
+    "counter_peaks",
+    "decided_before",
     "free_port",
     "hardware",
+    "job_devices",
     "job_done",
     "job_key",
     "job_running",
@@ -165,5 +177,6 @@ __all__ = [
     "unsuspended_after",
     "usage_of",
     "wait_journaled",
+    "wait_message",
     "wait_nodes_ready",
 ]

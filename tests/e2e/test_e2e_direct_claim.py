@@ -18,8 +18,15 @@ from __future__ import annotations
 
 import pytest
 from e2e_hardware import MIG_3G
-from e2e_harness import Run, assert_pipeline, run_fixture, run_scenario
-from kubernetes_asyncio import client
+from e2e_harness import (
+    Run,
+    assert_pipeline,
+    claim_failures,
+    decided_before,
+    run_fixture,
+    run_scenario,
+    wait_message,
+)
 
 pytestmark = [
     pytest.mark.e2e,
@@ -48,12 +55,10 @@ async def test_article_004_claim_is_charged_once_and_held_until_its_last_user(
     assert not any((second.usage or {}).values()), second
     # held until its last user stops: whole-2 waited, and was admitted only once
     # train-2 (not train-1, who paid) was finished
-    waits = o.of_type("Inadmissible", whole_2)
-    assert waits and waits[0].reason == "InsufficientQuota", waits
+    wait_message(o, whole_2, "InsufficientQuota")
     # (train-1 has usually finished by then; if the stack is slow it has not, and
     # whole-2 waits all the same: not asserted)
-    order = [(d.type, d.workload) for d in o.decisions]
-    assert order.index(("Finished", train_2)) < order.index(("Admitted", whole_2)), order
+    decided_before(o, ("Finished", train_2), ("Admitted", whole_2))
     # kube-scheduler allocated the claim one 3g.40gb slice of the run's driver ...
     claim = e2e_run.claims.get(f"{ns}/h100-mig-slice")
     assert claim is not None, sorted(e2e_run.claims)
@@ -72,12 +77,5 @@ async def test_article_004_claim_is_charged_once_and_held_until_its_last_user(
     # second back ("resource claim ... is in the process of being allocated",
     # dynamicresources.go PreFilter) and schedules it next try; a wait, not a
     # failure (every pod Succeeded: assert_pipeline)
-    events = await client.CoreV1Api(e2e_run.api).list_namespaced_event(ns)
-    failed = [
-        e.message
-        for e in events.items
-        if e.reason == "FailedScheduling"
-        and "claim" in (e.message or "")
-        and "in the process of being allocated" not in (e.message or "")
-    ]
+    failed = await claim_failures(e2e_run, ns, waits="in the process of being allocated")
     assert not failed, failed

@@ -13,8 +13,14 @@ reported a pod it could not give its claims to.
 from __future__ import annotations
 
 import pytest
-from e2e_harness import Run, assert_pipeline, run_fixture, run_scenario
-from kubernetes_asyncio import client
+from e2e_harness import (
+    Run,
+    assert_pipeline,
+    claim_failures,
+    run_fixture,
+    run_scenario,
+    wait_message,
+)
 
 pytestmark = [
     pytest.mark.e2e,
@@ -33,12 +39,10 @@ async def test_fragmentation_waits_for_a_node_not_for_quota(e2e_run: Run) -> Non
     assert o.admitted_order() == [f"{ns}/f-1", f"{ns}/f-3", f"{ns}/f-2"]
     (first,) = o.of_type("Admitted", f"{ns}/f-1")
     assert first.nodes == {"main": [n0, n1]}, first
-    waits = o.of_type("Inadmissible", f"{ns}/f-2")
-    assert waits and waits[0].reason == "NoNodePlacement", waits
-    assert waits[0].message == (
+    assert wait_message(o, f"{ns}/f-2", "NoNodePlacement") == (
         f"no node in flavor {e2e_run.id}-frag can take pod 1 of 1: needs 2 devices of class "
         f"wgpu-{e2e_run.id}; {n0} has 1 free, {n1} has 1 free"
-    ), waits[0].message
+    )
     # each admitted Job's pods ran on the nodes its decision named
     for key in (f"{ns}/f-1", f"{ns}/f-2", f"{ns}/f-3"):
         (d,) = o.of_type("Admitted", key)
@@ -46,10 +50,5 @@ async def test_fragmentation_waits_for_a_node_not_for_quota(e2e_run: Run) -> Non
         for pod in o.pods[key]:
             assert pod["spec"]["nodeName"] in d.nodes["main"], (key, pod["spec"]["nodeName"])
     # kube-scheduler never failed to allocate a claim for a pod kuota admitted
-    events = await client.CoreV1Api(e2e_run.api).list_namespaced_event(ns)
-    failed = [
-        e.message
-        for e in events.items
-        if e.reason == "FailedScheduling" and "claim" in (e.message or "")
-    ]
+    failed = await claim_failures(e2e_run, ns)
     assert not failed, failed
