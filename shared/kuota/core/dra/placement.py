@@ -187,10 +187,10 @@ def place_gang(
     """Place every pod of ``pods`` or say why not (see module docstring).
     ``memo``: which pods fit alone on which nodes, kept by the caller
     (:class:`FitMemo`: only when ``taken`` and ``consumed`` are what it holds for)."""
-    problem = _unsupported(pods)
+    problem = _unsupported(pods, memo, inventory.generation)
     if problem is not None:
         return PlacementInvalid(problem)
-    nodes, candidates, limits = _candidates(inventory, pods)
+    nodes, candidates, limits = _candidates(inventory, pods, memo)
     if isinstance(candidates, str):
         return PlacementInvalid(candidates)
     candidates, attrs = _constrain(inventory, pods, candidates)
@@ -225,9 +225,9 @@ def may_place(
     """Whether the gang passes what :func:`place_gang` checks before it searches:
     each pod fits alone on some node, and a repeated pod's nodes have enough free
     devices together (False: it has no placement; True: it may have one)."""
-    if _unsupported(pods) is not None:
+    if _unsupported(pods, memo, inventory.generation) is not None:
         return True
-    nodes, candidates, limits = _candidates(inventory, pods)
+    nodes, candidates, limits = _candidates(inventory, pods, memo)
     if isinstance(candidates, str):
         return True
     candidates, attrs = _constrain(inventory, pods, candidates)
@@ -272,9 +272,9 @@ def fits_alone(
                 return True
         if not unknown:
             return False
-    if _unsupported((pod,)) is not None:
+    if _unsupported((pod,), memo, inventory.generation) is not None:
         return True
-    all_nodes, candidates, limits = _candidates(inventory, (pod,))
+    all_nodes, candidates, limits = _candidates(inventory, (pod,), memo)
     if isinstance(candidates, str):
         return True
     candidates, attrs = _constrain(inventory, (pod,), candidates)
@@ -295,10 +295,21 @@ def fits_alone(
 # --------------------------------------------------------------------------- inputs
 
 
-def _unsupported(pods: Sequence[GangPod]) -> str | None:
+def _unsupported(
+    pods: Sequence[GangPod], memo: FitMemo | None = None, generation: int = 0
+) -> str | None:
     for i, pod in enumerate(pods):
         if i and pod is pods[i - 1]:
             continue  # the same pod again (a podset's pods)
+        if memo is not None:
+            token = memo.token(pod, generation)
+            if token in memo.supported:
+                continue
+            problem = _unsupported((pod,))
+            if problem is not None:
+                return problem.replace("pod 1", f"pod {i + 1}", 1)
+            memo.supported.add(token)
+            continue
         for r, request in enumerate(pod.requests):
             where = f"pod {i + 1} request {r + 1} (class {request.device_class_name})"
             if request.allocation_mode not in ("ExactCount", "All"):
@@ -432,16 +443,16 @@ def request_devices(inventory: DraInventory, request: ExactDeviceRequest) -> ByN
 
 
 def _candidates(
-    inventory: DraInventory, pods: Sequence[GangPod]
+    inventory: DraInventory, pods: Sequence[GangPod], memo: FitMemo | None = None
 ) -> tuple[tuple[str, ...], Candidates | str, dict[CounterKey, int]]:
     """The sorted node names, per pod and request the candidates on each node
     (taken ones included: the search skips them), or why a request cannot be
     evaluated, and every counter's limit."""
     with_devices, limits = _static(inventory)
-    memo = inventory.placement_memo
-    known = memo.get(_NODE_SET)
+    static = inventory.placement_memo
+    known = static.get(_NODE_SET)
     if known is None:
-        known = memo[_NODE_SET] = frozenset(with_devices)
+        known = static[_NODE_SET] = frozenset(with_devices)
     assert isinstance(known, frozenset)
     extra: set[str] = set()
     seen: frozenset[str] | None = None
@@ -456,6 +467,13 @@ def _candidates(
         if i and pod is pods[i - 1]:
             out.append(out[-1])  # the same pod again (a podset's pods)
             continue
+        token = -1
+        if memo is not None:
+            token = memo.token(pod, inventory.generation)
+            known = memo.cands.get(token)
+            if known is not None:
+                out.append(known)
+                continue
         per_request: list[dict[str, tuple[SearchDevice, ...]]] = []
         for r, request in enumerate(pod.requests):
             found = request_devices(inventory, request)
@@ -467,6 +485,8 @@ def _candidates(
                 )
             per_request.append(found)
         out.append(tuple(per_request))
+        if memo is not None:
+            memo.cands[token] = out[-1]
     return nodes, tuple(out), limits
 
 

@@ -73,6 +73,8 @@ class Search:
         # request of the pod may not take them (Kubernetes' allocator).
         self.admin_used: list[dict[CounterKey, int]] = [{} for _ in pods]
         self.attrs = attrs or tuple(() for _ in pods)
+        self.memo = memo
+        self.generation = generation
         # the rest of the search's state is made by run() (_prepare): many
         # searches end at the prefilter
         self.first: list[int] = []
@@ -189,17 +191,36 @@ class Search:
         allowed = self.allowed[0]
         if allowed is None:
             return True
+        memo = self.memo
+        counts: dict[str, tuple[int, int]] | None = None
+        if memo is not None:
+            counts = memo.free_counts(memo.token(pod, self.generation))
         cands = self.candidates[0][0]
         room = 0
         for n in allowed:
-            free = 0
-            for d in cands.get(self.nodes[n], ()):
-                if not self._in_base(d.id) and (not d.consumes or self._fits(d, 0)):
-                    free += 1
+            node = self.nodes[n]
+            if counts is not None and memo is not None:
+                version = memo.versions.get(node, 0)
+                known = counts.get(node)
+                if known is not None and known[0] == version:
+                    free = known[1]
+                else:
+                    free = self._free_on(cands.get(node, ()))
+                    counts[node] = (version, free)
+            else:
+                free = self._free_on(cands.get(node, ()))
             room += free // request.count
             if room >= len(pods):
                 return True
         return False
+
+    def _free_on(self, cands: tuple[SearchDevice, ...]) -> int:
+        """How many of ``cands`` are not taken and fit their counters, each alone."""
+        free = 0
+        for d in cands:
+            if not self._in_base(d.id) and (not d.consumes or self._fits(d, 0)):
+                free += 1
+        return free
 
     def _remembered(self, i: int, memo: FitMemo, generation: int) -> tuple[int, ...]:
         pod = self.pods[i]

@@ -107,6 +107,12 @@ class FitMemo:
     )
     # token -> node -> (version, what the message says the node has free)
     parts: dict[int, dict[str, tuple[int, str]]] = field(default_factory=dict)
+    # token -> node -> (version, free devices for its one request, each alone)
+    counts: dict[int, dict[str, tuple[int, int]]] = field(default_factory=dict)
+    # token -> per request, its candidates per node (``cands``); the tokens whose
+    # pods placement can evaluate (``supported``)
+    cands: dict[int, tuple[dict[str, tuple[SearchDevice, ...]], ...]] = field(default_factory=dict)
+    supported: set[int] = field(default_factory=set)
     # the nodes of each of the last touches (``touches[k]``: clock ``first + k``)
     touches: list[tuple[str, ...]] = field(default_factory=list)
     first: int = 1
@@ -185,6 +191,12 @@ class FitMemo:
         changed = self.took if known[1] else self.gave
         return changed.get(node, 0) <= known[0]
 
+    def free_counts(self, token: int) -> dict[str, tuple[int, int]]:
+        found = self.counts.get(token)
+        if found is None:
+            found = self.counts[token] = {}
+        return found
+
     def answers(self, token: int) -> dict[str, tuple[int, bool]]:
         found = self.alone.get(token)
         if found is None:
@@ -197,6 +209,9 @@ class FitMemo:
         self.texts.clear()
         self.named.clear()
         self.parts.clear()
+        self.counts.clear()
+        self.cands.clear()
+        self.supported.clear()
 
 
 MEMO_SHAPES = 4096  # distinct pods a FitMemo answers for before it starts afresh

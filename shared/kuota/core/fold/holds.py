@@ -261,8 +261,29 @@ class DeviceHolds(FairAdmission):
         memo = None if self._devices_reserved else self._fit_memo
         consumed = self._counters_taken()
         woken: dict[tuple[str, int], int] = {}
+        # waiters of one shape ask the same: answered once (the same pods' tokens
+        # and nodes, ids of objects the waiters keep alive during the pass)
+        asked: dict[tuple[object, ...], bool] = {}
+        generation = self._inventory.generation
         for k, (epoch, pods, whole) in list(self._placement_waiters.items()):
-            if fits_on(
+            same: tuple[object, ...] | None = None
+            if memo is not None:
+                same = (
+                    whole,
+                    len(pods),
+                    *(
+                        (memo.token(p, generation), id(p.nodes))
+                        for i, p in enumerate(pods)
+                        if not i or p is not pods[i - 1]
+                    ),
+                )
+                known = asked.get(same)
+                if known is not None:
+                    if known:
+                        woken[k] = epoch
+                        del self._placement_waiters[k]
+                    continue
+            fits = fits_on(
                 inventory=self._inventory,
                 pods=pods,
                 nodes=nodes,
@@ -270,7 +291,10 @@ class DeviceHolds(FairAdmission):
                 consumed=consumed,
                 memo=memo,
                 whole=whole,
-            ):
+            )
+            if same is not None:
+                asked[same] = fits
+            if fits:
                 woken[k] = epoch
                 del self._placement_waiters[k]
         if woken:
