@@ -287,6 +287,8 @@ def fits_alone(
         DEFAULT_BUDGET,
         taken,
         attrs,
+        memo,
+        inventory.generation,
         prefilter=False,
     )
     return search.fits_somewhere(0, wanted, memo, inventory.generation)
