@@ -25,8 +25,11 @@ sorted by name) and each of its requests' device combinations (devices sorted by
 (driver, pool, device), combinations in lexicographic order). It is exhaustive:
 picking devices greedily is incomplete once counters or overlapping selectors
 are involved (a MIG slice of GPU 0 may block the whole GPU 0 a later request
-needs), so nothing is committed that cannot be undone. Two cheap prunings keep
-it exact: a node is skipped for a pod when some request has fewer free
+needs), so nothing is committed that cannot be undone. Cheap prunings keep it
+exact: before the search each pod keeps only the nodes where it fits alone (a
+pod left with none ends the attempt), and a gang of one pod repeated ends when
+those nodes have too few free devices together (``Search.enough``); during it,
+a node is skipped for a pod when some request has fewer free
 candidates there than its count, and two consecutive identical pods (same
 requests, same allowed nodes) are tried on non-decreasing nodes, and on one node
 with increasing first devices (any placement can be reordered so, their device
@@ -40,11 +43,16 @@ keeps its own explicit stack (no recursion), so large counts cannot overflow.
 ``consumed`` is not derived from ``taken``: the caller passes the counters the
 taken devices (and any reservation) spend.
 
-When the gang has no placement, each pod is searched alone (same budget each,
-so a failure costs at most (pods + 1) x budget steps) to name the first pod no
-node can take; if each fits alone, the message says the
-pods do not fit together. Messages list the eligible nodes in sorted order,
+When the gang has no placement, the message names the first pod that fits
+alone on no node (the first pruning left it none); if each fits alone, it says
+the pods do not fit together. Messages list the eligible nodes in sorted order,
 each with its free candidates (untaken, their counters not exhausted).
+
+``memo`` (:class:`~kuota.core.dra.placement_types.FitMemo`), when the caller
+keeps one for exactly these ``taken`` and ``consumed``, carries between
+searches which pod shapes fit alone on which nodes, their candidates and free
+counts and the message's parts; it changes no answer
+(docs/design/dra-placement.md, "Cost").
 
 The rules of :mod:`kuota.core.dra.placement_rules`, as Kubernetes' allocator
 applies them: a device with a ``NoSchedule``/``NoExecute`` taint the request

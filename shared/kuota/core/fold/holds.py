@@ -9,8 +9,10 @@ are gone, or until its pods are all ready and an allocated ResourceClaim stands
 for them (:meth:`DeviceHolds._end_hold`). Allocated claims (``_claims``) take
 their devices whoever owns them. A head that no node could take waits with
 ``NoNodePlacement`` and is woken only when devices are freed on a node where
-one of its pods could now be placed alone, or when a node or DRA object
-changes. Design: docs/design/dra-placement.md.
+one of its pods could now be placed alone and its whole gang passes the
+placement's prunings, or when a node or DRA object changes. What is held and
+claimed is kept with the counters it spends and a ``FitMemo`` of which pods fit
+alone where, touched at every change. Design: docs/design/dra-placement.md.
 """
 
 from __future__ import annotations
