@@ -195,16 +195,9 @@ def place_gang(
     """Place every pod of ``pods`` or say why not (see module docstring).
     ``memo``: which pods fit alone on which nodes, kept by the caller
     (:class:`FitMemo`: only when ``taken`` and ``consumed`` are what it holds for)."""
-    problem = _unsupported(pods, memo, inventory.generation)
-    if problem is not None:
-        return PlacementInvalid(problem)
-    nodes, candidates, limits = _candidates(inventory, pods, memo)
-    if isinstance(candidates, str):
-        return PlacementInvalid(candidates)
-    candidates, attrs = _constrain(inventory, pods, candidates)
-    used: Mapping[CounterKey, int] = consumed if consumed is not None else {}
-    generation = inventory.generation
-    search = Search(pods, nodes, candidates, limits, used, budget, taken, attrs, memo, generation)
+    search = _search(inventory, pods, taken, consumed or {}, memo, budget)
+    if isinstance(search, str):
+        return PlacementInvalid(search)
     # a pod that fits alone on no node, or too few free devices on the nodes
     # where its pods fit alone: no placement (why() names the pod, or says so)
     found = search.run() if all(search.allowed) and search.enough() else None
@@ -216,10 +209,7 @@ def place_gang(
             f"{pods_text(len(pods))}; not proven impossible",
             search.steps,
         )
-    return NoPlacement(
-        why(search, candidates, limits, used, taken, attrs, memo, generation),
-        search.steps,
-    )
+    return NoPlacement(why(search), search.steps)
 
 
 def may_place(
@@ -233,25 +223,8 @@ def may_place(
     """Whether the gang passes what :func:`place_gang` checks before it searches:
     each pod fits alone on some node, and a repeated pod's nodes have enough free
     devices together (False: it has no placement; True: it may have one)."""
-    if _unsupported(pods, memo, inventory.generation) is not None:
-        return True
-    nodes, candidates, limits = _candidates(inventory, pods, memo)
-    if isinstance(candidates, str):
-        return True
-    candidates, attrs = _constrain(inventory, pods, candidates)
-    search = Search(
-        pods,
-        nodes,
-        candidates,
-        limits,
-        consumed,
-        DEFAULT_BUDGET,
-        taken,
-        attrs,
-        memo,
-        inventory.generation,
-    )
-    return all(search.allowed) and search.enough()
+    search = _search(inventory, pods, taken, consumed, memo)
+    return isinstance(search, str) or (all(search.allowed) and search.enough())
 
 
 def fits_alone(
@@ -280,26 +253,44 @@ def fits_alone(
                 return True
         if not unknown:
             return False
-    if _unsupported((pod,), memo, inventory.generation) is not None:
+    search = _search(inventory, (pod,), taken, consumed, memo, prefilter=False)
+    if isinstance(search, str):
         return True
-    all_nodes, candidates, limits = _candidates(inventory, (pod,), memo)
+    return search.fits_somewhere(0, wanted, memo, inventory.generation)
+
+
+def _search(
+    inventory: DraInventory,
+    pods: Sequence[GangPod],
+    taken: Container[DeviceId],
+    consumed: Mapping[CounterKey, int],
+    memo: FitMemo | None,
+    budget: int = DEFAULT_BUDGET,
+    prefilter: bool = True,
+) -> Search | str:
+    """The search of ``pods`` (its prefilter run unless ``prefilter`` is False),
+    or why a pod cannot be evaluated."""
+    generation = inventory.generation
+    problem = _unsupported(pods, memo, generation)
+    if problem is not None:
+        return problem
+    nodes, candidates, limits = _candidates(inventory, pods, memo)
     if isinstance(candidates, str):
-        return True
-    candidates, attrs = _constrain(inventory, (pod,), candidates)
-    search = Search(
-        (pod,),
-        all_nodes,
+        return candidates
+    candidates, attrs = _constrain(inventory, pods, candidates)
+    return Search(
+        pods,
+        nodes,
         candidates,
         limits,
         consumed,
-        DEFAULT_BUDGET,
+        budget,
         taken,
         attrs,
         memo,
-        inventory.generation,
-        prefilter=False,
+        generation,
+        prefilter=prefilter,
     )
-    return search.fits_somewhere(0, wanted, memo, inventory.generation)
 
 
 # --------------------------------------------------------------------------- inputs

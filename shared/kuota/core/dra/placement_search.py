@@ -535,41 +535,24 @@ class Search:
 # --------------------------------------------------------------------------- reasons
 
 
-def why(
-    search: Search,
-    candidates: Candidates,
-    limits: dict[CounterKey, int],
-    used: Mapping[CounterKey, int],
-    taken: Container[DeviceId],
-    attrs: Attrs,
-    memo: FitMemo | None = None,
-    generation: int = 0,
-) -> str:
+def why(search: Search) -> str:
     """Why ``search`` found no placement (and did not run out of budget): the
     first pod that fits on no node alone (its prefiltered nodes are none), else
     that they do not fit together."""
-    pods, nodes = search.pods, search.nodes
-    for i, pod in enumerate(pods):
+    pods = search.pods
+    for i in range(len(pods)):
         if not search.allowed[i]:
-            free = _free(pod, nodes, candidates[i], limits, used, taken, attrs[i], memo, generation)
-            return f"no node can take pod {i + 1} of {len(pods)}: {free}"
-    free = _free(pods[0], nodes, candidates[0], limits, used, taken, attrs[0], memo, generation)
+            return f"no node can take pod {i + 1} of {len(pods)}: {_free(search, i)}"
+    free = _free(search, 0)
     return f"each pod fits alone but the {len(pods)} pods cannot be placed together; pod 1: {free}"
 
 
-def _free(
-    pod: GangPod,
-    nodes: tuple[str, ...],
-    candidates: tuple[dict[str, tuple[SearchDevice, ...]], ...],
-    limits: dict[CounterKey, int],
-    used: Mapping[CounterKey, int],
-    taken: Container[DeviceId],
-    attrs: tuple[dict[DeviceId, AttributeValue], ...],
-    memo: FitMemo | None,
-    generation: int,
-) -> str:
-    """:func:`free_for`, from ``memo``: the same text while nothing was touched,
-    else only the named nodes touched since asked again."""
+def _free(search: Search, i: int) -> str:
+    """:func:`free_for` for pod ``i``, from the search's memo: the same text while
+    nothing was touched, else only the named nodes touched since asked again."""
+    pod, nodes, memo, generation = search.pods[i], search.nodes, search.memo, search.generation
+    candidates, attrs = search.candidates[i], search.attrs[i]
+    limits, used, taken = search.limits, search.base_used, search.base
     if memo is None:
         return free_for(pod, nodes, candidates, limits, used, taken, attrs)
     key = memo.token(pod, generation)
