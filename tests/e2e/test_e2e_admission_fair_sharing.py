@@ -57,7 +57,12 @@ async def test_the_local_queue_that_used_less_goes_first(e2e_run: Run) -> None:
         status = fair.get("admissionFairSharingStatus") or {}
         return parse_quantity((status.get("consumedResources") or {}).get("whole-gpus", "0"))
 
+    # The status is a sample taken every 5s: one taken while the Jobs still ran
+    # may show the two LocalQueues level (a CI run read 31 and 31); wait for one
+    # that shows what the journal says (30s is six samples).
     deadline = time.monotonic() + 30
-    while (await consumed(a), await consumed(b)) == (0, 0) and time.monotonic() < deadline:
+    seen = (await consumed(a), await consumed(b))
+    while not seen[0] > seen[1] > 0 and time.monotonic() < deadline:
         await asyncio.sleep(0.5)
-    assert await consumed(a) > await consumed(b) > 0
+        seen = (await consumed(a), await consumed(b))
+    assert seen[0] > seen[1] > 0, seen
