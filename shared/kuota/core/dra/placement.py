@@ -299,36 +299,43 @@ def _search(
 def _unsupported(
     pods: Sequence[GangPod], memo: FitMemo | None = None, generation: int = 0
 ) -> str | None:
+    """Why a pod of the gang cannot be placed (its form), or None; a pod shape
+    found fine is remembered in ``memo``."""
     for i, pod in enumerate(pods):
         if i and pod is pods[i - 1]:
             continue  # the same pod again (a podset's pods)
-        if memo is not None:
-            token = memo.token(pod, generation)
-            if token in memo.supported:
-                continue
-            problem = _unsupported((pod,))
-            if problem is not None:
-                return problem.replace("pod 1", f"pod {i + 1}", 1)
-            memo.supported.add(token)
+        token = memo.token(pod, generation) if memo is not None else -1
+        if memo is not None and token in memo.supported:
             continue
-        for r, request in enumerate(pod.requests):
-            where = f"pod {i + 1} request {r + 1} (class {request.device_class_name})"
-            if request.allocation_mode not in ("ExactCount", "All"):
-                return f"{where}: allocationMode {request.allocation_mode} is not supported"
-            if request.capacity_requests:
-                return f"{where}: capacity requests are not supported by placement yet"
-            if request.count < 0:
-                return f"{where}: negative count {request.count}"
-        if pod.claims and len(pod.claims) != len(pod.requests):
-            return f"pod {i + 1}: {len(pod.claims)} claim indices for {len(pod.requests)} requests"
-        for c in pod.constraints:
-            if c.distinct:
-                return (
-                    f"pod {i + 1}: constraint distinctAttribute {c.attribute} is not "
-                    "supported by placement yet"
-                )
-            if not c.requests or not all(0 <= r < len(pod.requests) for r in c.requests):
-                return f"pod {i + 1}: constraint on {c.attribute} names no request of the pod"
+        problem = _pod_problem(i, pod)
+        if problem is not None:
+            return problem
+        if memo is not None:
+            memo.supported.add(token)
+    return None
+
+
+def _pod_problem(i: int, pod: GangPod) -> str | None:
+    """Why pod ``i`` cannot be placed (a request or constraint form placement
+    does not handle), or None."""
+    for r, request in enumerate(pod.requests):
+        where = f"pod {i + 1} request {r + 1} (class {request.device_class_name})"
+        if request.allocation_mode not in ("ExactCount", "All"):
+            return f"{where}: allocationMode {request.allocation_mode} is not supported"
+        if request.capacity_requests:
+            return f"{where}: capacity requests are not supported by placement yet"
+        if request.count < 0:
+            return f"{where}: negative count {request.count}"
+    if pod.claims and len(pod.claims) != len(pod.requests):
+        return f"pod {i + 1}: {len(pod.claims)} claim indices for {len(pod.requests)} requests"
+    for c in pod.constraints:
+        if c.distinct:
+            return (
+                f"pod {i + 1}: constraint distinctAttribute {c.attribute} is not "
+                "supported by placement yet"
+            )
+        if not c.requests or not all(0 <= r < len(pod.requests) for r in c.requests):
+            return f"pod {i + 1}: constraint on {c.attribute} names no request of the pod"
     return None
 
 

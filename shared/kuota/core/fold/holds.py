@@ -269,6 +269,7 @@ class DeviceHolds(FairAdmission):
         generation = self._inventory.generation
         for k, (epoch, pods, whole) in list(self._placement_waiters.items()):
             same: tuple[object, ...] | None = None
+            fits: bool | None = None
             if memo is not None:
                 same = (
                     whole,
@@ -279,23 +280,19 @@ class DeviceHolds(FairAdmission):
                         if not i or p is not pods[i - 1]
                     ),
                 )
-                known = asked.get(same)
-                if known is not None:
-                    if known:
-                        woken[k] = epoch
-                        del self._placement_waiters[k]
-                    continue
-            fits = fits_on(
-                inventory=self._inventory,
-                pods=pods,
-                nodes=nodes,
-                taken=taken,
-                consumed=consumed,
-                memo=memo,
-                whole=whole,
-            )
-            if same is not None:
-                asked[same] = fits
+                fits = asked.get(same)
+            if fits is None:
+                fits = fits_on(
+                    inventory=self._inventory,
+                    pods=pods,
+                    nodes=nodes,
+                    taken=taken,
+                    consumed=consumed,
+                    memo=memo,
+                    whole=whole,
+                )
+                if same is not None:
+                    asked[same] = fits
             if fits:
                 woken[k] = epoch
                 del self._placement_waiters[k]
