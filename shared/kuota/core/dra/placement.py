@@ -97,7 +97,7 @@ from __future__ import annotations
 
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from kuota.api.dra import ExactDeviceRequest
 from kuota.core.dra.cel import CompiledSelector, SelectorError, compile_selector
@@ -113,8 +113,10 @@ from kuota.core.dra.placement_types import (
     Attrs,
     ByNode,
     Candidates,
+    Consumes,
     CounterKey,
     DeviceId,
+    MEMO_IDS,
     FitMemo,
     GangPod,
     PodPlacement,
@@ -344,6 +346,7 @@ _CONSUMES = "consumes"  # placement_memo key of device -> what it consumes
 _NODES = "nodes"  # placement_memo key of device -> its node
 _SCOPE = "scope"  # placement_memo key of device -> the nodes of its pool
 _NODE_SET = "node-set"  # placement_memo key of the nodes that have devices, as a set
+_COUNTERS = "counters"  # placement_memo key of CounterKey -> the one object for it
 
 
 def _static(inventory: DraInventory) -> tuple[tuple[str, ...], dict[CounterKey, int]]:
@@ -363,20 +366,20 @@ def _static(inventory: DraInventory) -> tuple[tuple[str, ...], dict[CounterKey, 
         for driver, pool in sorted(pools):
             for cs in inventory.counter_sets(driver, pool):
                 for counter, amount in cs.counters:
-                    limits[(driver, pool, cs.name, counter)] = amount
+                    limits[_counter(inventory, driver, pool, cs.name, counter)] = amount
         found = memo[_LIMITS] = (tuple(sorted(node_names)), limits)
     return found  # type: ignore[return-value]
 
 
-def device_consumes(inventory: DraInventory) -> dict[DeviceId, tuple[tuple[CounterKey, int], ...]]:
+def device_consumes(inventory: DraInventory) -> dict[DeviceId, Consumes]:
     """Per usable device that consumes counters, what it consumes (memoised)."""
     memo = inventory.placement_memo
     found = memo.get(_CONSUMES)
     if found is None:
-        out: dict[DeviceId, tuple[tuple[CounterKey, int], ...]] = {}
+        out: dict[DeviceId, Consumes] = {}
         for d in inventory.usable_devices():
             if d.device.consumes_counters:
-                out[(d.driver, d.pool, d.device.name)] = _consumption(d)
+                out[(d.driver, d.pool, d.device.name)] = _consumption(inventory, d)
         found = memo[_CONSUMES] = out
     return found  # type: ignore[return-value]
 
@@ -414,14 +417,26 @@ def device_scope(inventory: DraInventory) -> dict[DeviceId, tuple[str, ...]]:
     return found  # type: ignore[return-value]
 
 
-def _consumption(d: PoolDevice) -> tuple[tuple[CounterKey, int], ...]:
-    return tuple(
-        sorted(
-            ((d.driver, d.pool, use.counter_set, counter), amount)
-            for use in d.device.consumes_counters
-            for counter, amount in use.counters
-        )
-    )
+def _consumption(inventory: DraInventory, d: PoolDevice) -> Consumes:
+    out: list[tuple[Any, int]] = []
+    for use in d.device.consumes_counters:
+        for counter, amount in use.counters:
+            out.append((_counter(inventory, d.driver, d.pool, use.counter_set, counter), amount))
+    out.sort()
+    return tuple(out)
+
+
+def _counter(inventory: DraInventory, driver: str, pool: str, counter_set: str, name: str) -> Any:
+    """The CounterKey of a counter, one object per counter (memoised): the dicts
+    of counters are looked up with the very key they hold (typed Any: see
+    Consumes, placement_types.py)."""
+    memo = inventory.placement_memo
+    keys: dict[Any, Any] | None = memo.get(_COUNTERS)  # type: ignore[assignment]
+    if keys is None:
+        keys = {}
+        memo[_COUNTERS] = keys
+    key: Any = (driver, pool, counter_set, name)
+    return keys.setdefault(key, key)
 
 
 def request_devices(inventory: DraInventory, request: ExactDeviceRequest) -> ByNode | str:
@@ -436,14 +451,19 @@ def request_devices(inventory: DraInventory, request: ExactDeviceRequest) -> ByN
             found = matched
         else:
             grouped: dict[str, list[SearchDevice]] = {}
+            # equal consumptions are one object: a search that found one short of
+            # its counters skips the next by identity (placement_search.py)
+            shared: dict[Consumes, Consumes] = {}
             for d in matched:
                 node = inventory.node_name(d)
                 if node is None or d.device.allow_multiple_allocations:
                     continue
                 if d.device.taints and not taints_allow(d.device, request):
                     continue  # a taint the request does not tolerate
+                consumes = _consumption(inventory, d)
+                consumes = shared.setdefault(consumes, consumes)
                 grouped.setdefault(node, []).append(
-                    SearchDevice((d.driver, d.pool, d.device.name), _consumption(d))
+                    SearchDevice((d.driver, d.pool, d.device.name), consumes)
                 )
             found = {n: tuple(sorted(ds, key=lambda x: x.id)) for n, ds in grouped.items()}
         memo[key] = found
@@ -467,8 +487,9 @@ def _candidates(
     for pod in pods:
         if pod.nodes is not None and pod.nodes is not seen:
             seen = pod.nodes
-            if not pod.nodes <= known:
-                extra.update(pod.nodes - known)
+            outside = _outside(memo, pod.nodes, known)
+            if outside:
+                extra.update(outside)
     nodes = tuple(sorted(known.union(extra))) if extra else with_devices
     out: list[tuple[dict[str, tuple[SearchDevice, ...]], ...]] = []
     for i, pod in enumerate(pods):
@@ -496,6 +517,21 @@ def _candidates(
         if memo is not None:
             memo.cands[token] = out[-1]
     return nodes, tuple(out), limits
+
+
+def _outside(memo: FitMemo | None, nodes: frozenset[str], known: frozenset[str]) -> frozenset[str]:
+    """``nodes`` but those of ``known``; remembered in ``memo`` by the identity of
+    the two sets (a workload's pods are rebuilt from the same sets at every try)."""
+    if memo is None:
+        return nodes - known
+    found = memo.outside.get(id(nodes))
+    if found is not None and found[0] is nodes and found[1] is known:
+        return found[2]
+    out = nodes - known
+    if len(memo.outside) >= MEMO_IDS:
+        memo.outside.clear()
+    memo.outside[id(nodes)] = (nodes, known, out)
+    return out
 
 
 def _constrain(

@@ -13,6 +13,7 @@ Pure: no clock, no randomness, no I/O.
 from __future__ import annotations
 
 from collections.abc import Container, Iterator, Mapping, Sequence
+from typing import Any
 
 from kuota.core.dra.placement_reasons import free_for, free_text, named_nodes, node_free
 from kuota.core.dra.placement_rules import AttributeValue
@@ -54,9 +55,11 @@ class Search:
         self.pods = pods
         self.nodes = nodes
         self.candidates = candidates
-        self.limits = limits
-        self.base_used = used  # what was spent before the search: never written
-        self.used: dict[CounterKey, int] = {}  # what this search spends on top of it
+        # counters keyed Any: see Consumes (placement_types.py)
+        self.limits: dict[Any, int] = limits
+        # what was spent before the search: never written
+        self.base_used: dict[Any, int] = used if isinstance(used, dict) else dict(used)
+        self.used: dict[Any, int] = {}  # what this search spends on top of it
         self.budget = budget
         self.steps = 0
         self.exhausted = False
@@ -71,7 +74,7 @@ class Search:
         # adminAccess devices: free for every other pod, but within their own pod
         # (one scheduling cycle) they count against counters, and a later
         # request of the pod may not take them (Kubernetes' allocator).
-        self.admin_used: list[dict[CounterKey, int]] = [{} for _ in pods]
+        self.admin_used: list[dict[Any, int]] = [{} for _ in pods]
         self.attrs = attrs or tuple(() for _ in pods)
         self.memo = memo
         self.generation = generation
@@ -217,8 +220,15 @@ class Search:
     def _free_on(self, cands: tuple[SearchDevice, ...]) -> int:
         """How many of ``cands`` are not taken and fit their counters, each alone."""
         free = 0
+        short: object = None  # a consumption found short of its counters
         for d in cands:
-            if not self._in_base(d.id) and (not d.consumes or self._fits(d, 0)):
+            if d.consumes:
+                if d.consumes is short:
+                    continue  # the same counters, the same amounts: short too
+                if not self._fits(d, 0):
+                    short = d.consumes
+                    continue
+            if not self._in_base(d.id):
                 free += 1
         return free
 
@@ -297,8 +307,15 @@ class Search:
                 and request.allocation_mode == "ExactCount"
                 and not request.admin_access
             ):  # one device: any free one whose counters fit
+                short: object = None  # a consumption found short of its counters
                 for d in self.candidates[i][0].get(node, ()):
-                    if not self._in_base(d.id) and (not d.consumes or self._fits(d, i)):
+                    if d.consumes:
+                        if d.consumes is short:
+                            continue  # the same counters, the same amounts: short too
+                        if not self._fits(d, i):
+                            short = d.consumes
+                            continue
+                    if not self._in_base(d.id):
                         return True
                 return False
         for r, per_request in enumerate(self.candidates[i]):
@@ -368,10 +385,15 @@ class Search:
             if need <= 0:
                 continue
             admin = request.admin_access
+            short: object = None  # a consumption found short of its counters
             for d in self.candidates[i][r].get(node, ()):
-                if (admin or (d.id not in taken and not self._in_base(d.id))) and (
-                    not d.consumes or self._fits(d, i)
-                ):
+                if d.consumes:
+                    if d.consumes is short:
+                        continue  # the same counters, the same amounts: short too
+                    if not self._fits(d, i):
+                        short = d.consumes
+                        continue
+                if admin or (d.id not in taken and not self._in_base(d.id)):
                     need -= 1
                     if need == 0:
                         break
@@ -396,7 +418,9 @@ class Search:
         limits = self.limits
         admin = self.admin_used[i]
         for key, amount in d.consumes:
-            spent = base.get(key, 0) + used.get(key, 0) + amount
+            spent = base.get(key, 0) + amount
+            if used:  # empty until the search takes devices (the prefilter's case)
+                spent += used.get(key, 0)
             if admin:
                 spent += admin.get(key, 0)
             if spent > limits.get(key, 0):

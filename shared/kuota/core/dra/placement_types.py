@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from kuota.api.dra import ExactDeviceRequest
 from kuota.core.dra.placement_rules import AttributeValue, PodConstraint
@@ -44,10 +44,16 @@ class GangPod:
         self.claims = claims
 
 
+# What a device consumes: (counter, amount) pairs. The counter is a CounterKey,
+# typed Any so that compiled code passes the tuple it holds to a dict lookup
+# rather than building a new one for each (docs/design/native-core.md).
+Consumes = tuple[tuple[Any, int], ...]
+
+
 @dataclass(frozen=True, slots=True)
 class SearchDevice:
     id: DeviceId
-    consumes: tuple[tuple[CounterKey, int], ...]
+    consumes: Consumes
 
 
 Candidates = tuple[tuple[dict[str, tuple[SearchDevice, ...]], ...], ...]  # pod -> request -> node
@@ -123,6 +129,9 @@ class FitMemo:
     tokens: dict[AloneKey, int] = field(default_factory=dict)
     ids: dict[int, tuple[object, object, object, int]] = field(default_factory=dict)
     next_token: int = 0
+    # id of a pod's node set -> (that set, the nodes with devices, the first but
+    # the second): placement.py, _outside
+    outside: dict[int, tuple[object, object, frozenset[str]]] = field(default_factory=dict)
 
     def touch(self, nodes: Iterable[str], *, took: bool = True, gave: bool = True) -> None:
         """Devices or counters of ``nodes`` were taken (``took``) or given back
