@@ -110,13 +110,13 @@ from kuota.core.dra.placement_rules import (
 )
 from kuota.core.dra.placement_search import Search, why
 from kuota.core.dra.placement_types import (
+    MEMO_IDS,
     Attrs,
     ByNode,
     Candidates,
     Consumes,
     CounterKey,
     DeviceId,
-    MEMO_IDS,
     FitMemo,
     GangPod,
     PodPlacement,
