@@ -132,6 +132,8 @@ class FitMemo:
     # id of a pod's node set -> (that set, the nodes with devices, the first but
     # the second): placement.py, _outside
     outside: dict[int, tuple[object, object, frozenset[str]]] = field(default_factory=dict)
+    # what placement waiters ask, one object per question (core/fold/holds.py)
+    questions: dict[tuple[object, ...], object] = field(default_factory=dict)
 
     def touch(self, nodes: Iterable[str], *, took: bool = True, gave: bool = True) -> None:
         """Devices or counters of ``nodes`` were taken (``took``) or given back

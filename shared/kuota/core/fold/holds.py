@@ -25,7 +25,7 @@ from kuota.core.dra.placement import (
     device_nodes,
     device_scope,
 )
-from kuota.core.dra.placement_types import Taken
+from kuota.core.dra.placement_types import MEMO_IDS, Taken
 from kuota.core.fold.fairadmission import FairAdmission
 from kuota.core.fold.node_fit import (
     NO_NODE_PLACEMENT,
@@ -253,7 +253,7 @@ class DeviceHolds(FairAdmission):
             return
         if freed is None:
             waiters, self._placement_waiters = self._placement_waiters, {}
-            self._wake_searchers({k: epoch for k, (epoch, _, _) in waiters.items()})
+            self._wake_searchers({k: epoch for k, (epoch, _, _, _) in waiters.items()})
             return
         where = device_nodes(self._inventory)
         nodes = {where[d] for d in freed if d in where}
@@ -263,26 +263,13 @@ class DeviceHolds(FairAdmission):
         memo = None if self._devices_reserved else self._fit_memo
         consumed = self._counters_taken()
         woken: dict[tuple[str, int], int] = {}
-        # waiters of one shape ask the same: answered once (the same pods' tokens
-        # and nodes, ids of objects the waiters keep alive during the pass)
-        asked: dict[tuple[object, ...], bool] = {}
-        generation = self._inventory.generation
-        for k, (epoch, pods, whole) in list(self._placement_waiters.items()):
-            same: tuple[object, ...] | None = None
-            fits: bool | None = None
-            if memo is not None:
-                same = (
-                    whole,
-                    len(pods),
-                    *(
-                        (memo.token(p, generation), id(p.nodes))
-                        for i, p in enumerate(pods)
-                        if not i or p is not pods[i - 1]
-                    ),
-                )
-                fits = asked.get(same)
+        # waiters of one shape ask the same question (one object: _question),
+        # answered once; the list keeps every question alive during the pass
+        asked: dict[int, bool] = {}
+        for k, (epoch, pods, whole, question) in list(self._placement_waiters.items()):
+            fits = asked.get(id(question))
             if fits is None:
-                fits = fits_on(
+                fits = asked[id(question)] = fits_on(
                     inventory=self._inventory,
                     pods=pods,
                     nodes=nodes,
@@ -291,13 +278,38 @@ class DeviceHolds(FairAdmission):
                     memo=memo,
                     whole=whole,
                 )
-                if same is not None:
-                    asked[same] = fits
             if fits:
                 woken[k] = epoch
                 del self._placement_waiters[k]
         if woken:
             self._wake_searchers(woken)
+
+    def _question(self, pods: tuple[GangPod, ...], whole: bool) -> object:
+        """What a placement waiter with ``pods`` asks when devices are freed (does
+        one fit alone on those nodes, and, ``whole``, does the gang pass the
+        prunings), as one object for every waiter that asks the same: the pods'
+        shapes (their memo tokens, by value) and node sets (by identity: the
+        eligible sets are shared), in order."""
+        memo = self._fit_memo
+        generation = self._inventory.generation
+        key = (
+            whole,
+            len(pods),
+            *(
+                (memo.token(p, generation), id(p.nodes))
+                for i, p in enumerate(pods)
+                if not i or p is not pods[i - 1]
+            ),
+        )
+        questions = memo.questions
+        found = questions.get(key)
+        if found is None:
+            if len(questions) >= MEMO_IDS:
+                questions.clear()
+            # the pods (and so their node sets) kept alive beside: an id in the key
+            # is never another set's
+            found = questions[key] = (key, pods)
+        return found
 
     def _wake_searchers(self, searchers: dict[tuple[str, int], int]) -> None:
         """Send the heads whose preemption search found no victim to search again

@@ -33,7 +33,7 @@ Pure: the same arguments give the same answer.
 from __future__ import annotations
 
 from collections.abc import Container, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from kuota.api.dra import ExactDeviceRequest
@@ -98,6 +98,45 @@ NOT_PLACED = _NotPlaced()
 PlaceOutcome = Placed | Unplaceable | _NotPlaced
 
 
+@dataclass(slots=True)
+class NodeSets:
+    """What :func:`place_workload` keeps between calls, until a Node or a
+    ResourceFlavor changes (the caller then clears it): the nodes each
+    (constraints, flavors) may use (``eligible``), and per workload the gang it
+    last built (``gangs``, by the identity of its requests: a record keeps the
+    same tuple until its Job changes)."""
+
+    eligible: dict[tuple[object, ...], frozenset[str]] = field(default_factory=dict)
+    gangs: dict[int, _Gang] = field(default_factory=dict)
+
+    def clear(self) -> None:
+        self.eligible.clear()
+        self.gangs.clear()
+
+
+@dataclass(slots=True)
+class _Gang:
+    """A workload's pods as placement sees them, for one flavor assignment and
+    inventory generation (None: placement does not apply), with what its
+    messages add; and the last message made from a search's (whose text is
+    memoised: the same object while nothing changed)."""
+
+    requests: Sequence[PodSetRequest]  # kept alive: its id is the key
+    podset_flavors: Sequence[tuple[str, tuple[tuple[str, str], ...]]]
+    generation: int
+    pods: tuple[GangPod, ...] | None
+    owner: tuple[str, ...] = ()  # the podset of each pod
+    distinct: tuple[GangPod, ...] = ()  # one per podset, in order
+    where: str = ""  # "in flavor ... "
+    prefix: str = ""  # the gang's, when it has several podsets or some without devices
+    raw: str | None = None
+    message: str = ""
+    key: str = ""
+
+
+GANGS_KEPT = 65536  # workloads whose gang NodeSets keeps before it starts afresh
+
+
 def place_workload(
     *,
     inventory: DraInventory,
@@ -107,7 +146,7 @@ def place_workload(
     podset_flavors: Sequence[tuple[str, tuple[tuple[str, str], ...]]],
     held: Mapping[DeviceId, str],
     claimed: Mapping[DeviceId, int],
-    eligible_memo: dict[tuple[object, ...], frozenset[str]] | None = None,
+    eligible_memo: NodeSets | None = None,
     consumed: Mapping[CounterKey, int] | None = None,
     only: Mapping[str, str] | None = None,
     freed: frozenset[DeviceId] = frozenset(),
@@ -116,33 +155,104 @@ def place_workload(
     """Place every DRA pod of a workload whose quota fits (module docstring).
     ``podset_flavors``: per podset, its (resource, flavor) assignment; ``held``:
     the devices kuota holds (device -> workload); ``claimed``: the devices
-    allocated claims take (device -> how many claims); ``eligible_memo``: the
-    nodes each (constraints, flavors) may use, kept by the caller until a Node
-    or a ResourceFlavor changes; ``consumed``: the counters the held devices
-    spend, when the caller keeps them (else computed); ``only``: podset -> the
-    one node its pods may use (the node of the allocated ResourceClaims they
-    name directly; a podset with direct claims not in it is not placed);
-    ``freed``: devices held or claimed that count as free (a preemption's
-    victims': core/fold/node_victims.py); ``memo``: which pods fit alone on
-    which nodes, for ``held`` and ``claimed`` as they are (used only with
-    ``consumed``, the counters both spend, and nothing ``freed``)."""
+    allocated claims take (device -> how many claims); ``eligible_memo``: what
+    is kept between calls (:class:`NodeSets`); ``consumed``: the counters the
+    held devices spend, when the caller keeps them (else computed); ``only``:
+    podset -> the one node its pods may use (the node of the allocated
+    ResourceClaims they name directly; a podset with direct claims not in it is
+    not placed); ``freed``: devices held or claimed that count as free (a
+    preemption's victims': core/fold/node_victims.py); ``memo``: which pods fit
+    alone on which nodes, for ``held`` and ``claimed`` as they are (used only
+    with ``consumed``, the counters both spend, and nothing ``freed``)."""
     if not nodes:
         return NOT_PLACED
+    gang = _gang(inventory, nodes, flavors, requests, podset_flavors, eligible_memo, only)
+    pods = gang.pods
+    if pods is None:
+        return NOT_PLACED
+    taken = Taken(held, claimed, freed)
+    if consumed is None or freed:
+        consumed, memo = taken_counters(inventory, taken.devices()), None
+    result = place_gang(inventory=inventory, pods=pods, taken=taken, consumed=consumed, memo=memo)
+    if isinstance(result, Placement):
+        by_podset: dict[str, set[str]] = {}
+        devices: list[DeviceId] = []
+        for name, gang_pod, placed in zip(gang.owner, pods, result.pods, strict=True):
+            by_podset.setdefault(name, set()).add(placed.node)
+            for request, chosen in zip(gang_pod.requests, placed.devices, strict=True):
+                if not request.admin_access:  # adminAccess takes nothing: not held
+                    devices.extend(chosen)
+        return Placed(
+            {name: sorted(ns) for name, ns in sorted(by_podset.items())}, tuple(sorted(devices))
+        )
+    if isinstance(result, PlacementInvalid):
+        return NOT_PLACED
+    if gang.raw is not result.message:
+        message = result.message
+        if isinstance(result, NoPlacement):
+            message = message.replace("no node can take", f"no node {gang.where}can take", 1)
+        gang.raw = result.message
+        gang.message = gang.prefix + message
+        gang.key = gang.message.split("; ", 1)[0]
+    return Unplaceable(gang.message, gang.key, gang.distinct, pods)
+
+
+def _gang(
+    inventory: DraInventory,
+    nodes: Mapping[str, Node],
+    flavors: Mapping[str, ResourceFlavor],
+    requests: Sequence[PodSetRequest],
+    podset_flavors: Sequence[tuple[str, tuple[tuple[str, str], ...]]],
+    kept: NodeSets | None,
+    only: Mapping[str, str] | None,
+) -> _Gang:
+    """The workload's gang, as last built for the same requests, flavors and
+    inventory generation when ``kept`` has it (and ``only`` is None)."""
+    generation = inventory.generation
+    if kept is not None and only is None:
+        found = kept.gangs.get(id(requests))
+        if (
+            found is not None
+            and found.requests is requests
+            and found.generation == generation
+            and (found.podset_flavors is podset_flavors or found.podset_flavors == podset_flavors)
+        ):
+            return found
+    gang = _build_gang(inventory, nodes, flavors, requests, podset_flavors, kept, only)
+    if kept is not None and only is None:
+        if len(kept.gangs) >= GANGS_KEPT:
+            kept.gangs.clear()
+        kept.gangs[id(requests)] = gang
+    return gang
+
+
+def _build_gang(
+    inventory: DraInventory,
+    nodes: Mapping[str, Node],
+    flavors: Mapping[str, ResourceFlavor],
+    requests: Sequence[PodSetRequest],
+    podset_flavors: Sequence[tuple[str, tuple[tuple[str, str], ...]]],
+    kept: NodeSets | None,
+    only: Mapping[str, str] | None,
+) -> _Gang:
+    generation = inventory.generation
     with_devices = [ps for ps in requests if ps.devices and ps.count > 0]
     if not with_devices:
-        return NOT_PLACED
+        return _Gang(requests, podset_flavors, generation, None)
     for ps in with_devices:
         if ps.claims and (only is None or ps.name not in only):
             # its pods also share a direct ResourceClaim not allocated on one node:
             # where its devices will be is not placed yet (docs/design/
             # dra-placement.md, "Direct ResourceClaims"): quota alone
-            return NOT_PLACED
+            return _Gang(requests, podset_flavors, generation, None)
         for request in ps.devices:
             if request.capacity_requests or not _node_local(inventory, request):
-                return NOT_PLACED
+                return _Gang(requests, podset_flavors, generation, None)
     assigned = dict(podset_flavors)
+    eligible_memo = kept.eligible if kept is not None else None
     pods: list[GangPod] = []
     owner: list[str] = []  # the podset of each pod
+    distinct: list[GangPod] = []  # one per podset, in order (its pods are one object)
     flavor_names: set[str] = set()
     for ps in with_devices:
         names = sorted({f for _, f in assigned.get(ps.name, ())})
@@ -161,34 +271,19 @@ def place_workload(
         pod = GangPod(ps.devices, eligible, ps.device_constraints, ps.device_claims)
         pods.extend([pod] * ps.count)
         owner.extend([ps.name] * ps.count)
-    taken = Taken(held, claimed, freed)
-    if consumed is None or freed:
-        consumed, memo = taken_counters(inventory, taken.devices()), None
-    result = place_gang(inventory=inventory, pods=pods, taken=taken, consumed=consumed, memo=memo)
-    if isinstance(result, Placement):
-        by_podset: dict[str, set[str]] = {}
-        devices: list[DeviceId] = []
-        for name, gang_pod, placed in zip(owner, pods, result.pods, strict=True):
-            by_podset.setdefault(name, set()).add(placed.node)
-            for request, chosen in zip(gang_pod.requests, placed.devices, strict=True):
-                if not request.admin_access:  # adminAccess takes nothing: not held
-                    devices.extend(chosen)
-        return Placed(
-            {name: sorted(ns) for name, ns in sorted(by_podset.items())}, tuple(sorted(devices))
-        )
-    if isinstance(result, PlacementInvalid):
-        return NOT_PLACED
-    message = result.message
+        distinct.append(pod)
     where = "in flavor " + ", ".join(sorted(flavor_names)) + " " if flavor_names else ""
-    if isinstance(result, NoPlacement):
-        message = message.replace("no node can take", f"no node {where}can take", 1)
-    if len(with_devices) < len(requests) or len(with_devices) > 1:
-        message = f"{_gang(with_devices)}: {message}"
-    distinct: list[GangPod] = []  # one per podset, in order (its pods are one object)
-    for pod in pods:
-        if not distinct or distinct[-1] is not pod:
-            distinct.append(pod)
-    return Unplaceable(message, message.split("; ", 1)[0], tuple(distinct), tuple(pods))
+    several = len(with_devices) < len(requests) or len(with_devices) > 1
+    return _Gang(
+        requests,
+        podset_flavors,
+        generation,
+        tuple(pods),
+        tuple(owner),
+        tuple(distinct),
+        where,
+        f"{_gang_text(with_devices)}: " if several else "",
+    )
 
 
 def fits_on(
@@ -251,7 +346,7 @@ def taken_counters(inventory: DraInventory, taken: Iterable[DeviceId]) -> dict[C
     return out
 
 
-def _gang(podsets: Sequence[PodSetRequest]) -> str:
+def _gang_text(podsets: Sequence[PodSetRequest]) -> str:
     parts = ", ".join(f"{ps.name} {ps.count}" for ps in podsets)
     return f"pods placed as one gang ({parts})"
 

@@ -42,7 +42,7 @@ from kuota.core.assign.flavors import (
 from kuota.core.dra.charging import DraInventory, NotChargeable
 from kuota.core.dra.placement import CounterKey, DeviceId, FitMemo, GangPod
 from kuota.core.fold.decisions import inadmissible, rejected
-from kuota.core.fold.node_fit import Placed
+from kuota.core.fold.node_fit import NodeSets, Placed
 from kuota.core.fold.timers import Timers
 from kuota.core.pickling import register_by_fields
 from kuota.core.queueing.afs import AfsLedger
@@ -190,13 +190,15 @@ class FoldState:
         # that no node could take; a hold released, a claim's devices freed, or a
         # node or DRA change wakes them
         # (epoch, its pods, whether they are its whole gang: woken only once the
-        # gang can be placed)
-        self._placement_waiters: dict[tuple[str, int], tuple[int, tuple[GangPod, ...], bool]] = {}
+        # gang can be placed, what it asks: holds.DeviceHolds._question)
+        self._placement_waiters: dict[
+            tuple[str, int], tuple[int, tuple[GangPod, ...], bool, object]
+        ] = {}
         # the placement found for the head about to be admitted: (workload, placed)
         self._placing: tuple[str, Placed] | None = None
-        # (constraints, flavors) -> the nodes they allow; cleared when a Node or a
-        # ResourceFlavor changes
-        self._eligible: dict[tuple[object, ...], frozenset[str]] = {}
+        # (constraints, flavors) -> the nodes they allow, and each workload's gang as
+        # placement built it; cleared when a Node or a ResourceFlavor changes
+        self._eligible = NodeSets()
         # the counters the held and claimed devices spend (each once), as of
         # inventory generation _counters_at
         self._held_counters: dict[CounterKey, int] = {}
