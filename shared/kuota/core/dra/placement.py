@@ -273,10 +273,11 @@ def _search(
     """The search of ``pods`` (its prefilter run unless ``prefilter`` is False),
     or why a pod cannot be evaluated."""
     generation = inventory.generation
-    problem = _unsupported(pods, memo, generation)
+    tokens = _tokens(pods, memo, generation)
+    problem = _unsupported(pods, memo, tokens)
     if problem is not None:
         return problem
-    nodes, candidates, limits = _candidates(inventory, pods, memo)
+    nodes, candidates, limits = _candidates(inventory, pods, memo, tokens)
     if isinstance(candidates, str):
         return candidates
     candidates, attrs = _constrain(inventory, pods, candidates)
@@ -292,21 +293,32 @@ def _search(
         memo,
         generation,
         prefilter=prefilter,
+        tokens=tokens,
     )
+
+
+def _tokens(pods: Sequence[GangPod], memo: FitMemo | None, generation: int) -> list[int]:
+    """Each pod's memo token (-1 each without a memo)."""
+    if memo is None:
+        return [-1] * len(pods)
+    out: list[int] = []
+    for i, pod in enumerate(pods):
+        out.append(out[-1] if i and pod is pods[i - 1] else memo.token(pod, generation))
+    return out
 
 
 # --------------------------------------------------------------------------- inputs
 
 
 def _unsupported(
-    pods: Sequence[GangPod], memo: FitMemo | None = None, generation: int = 0
+    pods: Sequence[GangPod], memo: FitMemo | None = None, tokens: Sequence[int] = ()
 ) -> str | None:
     """Why a pod of the gang cannot be placed (its form), or None; a pod shape
-    found fine is remembered in ``memo``."""
+    found fine is remembered in ``memo`` (``tokens``: each pod's there)."""
     for i, pod in enumerate(pods):
         if i and pod is pods[i - 1]:
             continue  # the same pod again (a podset's pods)
-        token = memo.token(pod, generation) if memo is not None else -1
+        token = tokens[i] if memo is not None else -1
         if memo is not None and token in memo.supported:
             continue
         problem = _pod_problem(i, pod)
@@ -471,11 +483,14 @@ def request_devices(inventory: DraInventory, request: ExactDeviceRequest) -> ByN
 
 
 def _candidates(
-    inventory: DraInventory, pods: Sequence[GangPod], memo: FitMemo | None = None
+    inventory: DraInventory,
+    pods: Sequence[GangPod],
+    memo: FitMemo | None = None,
+    tokens: Sequence[int] = (),
 ) -> tuple[tuple[str, ...], Candidates | str, dict[CounterKey, int]]:
     """The sorted node names, per pod and request the candidates on each node
     (taken ones included: the search skips them), or why a request cannot be
-    evaluated, and every counter's limit."""
+    evaluated, and every counter's limit (``tokens``: each pod's in ``memo``)."""
     with_devices, limits = _static(inventory)
     static = inventory.placement_memo
     known = static.get(_NODE_SET)
@@ -498,7 +513,7 @@ def _candidates(
             continue
         token = -1
         if memo is not None:
-            token = memo.token(pod, inventory.generation)
+            token = tokens[i]
             known = memo.cands.get(token)
             if known is not None:
                 out.append(known)

@@ -51,6 +51,7 @@ class Search:
         memo: FitMemo | None = None,
         generation: int = 0,
         prefilter: bool = True,
+        tokens: Sequence[int] = (),
     ) -> None:
         self.pods = pods
         self.nodes = nodes
@@ -78,6 +79,10 @@ class Search:
         self.attrs = attrs or tuple(() for _ in pods)
         self.memo = memo
         self.generation = generation
+        # each pod's token in the memo (made here when the caller did not)
+        self.tokens: list[int] = list(tokens)
+        if memo is not None and len(self.tokens) != len(pods):
+            self.tokens = [memo.token(pod, generation) for pod in pods]
         # the rest of the search's state is made by run() (_prepare): many
         # searches end at the prefilter
         self.first: list[int] = []
@@ -197,7 +202,7 @@ class Search:
         memo = self.memo
         counts: dict[str, tuple[int, int]] | None = None
         if memo is not None:
-            counts = memo.free_counts(memo.token(pod, self.generation))
+            counts = memo.free_counts(self.tokens[0])
         cands = self.candidates[0][0]
         room = 0
         for n in allowed:
@@ -234,7 +239,7 @@ class Search:
 
     def _remembered(self, i: int, memo: FitMemo, generation: int) -> tuple[int, ...]:
         pod = self.pods[i]
-        key = memo.token(pod, generation)
+        key = self.tokens[i]
         answers = memo.answers(key)
         last = memo.fitting.get(key)
         found: tuple[int, ...] | None = None
@@ -284,7 +289,7 @@ class Search:
         pod = self.pods[i]
         answers: dict[str, tuple[int, bool]] | None = None
         if memo is not None:
-            answers = memo.answers(memo.token(pod, generation))
+            answers = memo.answers(self.tokens[i])
         for node in nodes:
             if pod.nodes is not None and node not in pod.nodes:
                 continue
@@ -574,12 +579,12 @@ def why(search: Search) -> str:
 def _free(search: Search, i: int) -> str:
     """:func:`free_for` for pod ``i``, from the search's memo: the same text while
     nothing was touched, else only the named nodes touched since asked again."""
-    pod, nodes, memo, generation = search.pods[i], search.nodes, search.memo, search.generation
+    pod, nodes, memo = search.pods[i], search.nodes, search.memo
     candidates, attrs = search.candidates[i], search.attrs[i]
     limits, used, taken = search.limits, search.base_used, search.base
     if memo is None:
         return free_for(pod, nodes, candidates, limits, used, taken, attrs)
-    key = memo.token(pod, generation)
+    key = search.tokens[i]
     last = memo.texts.get(key)
     if last is not None and last[0] == memo.clock and last[1] is pod.nodes and last[2] is nodes:
         return last[3]

@@ -134,6 +134,8 @@ class FitMemo:
     outside: dict[int, tuple[object, object, frozenset[str]]] = field(default_factory=dict)
     # what placement waiters ask, one object per question (core/fold/holds.py)
     questions: dict[tuple[object, ...], object] = field(default_factory=dict)
+    # id of a waiter's pods -> (those pods, whole, its question)
+    asked: dict[int, tuple[object, bool, object]] = field(default_factory=dict)
 
     def touch(self, nodes: Iterable[str], *, took: bool = True, gave: bool = True) -> None:
         """Devices or counters of ``nodes`` were taken (``took``) or given back

@@ -291,6 +291,9 @@ class DeviceHolds(FairAdmission):
         shapes (their memo tokens, by value) and node sets (by identity: the
         eligible sets are shared), in order."""
         memo = self._fit_memo
+        last = memo.asked.get(id(pods))  # a workload's gang is one tuple (NodeSets)
+        if last is not None and last[0] is pods and last[1] == whole:
+            return last[2]
         generation = self._inventory.generation
         key = (
             whole,
@@ -309,6 +312,9 @@ class DeviceHolds(FairAdmission):
             # the pods (and so their node sets) kept alive beside: an id in the key
             # is never another set's
             found = questions[key] = (key, pods)
+        if len(memo.asked) >= MEMO_IDS:
+            memo.asked.clear()
+        memo.asked[id(pods)] = (pods, whole, found)
         return found
 
     def _wake_searchers(self, searchers: dict[tuple[str, int], int]) -> None:
