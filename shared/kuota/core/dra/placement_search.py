@@ -66,11 +66,12 @@ class Search:
         self.exhausted = False
         self.base = taken  # already taken: never written
         # the same, read as the two dicts of a Taken (nothing freed) when it is one
-        self.held: Mapping[DeviceId, str] | None = None
-        self.claimed: Mapping[DeviceId, int] = {}
+        # (device ids are read Any, as SearchDevice.id: see Consumes)
+        self.held: Mapping[Any, str] | None = None
+        self.claimed: Mapping[Any, int] = {}
         if isinstance(taken, Taken) and not taken.freed:
             self.held, self.claimed = taken.held, taken.claimed
-        self.taken: set[DeviceId] = set()  # what this search took
+        self.taken: set[Any] = set()  # what this search took
         self.node_of: list[int] = [-1] * len(pods)
         # adminAccess devices: free for every other pod, but within their own pod
         # (one scheduling cycle) they count against counters, and a later
@@ -87,7 +88,7 @@ class Search:
         # searches end at the prefilter
         self.first: list[int] = []
         self.chosen: list[list[tuple[DeviceId, ...]]] = []
-        self.admin_on: list[dict[DeviceId, int]] = []
+        self.admin_on: list[dict[Any, int]] = []
         self.bound: list[list[tuple[int, ...]]] = []
         self.value: list[list[AttributeValue | None]] = []
         self.holding: list[list[int]] = []
@@ -98,7 +99,7 @@ class Search:
         if prefilter:
             self._prefilter(memo, generation)
 
-    def _in_base(self, device: DeviceId) -> bool:
+    def _in_base(self, device: Any) -> bool:
         """Whether ``device`` was taken before the search."""
         held = self.held
         if held is not None:

@@ -52,7 +52,7 @@ Consumes = tuple[tuple[Any, int], ...]
 
 @dataclass(frozen=True, slots=True)
 class SearchDevice:
-    id: DeviceId
+    id: Any  # a DeviceId, typed Any for the same reason as Consumes
     consumes: Consumes
 
 
