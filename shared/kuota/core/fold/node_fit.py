@@ -113,6 +113,29 @@ class NodeSets:
         self.eligible.clear()
         self.gangs.clear()
 
+    def gang(
+        self,
+        requests: Sequence[PodSetRequest],
+        podset_flavors: Sequence[tuple[str, tuple[tuple[str, str], ...]]],
+        generation: int,
+    ) -> _Gang | None:
+        """The gang last built for these requests, if it was for the same flavors
+        and inventory generation."""
+        found = self.gangs.get(id(requests))
+        if (
+            found is not None
+            and found.requests is requests
+            and found.generation == generation
+            and (found.podset_flavors is podset_flavors or found.podset_flavors == podset_flavors)
+        ):
+            return found
+        return None
+
+    def keep(self, gang: _Gang) -> None:
+        if len(self.gangs) >= GANGS_KEPT:
+            self.gangs.clear()
+        self.gangs[id(gang.requests)] = gang
+
 
 @dataclass(slots=True)
 class _Gang:
@@ -166,7 +189,12 @@ def place_workload(
     with ``consumed``, the counters both spend, and nothing ``freed``)."""
     if not nodes:
         return NOT_PLACED
-    gang = _gang(inventory, nodes, flavors, requests, podset_flavors, eligible_memo, only)
+    kept = eligible_memo if only is None else None  # a gang with ``only`` is not kept
+    gang = kept.gang(requests, podset_flavors, inventory.generation) if kept is not None else None
+    if gang is None:
+        gang = _build_gang(inventory, nodes, flavors, requests, podset_flavors, eligible_memo, only)
+        if kept is not None:
+            kept.keep(gang)
     pods = gang.pods
     if pods is None:
         return NOT_PLACED
@@ -195,35 +223,6 @@ def place_workload(
         gang.message = gang.prefix + message
         gang.key = gang.message.split("; ", 1)[0]
     return Unplaceable(gang.message, gang.key, gang.distinct, pods)
-
-
-def _gang(
-    inventory: DraInventory,
-    nodes: Mapping[str, Node],
-    flavors: Mapping[str, ResourceFlavor],
-    requests: Sequence[PodSetRequest],
-    podset_flavors: Sequence[tuple[str, tuple[tuple[str, str], ...]]],
-    kept: NodeSets | None,
-    only: Mapping[str, str] | None,
-) -> _Gang:
-    """The workload's gang, as last built for the same requests, flavors and
-    inventory generation when ``kept`` has it (and ``only`` is None)."""
-    generation = inventory.generation
-    if kept is not None and only is None:
-        found = kept.gangs.get(id(requests))
-        if (
-            found is not None
-            and found.requests is requests
-            and found.generation == generation
-            and (found.podset_flavors is podset_flavors or found.podset_flavors == podset_flavors)
-        ):
-            return found
-    gang = _build_gang(inventory, nodes, flavors, requests, podset_flavors, kept, only)
-    if kept is not None and only is None:
-        if len(kept.gangs) >= GANGS_KEPT:
-            kept.gangs.clear()
-        kept.gangs[id(requests)] = gang
-    return gang
 
 
 def _build_gang(
