@@ -20,6 +20,7 @@ from kuota.core.dra.placement import (
     DeviceId,
     FitMemo,
     GangPod,
+    NoPlacement,
     device_scope,
     fits_alone,
     place_gang,
@@ -104,3 +105,34 @@ def test_a_node_not_touched_keeps_its_answer_and_a_touched_one_is_asked_again() 
     assert fits(gone)  # remembered: the node was not touched
     memo.touch(device_scope(inv)[dev_id("node-0", "dev-0")])
     assert not fits(gone)
+
+
+def test_a_gang_failed_with_nothing_touched_since_gets_the_same_answer() -> None:
+    """A failed placement is remembered by the gang's shape (each pod's token and
+    node set): the same shape asked again, by another gang object, while no node
+    was touched gets that answer (here, with the device freed behind the memo's
+    back, the remembered failure stands); once a node is touched, it is searched
+    again."""
+    case = Case(
+        (Node("node-0", None, (Dev("dev-0", "gpu", None, 0, None),)),),
+        (GangPod(),),
+        frozenset(),
+        (),
+    )
+    inv = build(case)
+    requests = (ExactDeviceRequest("gpu", 1),)
+    memo = FitMemo()
+    device = dev_id("node-0", "dev-0")
+
+    def place(taken: frozenset[DeviceId]) -> object:
+        pods = (GangPod(requests), GangPod(requests))  # new objects, the same shape
+        return place_gang(inventory=inv, pods=pods, taken=taken, consumed={}, memo=memo)
+
+    failed = place(frozenset({device}))
+    assert isinstance(failed, NoPlacement)
+    assert place(frozenset()) is failed  # nothing touched: the same answer, not searched
+    memo.touch(device_scope(inv)[device])
+    again = place(frozenset())
+    assert isinstance(again, NoPlacement)  # two pods, one device: still none
+    assert again is not failed and "cannot be placed together" in again.message
+    assert place(frozenset()) is again

@@ -197,7 +197,18 @@ def place_gang(
     """Place every pod of ``pods`` or say why not (see module docstring).
     ``memo``: which pods fit alone on which nodes, kept by the caller
     (:class:`FitMemo`: only when ``taken`` and ``consumed`` are what it holds for)."""
-    search = _search(inventory, pods, taken, consumed or {}, memo, budget)
+    tokens: list[int] | None = None
+    key: tuple[object, ...] = ()
+    if memo is not None:
+        # the same gang (the same pod shapes and node sets) with nothing touched
+        # since its last failure: the same answer (the search is a function of
+        # them, what is taken, and the budget)
+        tokens = _tokens(pods, memo, inventory.generation)
+        key = (budget, *[(t, id(p.nodes)) for t, p in zip(tokens, pods, strict=True)])
+        last = memo.failed.get(key)
+        if last is not None and last[0] == memo.clock:
+            return last[2]  # type: ignore[return-value]
+    search = _search(inventory, pods, taken, consumed or {}, memo, budget, tokens=tokens)
     if isinstance(search, str):
         return PlacementInvalid(search)
     # a pod that fits alone on no node, or too few free devices on the nodes
@@ -205,13 +216,20 @@ def place_gang(
     found = search.run() if all(search.allowed) and search.enough() else None
     if found is not None:
         return Placement(found, search.steps)
+    failure: NoPlacement | SearchBudgetExhausted
     if search.exhausted:
-        return SearchBudgetExhausted(
+        failure = SearchBudgetExhausted(
             f"no placement found within the search budget ({budget} steps) for "
             f"{pods_text(len(pods))}; not proven impossible",
             search.steps,
         )
-    return NoPlacement(why(search), search.steps)
+    else:
+        failure = NoPlacement(why(search), search.steps)
+    if memo is not None:
+        if len(memo.failed) >= MEMO_IDS:
+            memo.failed.clear()
+        memo.failed[key] = (memo.clock, pods, failure)
+    return failure
 
 
 def may_place(
@@ -269,11 +287,14 @@ def _search(
     memo: FitMemo | None,
     budget: int = DEFAULT_BUDGET,
     prefilter: bool = True,
+    tokens: list[int] | None = None,
 ) -> Search | str:
     """The search of ``pods`` (its prefilter run unless ``prefilter`` is False),
-    or why a pod cannot be evaluated."""
+    or why a pod cannot be evaluated (``tokens``: each pod's in ``memo``, when
+    the caller found them)."""
     generation = inventory.generation
-    tokens = _tokens(pods, memo, generation)
+    if tokens is None:
+        tokens = _tokens(pods, memo, generation)
     problem = _unsupported(pods, memo, tokens)
     if problem is not None:
         return problem

@@ -136,6 +136,11 @@ class FitMemo:
     questions: dict[tuple[object, ...], object] = field(default_factory=dict)
     # id of a waiter's pods -> (those pods, whole, its question)
     asked: dict[int, tuple[object, bool, object]] = field(default_factory=dict)
+    # a gang's last failed placement, by the budget and, per pod, its token and
+    # the identity of its node set: (clock, those pods, kept alive so that an id
+    # in the key is never another set's, the answer), reused while nothing was
+    # touched since (placement.py, place_gang)
+    failed: dict[tuple[object, ...], tuple[int, object, object]] = field(default_factory=dict)
 
     def touch(self, nodes: Iterable[str], *, took: bool = True, gave: bool = True) -> None:
         """Devices or counters of ``nodes`` were taken (``took``) or given back
@@ -225,6 +230,7 @@ class FitMemo:
         self.counts.clear()
         self.cands.clear()
         self.supported.clear()
+        self.failed.clear()
 
 
 MEMO_SHAPES = 4096  # distinct pods a FitMemo answers for before it starts afresh
