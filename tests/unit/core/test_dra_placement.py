@@ -22,6 +22,7 @@ from kuota.core.dra.placement import (
     Placement,
     PlacementInvalid,
     SearchBudgetExhausted,
+    counter_key,
     place_gang,
 )
 from kuota.quantity import parse_quantity
@@ -137,12 +138,12 @@ def test_seven_mig_slices_fit_an_eighth_does_not() -> None:
 def test_whole_gpu_blocked_by_one_of_its_mig_slices() -> None:
     inv = inventory(mig_node())
     assert placed(place_gang(inventory=inv, pods=[pod(req("gpu"))])) == [("node-a", [["gpu-0"]])]
-    cs: CounterKey = (D, "node-a", "gpu-0-cs", "memory")
+    cs: CounterKey = counter_key(D, "node-a", "gpu-0-cs", "memory")
     result = place_gang(
         inventory=inv,
         pods=[pod(req("gpu"))],
         taken=frozenset({dev("node-a", "mig-1g-3")}),
-        consumed={cs: parse_quantity("10Gi"), (D, "node-a", "gpu-0-cs", "slices"): 1000},
+        consumed={cs: parse_quantity("10Gi"), counter_key(D, "node-a", "gpu-0-cs", "slices"): 1000},
     )
     assert isinstance(result, NoPlacement)
     assert result.message.endswith("node-a has 0 free")
@@ -310,7 +311,7 @@ def cases(draw: st.DrawFn) -> Case:
         for s, cap in n.sets:
             used = draw(st.integers(0, cap))
             if used:
-                consumed.append(((D, n.name, s, "units"), used * 1000))
+                consumed.append((counter_key(D, n.name, s, "units"), used * 1000))
     pods = []
     for _ in range(draw(st.integers(1, 2))):
         requests = tuple(
@@ -352,7 +353,7 @@ def matches(d: Dev, request: ExactDeviceRequest) -> bool:
 def valid(case: Case, assignment: Sequence[tuple[str, Sequence[Sequence[DeviceId]]]]) -> bool:
     """Whether an assignment (per pod: node, per request the devices) is a placement."""
     by_id = {dev(n.name, d.name): (n.name, d) for n in case.nodes for d in n.devices}
-    caps = {(D, n.name, s, "units"): cap * 1000 for n in case.nodes for s, cap in n.sets}
+    caps = {counter_key(D, n.name, s, "units"): cap * 1000 for n in case.nodes for s, cap in n.sets}
     used = dict(case.consumed)
     seen: set[DeviceId] = set()
     if len(assignment) != len(case.pods):
@@ -373,7 +374,7 @@ def valid(case: Case, assignment: Sequence[tuple[str, Sequence[Sequence[DeviceId
                 if where != node or not matches(d, request):
                     return False
                 if d.counter_set is not None:
-                    key = (D, node, d.counter_set, "units")
+                    key = counter_key(D, node, d.counter_set, "units")
                     used[key] = used.get(key, 0) + d.amount * 1000
     return all(amount <= caps.get(key, 0) for key, amount in used.items())
 

@@ -23,6 +23,7 @@ from kuota.core.dra.placement import (
     Placement,
     PlacementInvalid,
     SearchBudgetExhausted,
+    counter_key,
     place_gang,
 )
 
@@ -119,7 +120,7 @@ def test_all_does_not_fit_where_the_devices_exclude_each_other() -> None:
     result = place_gang(
         inventory=inv,
         pods=[GangPod((every("mig", 2),))],
-        consumed={(D, "node-a", "gpu-0-cs", "memory"): 1},
+        consumed={counter_key(D, "node-a", "gpu-0-cs", "memory"): 1},
     )
     assert isinstance(result, NoPlacement), result
 

@@ -18,6 +18,7 @@ from kuota.core.dra.placement import (
     NoPlacement,
     Placement,
     PlacementInvalid,
+    counter_key,
     place_gang,
 )
 from kuota.core.dra.placement_rules import (
@@ -143,7 +144,7 @@ def test_admin_access_devices_spend_counters_only_in_their_own_pod() -> None:
         inv,
         GangPod((admin_gpu,)),
         taken=frozenset({dev("node-a", "mig-0")}),
-        consumed={(D, "node-a", "gpu-0-cs", "memory"): 10 * 2**30 * 1000},
+        consumed={counter_key(D, "node-a", "gpu-0-cs", "memory"): 10 * 2**30 * 1000},
     )
     assert isinstance(spent, NoPlacement)
 

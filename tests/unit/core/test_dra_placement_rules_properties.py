@@ -33,6 +33,7 @@ from kuota.core.dra.placement import (
     Placement,
     PlacementInvalid,
     SearchBudgetExhausted,
+    counter_key,
     place_gang,
 )
 from kuota.core.dra.placement_rules import PodConstraint
@@ -122,7 +123,7 @@ def cases(draw: st.DrawFn) -> Case:
         if n.cap is not None:
             used = draw(st.integers(0, n.cap))
             if used:
-                consumed.append(((D, n.name, "cs", "units"), used * 1000))
+                consumed.append((counter_key(D, n.name, "cs", "units"), used * 1000))
     pods = []
     for _ in range(draw(st.integers(1, 2))):
         count = draw(st.integers(1, 2))
@@ -187,7 +188,9 @@ def tolerated(d: Dev, request: ExactDeviceRequest) -> bool:
 def valid(case: Case, assignment: Sequence[tuple[str, Sequence[Sequence[DeviceId]]]]) -> bool:
     """Whether an assignment (per pod: node, per request the devices) is a placement."""
     by_id = {dev_id(n.name, d.name): (n.name, d) for n in case.nodes for d in n.devices}
-    caps = {(D, n.name, "cs", "units"): n.cap * 1000 for n in case.nodes if n.cap is not None}
+    caps = {
+        counter_key(D, n.name, "cs", "units"): n.cap * 1000 for n in case.nodes if n.cap is not None
+    }
     used = dict(case.consumed)
     admin_used: list[dict[CounterKey, int]] = []
     regular: set[DeviceId] = set()
@@ -221,7 +224,7 @@ def valid(case: Case, assignment: Sequence[tuple[str, Sequence[Sequence[DeviceId
                         return False
                     regular.add(ident)
                 if d.amount:
-                    key = (D, node, "cs", "units")
+                    key = counter_key(D, node, "cs", "units")
                     into = mine if request.admin_access else used
                     into[key] = into.get(key, 0) + d.amount * 1000
         for c in p.constraints:

@@ -121,6 +121,7 @@ from kuota.core.dra.placement_types import (
     GangPod,
     PodPlacement,
     SearchDevice,
+    counter_key,
 )
 from kuota.core.pickling import register_by_fields
 
@@ -136,6 +137,7 @@ __all__ = [
     "PlacementResult",
     "PodPlacement",
     "SearchBudgetExhausted",
+    "counter_key",
     "device_consumes",
     "device_nodes",
     "device_scope",
@@ -468,7 +470,7 @@ def _counter(inventory: DraInventory, driver: str, pool: str, counter_set: str, 
     if keys is None:
         keys = {}
         memo[_COUNTERS] = keys
-    key: Any = (driver, pool, counter_set, name)
+    key = counter_key(driver, pool, counter_set, name)
     return keys.setdefault(key, key)
 
 

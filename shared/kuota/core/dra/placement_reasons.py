@@ -31,7 +31,7 @@ __all__ = [
 NODES_NAMED = 10  # a message names at most this many nodes
 
 DeviceId = tuple[str, str, str]  # (driver, pool, device name)
-CounterKey = tuple[str, str, str, str]  # (driver, pool, counter set, counter)
+CounterKey = str  # placement_types.counter_key: driver, pool, counter set, counter
 
 
 class _Candidate(Protocol):

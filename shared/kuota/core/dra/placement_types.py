@@ -17,7 +17,16 @@ from kuota.api.dra import ExactDeviceRequest
 from kuota.core.dra.placement_rules import AttributeValue, PodConstraint
 
 DeviceId = tuple[str, str, str]  # (driver, pool, device name)
-CounterKey = tuple[str, str, str, str]  # (driver, pool, counter set, counter)
+# A counter: its driver, pool, counter set and name, joined by NUL (which no
+# Kubernetes name holds) into one string, whose hash Python keeps: the search
+# looks counters up millions of times, and a tuple is hashed afresh each time
+# (docs/design/native-core.md, "Keys read as the objects they are").
+CounterKey = str
+
+
+def counter_key(driver: str, pool: str, counter_set: str, name: str) -> CounterKey:
+    """The key of counter ``name`` of ``counter_set`` in ``driver``'s ``pool``."""
+    return f"{driver}\x00{pool}\x00{counter_set}\x00{name}"
 
 
 @dataclass(slots=True, init=False, unsafe_hash=True)  # a value (docs/design/native-core.md)
