@@ -206,9 +206,9 @@ def place_gang(
         # since its last failure: the same answer (the search is a function of
         # them, what is taken, and the budget)
         tokens = _tokens(pods, memo, inventory.generation)
-        key = (budget, *[(t, id(p.nodes)) for t, p in zip(tokens, pods, strict=True)])
+        key = (budget, *[(tokens[i], id(pods[i].nodes)) for i in range(len(pods))])
         last = memo.failed.get(key)
-        if last is not None and last[0] == memo.clock:
+        if last is not None and last[0] == memo.clock and _same_sets(last[1], pods):
             return last[2]  # type: ignore[return-value]
     search = _search(inventory, pods, taken, consumed or {}, memo, budget, tokens=tokens)
     if isinstance(search, str):
@@ -232,6 +232,18 @@ def place_gang(
             memo.failed.clear()
         memo.failed[key] = (memo.clock, pods, failure)
     return failure
+
+
+def _same_sets(kept: object, pods: Sequence[GangPod]) -> bool:
+    """Whether the pods kept with a memo entry have, pod by pod, the very node
+    sets of ``pods`` (an id in its key may be of a set gone since: in a copy or
+    a pickle of the memo)."""
+    if not isinstance(kept, tuple) or len(kept) != len(pods):
+        return False
+    for i, pod in enumerate(kept):
+        if not isinstance(pod, GangPod) or pod.nodes is not pods[i].nodes:
+            return False
+    return True
 
 
 def may_place(

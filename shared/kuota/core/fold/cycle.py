@@ -214,8 +214,7 @@ class Cycles(DirectClaims):
             shape = rec.shape
             epoch, todo = queue.park(shape, verdict, needs)
         if unplaced is not None:
-            question = self._question(unplaced, whole)
-            self._placement_waiters[(cq_name, shape)] = (epoch, unplaced, whole, question)
+            self._wait_for_nodes((cq_name, shape), epoch, unplaced, whole)
         if searched:
             root = self._tree.root_of[cq_name]
             searchers = self._searchers.get(root)

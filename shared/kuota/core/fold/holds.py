@@ -17,6 +17,8 @@ alone where, touched at every change. Design: docs/design/dra-placement.md.
 
 from __future__ import annotations
 
+from typing import cast
+
 from kuota.core.dra.placement import (
     CounterKey,
     DeviceId,
@@ -253,6 +255,7 @@ class DeviceHolds(FairAdmission):
             return
         if freed is None:
             waiters, self._placement_waiters = self._placement_waiters, {}
+            self._asking = {}
             self._wake_searchers({k: epoch for k, (epoch, _, _, _) in waiters.items()})
             return
         where = device_nodes(self._inventory)
@@ -262,27 +265,52 @@ class DeviceHolds(FairAdmission):
         taken = Taken(self._devices_held, self._claimed)
         memo = None if self._devices_reserved else self._fit_memo
         consumed = self._counters_taken()
-        woken: dict[tuple[str, int], int] = {}
-        # waiters of one shape ask the same question (one object: _question),
-        # answered once; the list keeps every question alive during the pass
-        asked: dict[int, bool] = {}
-        for k, (epoch, pods, whole, question) in list(self._placement_waiters.items()):
-            fits = asked.get(id(question))
-            if fits is None:
-                fits = asked[id(question)] = fits_on(
-                    inventory=self._inventory,
-                    pods=pods,
-                    nodes=nodes,
-                    taken=taken,
-                    consumed=consumed,
-                    memo=memo,
-                    whole=whole,
-                )
-            if fits:
-                woken[k] = epoch
-                del self._placement_waiters[k]
-        if woken:
-            self._wake_searchers(woken)
+        # each question once (waiters of one shape ask the same: _question), and
+        # its waiters woken in the order they were set aside
+        woken: list[tuple[int, tuple[str, int]]] = []
+        for number, (question, group) in list(self._asking.items()):
+            pods, whole = _asks(question)
+            if group and not fits_on(
+                inventory=self._inventory,
+                pods=pods,
+                nodes=nodes,
+                taken=taken,
+                consumed=consumed,
+                memo=memo,
+                whole=whole,
+            ):
+                continue
+            del self._asking[number]
+            woken.extend((seq, k) for k, seq in group.items())
+        if not woken:
+            return
+        woken.sort()
+        searchers: dict[tuple[str, int], int] = {}
+        for _, k in woken:
+            searchers[k] = self._placement_waiters.pop(k)[0]
+        self._wake_searchers(searchers)
+
+    def _wait_for_nodes(
+        self, key: tuple[str, int], epoch: int, pods: tuple[GangPod, ...], whole: bool
+    ) -> None:
+        """Register the group (or blocked head) ``key`` as a placement waiter: its
+        gang ``pods`` (``whole``: all of it) found no nodes. A waiter set aside
+        again keeps its place in the order."""
+        question = self._question(pods, whole)
+        waiters = self._placement_waiters
+        before = waiters.get(key)
+        if before is None:
+            self._waiter_seq += 1
+            seq = self._waiter_seq
+        else:
+            asked = self._asking.get(_number(before[3]))
+            seq = asked[1].pop(key) if asked is not None and key in asked[1] else 0
+        waiters[key] = (epoch, pods, whole, question)
+        number = _number(question)
+        asking = self._asking.get(number)
+        if asking is None:
+            asking = self._asking[number] = (question, {})
+        asking[1][key] = seq
 
     def _question(self, pods: tuple[GangPod, ...], whole: bool) -> object:
         """What a placement waiter with ``pods`` asks when devices are freed (does
@@ -306,12 +334,15 @@ class DeviceHolds(FairAdmission):
         )
         questions = memo.questions
         found = questions.get(key)
+        if found is not None and not _same_nodes(found, pods):
+            found = None  # an id of a set gone since (a copy or a pickle): asked afresh
         if found is None:
             if len(questions) >= MEMO_IDS:
                 questions.clear()
-            # the pods (and so their node sets) kept alive beside: an id in the key
-            # is never another set's
-            found = questions[key] = (key, pods)
+            # (key, the pods, its number): the pods (and so their node sets) kept
+            # alive beside, so that an id in the key is never another set's
+            self._question_seq += 1
+            found = questions[key] = (key, pods, self._question_seq)
         if len(memo.asked) >= MEMO_IDS:
             memo.asked.clear()
         memo.asked[id(pods)] = (pods, whole, found)
@@ -327,3 +358,26 @@ class DeviceHolds(FairAdmission):
             queue = queues.get(cq_name)
             if queue is not None and queue.wake_searcher(shape, epoch):
                 ready[cq_name] = None
+
+
+# A question (DeviceHolds._question): (its key, the pods it asks about, its number)
+_Question = tuple[tuple[object, ...], tuple[GangPod, ...], int]
+
+
+def _asks(question: object) -> tuple[tuple[GangPod, ...], bool]:
+    """The pods a question asks about, and whether they are the whole gang."""
+    asked = cast("_Question", question)
+    return asked[1], bool(asked[0][0])
+
+
+def _number(question: object) -> int:
+    return cast("_Question", question)[2]
+
+
+def _same_nodes(question: object, pods: tuple[GangPod, ...]) -> bool:
+    """Whether the question's pods have, pod by pod, the very node sets of
+    ``pods``."""
+    kept = cast("_Question", question)[1]
+    if len(kept) != len(pods):
+        return False
+    return all(a.nodes is b.nodes for a, b in zip(kept, pods, strict=True))

@@ -194,6 +194,14 @@ class FoldState:
         self._placement_waiters: dict[
             tuple[str, int], tuple[int, tuple[GangPod, ...], bool, object]
         ] = {}
+        # the same waiters by what they ask: the question's number -> (the
+        # question, waiter -> its place in _placement_waiters' order), so that a
+        # release asks each question once and visits only the waiters it wakes
+        self._asking: dict[int, tuple[object, dict[tuple[str, int], int]]] = {}
+        self._waiter_seq = 0  # the place the next new placement waiter takes
+        # the number of the last question made (the fold's, not the memo's: a
+        # question outlives the memo that made it, in the waiters that ask it)
+        self._question_seq = 0
         # the placement found for the head about to be admitted: (workload, placed)
         self._placing: tuple[str, Placed] | None = None
         # (constraints, flavors) -> the nodes they allow, and each workload's gang as
