@@ -17,6 +17,7 @@ from test_dra_placement_rules_properties import Case, Dev, Node, build, cases, d
 
 from kuota.api.dra import ExactDeviceRequest
 from kuota.core.dra.placement import (
+    DEFAULT_BUDGET,
     DeviceId,
     FitMemo,
     GangPod,
@@ -136,3 +137,31 @@ def test_a_gang_failed_with_nothing_touched_since_gets_the_same_answer() -> None
     assert isinstance(again, NoPlacement)  # two pods, one device: still none
     assert again is not failed and "cannot be placed together" in again.message
     assert place(frozenset()) is again
+
+
+def test_a_remembered_failure_is_used_only_for_the_very_node_sets_it_was_for() -> None:
+    """The key holds the ids of the pods' node sets: an entry whose kept pods have
+    other sets (ids reused after a copy or pickle of the memo) is not an answer."""
+    case = Case(
+        (Node("node-0", None, (Dev("dev-0", "gpu", None, 0, None),)),),
+        (GangPod(),),
+        frozenset(),
+        (),
+    )
+    inv = build(case)
+    requests = (ExactDeviceRequest("gpu", 1),)
+    allowed = frozenset({"node-0"})
+    pods = (GangPod(requests, allowed),)
+    memo = FitMemo()
+    assert not isinstance(
+        place_gang(inventory=inv, pods=pods, taken=frozenset(), consumed={}, memo=memo),
+        NoPlacement,
+    )
+    token = memo.token(pods[0], inv.generation)
+    stale = NoPlacement("remembered for another node set", 0)
+    other = (GangPod(requests, frozenset({"node-0"})),)  # equal, not the same set
+    memo.failed[(DEFAULT_BUDGET, (token, id(allowed)))] = (memo.clock, other, stale)
+    found = place_gang(inventory=inv, pods=pods, taken=frozenset(), consumed={}, memo=memo)
+    assert found is not stale and not isinstance(found, NoPlacement)
+    memo.failed[(DEFAULT_BUDGET, (token, id(allowed)))] = (memo.clock, pods, stale)
+    assert place_gang(inventory=inv, pods=pods, taken=frozenset(), consumed={}, memo=memo) is stale
