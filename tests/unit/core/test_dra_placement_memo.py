@@ -160,8 +160,8 @@ def test_a_remembered_failure_is_used_only_for_the_very_node_sets_it_was_for() -
     token = memo.token(pods[0], inv.generation)
     stale = NoPlacement("remembered for another node set", 0)
     other = (GangPod(requests, frozenset({"node-0"})),)  # equal, not the same set
-    memo.failed[(DEFAULT_BUDGET, (token, id(allowed)))] = (memo.clock, other, stale)
+    memo.failed[(DEFAULT_BUDGET, token, id(allowed))] = (memo.clock, other, stale)
     found = place_gang(inventory=inv, pods=pods, taken=frozenset(), consumed={}, memo=memo)
     assert found is not stale and not isinstance(found, NoPlacement)
-    memo.failed[(DEFAULT_BUDGET, (token, id(allowed)))] = (memo.clock, pods, stale)
+    memo.failed[(DEFAULT_BUDGET, token, id(allowed))] = (memo.clock, pods, stale)
     assert place_gang(inventory=inv, pods=pods, taken=frozenset(), consumed={}, memo=memo) is stale

@@ -206,7 +206,11 @@ def place_gang(
         # since its last failure: the same answer (the search is a function of
         # them, what is taken, and the budget)
         tokens = _tokens(pods, memo, inventory.generation)
-        key = (budget, *[(tokens[i], id(pods[i].nodes)) for i in range(len(pods))])
+        parts: list[object] = [budget]  # then each pod's token and the id of its nodes
+        for i, pod in enumerate(pods):
+            parts.append(tokens[i])
+            parts.append(id(pod.nodes))
+        key = tuple(parts)
         last = memo.failed.get(key)
         if last is not None and last[0] == memo.clock and _same_sets(last[1], pods):
             return last[2]  # type: ignore[return-value]

@@ -215,7 +215,7 @@ def place_workload(
         )
     if isinstance(result, PlacementInvalid):
         return NOT_PLACED
-    if gang.raw is not result.message:
+    if gang.raw != result.message:  # the same text (often the same object): the same message
         message = result.message
         if isinstance(result, NoPlacement):
             message = message.replace("no node can take", f"no node {gang.where}can take", 1)
