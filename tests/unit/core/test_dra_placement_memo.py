@@ -83,16 +83,16 @@ def test_the_memo_answers_what_a_fresh_search_answers(
         check()
 
 
+# one node with one device of class "gpu"
+_ONE_GPU = Case(
+    (Node("node-0", None, (Dev("dev-0", "gpu", None, 0, None),)),), (GangPod(),), frozenset(), ()
+)
+
+
 def test_a_node_not_touched_keeps_its_answer_and_a_touched_one_is_asked_again() -> None:
     """The memo is used: with a device taken behind its back (no touch), the
     remembered answer stands; once the node is touched, it is asked again."""
-    case = Case(
-        (Node("node-0", None, (Dev("dev-0", "gpu", None, 0, None),)),),
-        (GangPod(),),
-        frozenset(),
-        (),
-    )
-    inv = build(case)
+    inv = build(_ONE_GPU)
     pod = GangPod((ExactDeviceRequest("gpu", 1),))
     memo = FitMemo()
 
@@ -114,13 +114,7 @@ def test_a_gang_failed_with_nothing_touched_since_gets_the_same_answer() -> None
     was touched gets that answer (here, with the device freed behind the memo's
     back, the remembered failure stands); once a node is touched, it is searched
     again."""
-    case = Case(
-        (Node("node-0", None, (Dev("dev-0", "gpu", None, 0, None),)),),
-        (GangPod(),),
-        frozenset(),
-        (),
-    )
-    inv = build(case)
+    inv = build(_ONE_GPU)
     requests = (ExactDeviceRequest("gpu", 1),)
     memo = FitMemo()
     device = dev_id("node-0", "dev-0")
@@ -142,13 +136,7 @@ def test_a_gang_failed_with_nothing_touched_since_gets_the_same_answer() -> None
 def test_a_remembered_failure_is_used_only_for_the_very_node_sets_it_was_for() -> None:
     """The key holds the ids of the pods' node sets: an entry whose kept pods have
     other sets (ids reused after a copy or pickle of the memo) is not an answer."""
-    case = Case(
-        (Node("node-0", None, (Dev("dev-0", "gpu", None, 0, None),)),),
-        (GangPod(),),
-        frozenset(),
-        (),
-    )
-    inv = build(case)
+    inv = build(_ONE_GPU)
     requests = (ExactDeviceRequest("gpu", 1),)
     allowed = frozenset({"node-0"})
     pods = (GangPod(requests, allowed),)
