@@ -146,9 +146,10 @@ class FitMemo:
     # id of a waiter's pods -> (those pods, whole, its question)
     asked: dict[int, tuple[object, bool, object]] = field(default_factory=dict)
     # a gang's last failed placement, by the budget and, per pod, its token and
-    # the identity of its node set (flat: budget, token, id, token, id, ...): (clock, those pods, kept alive so that an id
-    # in the key is never another set's, the answer), reused while nothing was
-    # touched since (placement.py, place_gang)
+    # the identity of its node set (flat: budget, token, id, token, id, ...):
+    # (clock, those pods, kept alive so that an id in the key is never another
+    # set's, the answer), reused while nothing was touched since (placement.py,
+    # place_gang)
     failed: dict[tuple[object, ...], tuple[int, object, object]] = field(default_factory=dict)
 
     def touch(self, nodes: Iterable[str], *, took: bool = True, gave: bool = True) -> None:
