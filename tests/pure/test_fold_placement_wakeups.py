@@ -14,18 +14,15 @@ woken for placement (else the rule was never asked).
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
+
+from test_fold_fit_memo import small_bench_trace
 
 from kuota.core.dra.placement import device_nodes
 from kuota.core.dra.placement_types import Taken
 from kuota.core.fold.fold import Fold
 from kuota.core.fold.node_fit import fits_on
 from kuota.sim.engine import Simulator
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-import bench_core
 
 
 class PlainPlacementWakeFold(Fold):
@@ -63,12 +60,8 @@ class PlainPlacementWakeFold(Fold):
 
 
 def _decisions(fold: Fold) -> list[str]:
-    shape = dict(queues=8, gpu_quota=8, mig_quota_gi=40)
-    trace = bench_core.cluster(
-        cohorts=2, nodes=8, share_quota_gi=0, afs_local_queues=0, with_nodes=True, **shape
-    ) + bench_core.jobs(count=400, load=1.0, seed=3, **shape)
     out = []
-    for step in Simulator(trace, fold=fold).steps():
+    for step in Simulator(small_bench_trace(), fold=fold).steps():
         out.extend(d.model_dump_json() for d in step.decisions)
     return out
 

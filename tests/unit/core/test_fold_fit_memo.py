@@ -23,7 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
 import bench_core
 
 
-def _trace() -> list[dict[str, Any]]:
+def small_bench_trace() -> list[dict[str, Any]]:
+    """``bench_core``'s trace with its Nodes, small: 8 nodes, 8 queues, 400 Jobs."""
     shape = dict(queues=8, gpu_quota=8, mig_quota_gi=40)
     manifests = bench_core.cluster(
         cohorts=2, nodes=8, share_quota_gi=0, afs_local_queues=0, with_nodes=True, **shape
@@ -46,7 +47,7 @@ class _Forgetful:
 
 def _decisions(fold: Any) -> list[str]:
     out = []
-    for step in Simulator(_trace(), fold=fold).steps():
+    for step in Simulator(small_bench_trace(), fold=fold).steps():
         out.extend(d.model_dump_json(exclude={"id"}) for d in step.decisions)
     return out
 

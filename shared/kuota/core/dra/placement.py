@@ -122,6 +122,7 @@ from kuota.core.dra.placement_types import (
     PodPlacement,
     SearchDevice,
     counter_key,
+    same_node_sets,
 )
 from kuota.core.pickling import register_by_fields
 
@@ -212,7 +213,7 @@ def place_gang(
             parts.append(id(pod.nodes))
         key = tuple(parts)
         last = memo.failed.get(key)
-        if last is not None and last[0] == memo.clock and _same_sets(last[1], pods):
+        if last is not None and last[0] == memo.clock and same_node_sets(last[1], pods):
             return last[2]  # type: ignore[return-value]
     search = _search(inventory, pods, taken, consumed or {}, memo, budget, tokens=tokens)
     if isinstance(search, str):
@@ -236,18 +237,6 @@ def place_gang(
             memo.failed.clear()
         memo.failed[key] = (memo.clock, pods, failure)
     return failure
-
-
-def _same_sets(kept: object, pods: Sequence[GangPod]) -> bool:
-    """Whether the pods kept with a memo entry have, pod by pod, the very node
-    sets of ``pods`` (an id in its key may be of a set gone since: in a copy or
-    a pickle of the memo)."""
-    if not isinstance(kept, tuple) or len(kept) != len(pods):
-        return False
-    for i, pod in enumerate(kept):
-        if not isinstance(pod, GangPod) or pod.nodes is not pods[i].nodes:
-            return False
-    return True
 
 
 def may_place(

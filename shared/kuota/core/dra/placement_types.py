@@ -9,7 +9,7 @@ fit alone on which nodes between searches. Pure data.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -150,7 +150,9 @@ class FitMemo:
     # (clock, those pods, kept alive so that an id in the key is never another
     # set's, the answer), reused while nothing was touched since (placement.py,
     # place_gang)
-    failed: dict[tuple[object, ...], tuple[int, object, object]] = field(default_factory=dict)
+    failed: dict[tuple[object, ...], tuple[int, Sequence[GangPod], object]] = field(
+        default_factory=dict
+    )
 
     def touch(self, nodes: Iterable[str], *, took: bool = True, gave: bool = True) -> None:
         """Devices or counters of ``nodes`` were taken (``took``) or given back
@@ -241,6 +243,13 @@ class FitMemo:
         self.cands.clear()
         self.supported.clear()
         self.failed.clear()
+
+
+def same_node_sets(kept: Sequence[GangPod], pods: Sequence[GangPod]) -> bool:
+    """Whether ``kept`` (the pods a memo entry keeps alive) have, pod by pod, the
+    very node sets of ``pods``: an entry found by the ids of node sets may be of
+    sets gone since (in a copy or a pickle of the memo)."""
+    return len(kept) == len(pods) and all(pod.nodes is pods[i].nodes for i, pod in enumerate(kept))
 
 
 MEMO_SHAPES = 4096  # distinct pods a FitMemo answers for before it starts afresh

@@ -27,7 +27,7 @@ from kuota.core.dra.placement import (
     device_nodes,
     device_scope,
 )
-from kuota.core.dra.placement_types import MEMO_IDS, Taken
+from kuota.core.dra.placement_types import MEMO_IDS, Taken, same_node_sets
 from kuota.core.fold.fairadmission import FairAdmission
 from kuota.core.fold.node_fit import (
     NO_NODE_PLACEMENT,
@@ -334,7 +334,7 @@ class DeviceHolds(FairAdmission):
         )
         questions = memo.questions
         found = questions.get(key)
-        if found is not None and not _same_nodes(found, pods):
+        if found is not None and not same_node_sets(cast("_Question", found)[1], pods):
             found = None  # an id of a set gone since (a copy or a pickle): asked afresh
         if found is None:
             if len(questions) >= MEMO_IDS:
@@ -372,12 +372,3 @@ def _asks(question: object) -> tuple[tuple[GangPod, ...], bool]:
 
 def _number(question: object) -> int:
     return cast("_Question", question)[2]
-
-
-def _same_nodes(question: object, pods: tuple[GangPod, ...]) -> bool:
-    """Whether the question's pods have, pod by pod, the very node sets of
-    ``pods``."""
-    kept = cast("_Question", question)[1]
-    if len(kept) != len(pods):
-        return False
-    return all(a.nodes is b.nodes for a, b in zip(kept, pods, strict=True))
