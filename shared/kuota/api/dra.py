@@ -196,8 +196,12 @@ def _map(raw: object, field: str, *, required: bool = False) -> Mapping[str, obj
         if required:
             raise _Invalid(field, "required")
         return {}
-    if not isinstance(raw, Mapping) or not all(isinstance(k, str) for k in raw):
+    # (a plain dict, the usual case, skips the Mapping ABC's slower check)
+    if type(raw) is not dict and not isinstance(raw, Mapping):
         raise _Invalid(field, f"must be an object, not {type(raw).__name__}")
+    for k in raw:
+        if not isinstance(k, str):
+            raise _Invalid(field, f"must be an object, not {type(raw).__name__}")
     return raw
 
 
@@ -336,10 +340,12 @@ def _resource_slice(name: str, spec: Mapping[str, object]) -> ResourceSlice:
         sets.append(CounterSet(set_name, _amounts(cs.get("counters"), f"{f}.counters")))
 
     devices: list[Device] = []
+    names: set[str] = set()  # a set: a slice may list hundreds of devices
     for i, raw in enumerate(_list(spec.get("devices"), "spec.devices")):
         device = _device(raw, f"spec.devices[{i}]")
-        if any(d.name == device.name for d in devices):
+        if device.name in names:
             raise _Invalid(f"spec.devices[{i}].name", f"duplicate device {device.name!r}")
+        names.add(device.name)
         _check_consumption(device, sets, f"spec.devices[{i}]")
         devices.append(device)
     return ResourceSlice(name, driver, pool, node_name, tuple(sets), tuple(devices))

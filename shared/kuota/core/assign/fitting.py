@@ -17,6 +17,7 @@ alone, so the cycle caches it per (ClusterQueue, shape, picks).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from kuota.api.types import ResourceFlavor
 from kuota.core.assign.flavors import (
@@ -65,7 +66,12 @@ def fit_picks(
                 parent_subtree = parent.subtree
                 parent_usage = parent.usage
                 all_caps = node.caps
-                for fr, value in requests:
+                # read as objects: a FlavorResource unpacked typed is rebuilt as a
+                # new tuple for each look-up (docs/design/native-core.md)
+                pairs: Any = requests
+                for pair in pairs:
+                    fr: Any = pair[0]
+                    value: int = pair[1]
                     used = usage.get(fr, 0)
                     free = parent_subtree.get(fr, 0) - parent_usage.get(fr, 0)
                     caps = all_caps.get(fr)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
+from typing import Any
 
 from kuota.core.pickling import register_by_fields
 from kuota.core.queueing.verdict import Verdict
@@ -73,12 +74,14 @@ class ShapeGroup:
         self.live = {} if live is None else live
 
     def head(self) -> OrderKey | None:
-        heap = self.heap
-        members = self.members
+        # the heap's entries read as objects: an OrderKey read typed is unboxed,
+        # then boxed again, a new tuple, for each comparison (native-core.md)
+        heap: list[Any] = self.heap
+        members: dict[str, Any] = self.members
         while heap:
             top = heap[0]
             if members.get(top[2]) == top:
-                return top
+                return top  # type: ignore[no-any-return]
             heapq.heappop(heap)
         return None
 
@@ -218,16 +221,18 @@ class ClusterQueueQueue:
         must be assigned afresh; None when there is no head."""
         if self.fair:
             return self._fair_next_head()
-        heap = self.heap
+        # entries read as objects (see ShapeGroup.head)
+        heap: list[Any] = self.heap
         groups = self.groups
         while heap:
             entry = heap[0]
-            order, shape = entry
+            order: Any = entry[0]
+            shape: int = entry[1]
             group = groups.get(shape)
             if group is not None and not group.parked:
                 # group.head() == order, inlined
-                gheap = group.heap
-                members = group.members
+                gheap: list[Any] = group.heap
+                members: dict[str, Any] = group.members
                 while gheap:
                     top = gheap[0]
                     if members.get(top[2]) == top:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from kuota.api.types import ResourceGroup
 from kuota.core.pickling import register_by_fields
@@ -87,19 +88,21 @@ def available(node: QuotaNode, fr: FlavorResource) -> int:
 
     May be negative after quota was removed under admitted workloads."""
     parent = node.parent
+    # boxed once: compiled, a FlavorResource parameter is rebuilt as a new tuple
+    # for each look-up (docs/design/native-core.md)
+    key: Any = fr
     if parent is None:
-        return node.subtree.get(fr, 0) - node.usage.get(fr, 0)
+        return node.subtree.get(key, 0) - node.usage.get(key, 0)
     if parent.parent is None:  # the usual shape: a ClusterQueue in a root cohort
         # available_below(node, fr, what the root has free), inlined: the hottest call
-        # available_below(node, fr, what the root has free), inlined: the hottest call
-        result = parent.subtree.get(fr, 0) - parent.usage.get(fr, 0)
-        caps = node.caps.get(fr)
+        result = parent.subtree.get(key, 0) - parent.usage.get(key, 0)
+        caps = node.caps.get(key)
         if caps is None:
-            if fr not in node.limits:
+            if key not in node.limits:
                 return result
             caps = _caps(node, fr)
         local, cap = caps
-        usage = node.usage.get(fr, 0)
+        usage = node.usage.get(key, 0)
         if cap is not None:
             cap -= usage - local if usage > local else 0
             if cap < result:
