@@ -95,7 +95,10 @@ class DraInventory:
         self._classes: dict[str, DeviceClass] = {}
         self._templates: dict[tuple[str, str], ResourceClaimTemplate] = {}
         self._slices: dict[str, ResourceSlice] = {}
-        self._generation = 0
+        # Moves on every change the memos depend on; read only (a plain
+        # attribute, not a property: the fold reads it hundreds of thousands of
+        # times a run, and a property is a Python call each time)
+        self.generation = 0
         self._pools: dict[tuple[str, str], dict[str, ResourceSlice]] = {}  # (driver, pool)
         # Derived, rebuilt lazily: a view per pool (dropped when one of its slices
         # changes), a DeviceEnv per device (dropped when its slice changes), and
@@ -127,10 +130,6 @@ class DraInventory:
     @staticmethod
     def handles(kind: str) -> bool:
         return kind in INVENTORY_KINDS
-
-    @property
-    def generation(self) -> int:
-        return self._generation
 
     @property
     def changed_template(self) -> tuple[str, str] | None:
@@ -212,7 +211,7 @@ class DraInventory:
         """Bump the generation and drop what the change can make stale: a template
         (namespace, name) nothing cached, a DeviceClass the extended-resource map,
         a slice every device match too."""
-        self._generation += 1
+        self.generation += 1
         if isinstance(what, tuple):
             self._changed_template = what
             return
