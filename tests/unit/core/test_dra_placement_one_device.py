@@ -1,11 +1,12 @@
-"""``Search.run``'s shortcut for one pod asking for one device (the commonest
-gang) finds what the backtracking levels find, with the same steps, and runs
-out of budget where they do (#17).
+"""``Search.run``'s shortcut for gangs whose pods each ask for one device (the
+commonest) finds what the backtracking levels find, with the same steps, and
+runs out of budget where they do (#17).
 
 Each case builds two identical searches; one runs the shortcut (``run``), the
 other the general levels (``_run_levels``). Nodes carry a shared counter set
 that devices draw on, some devices are taken before the search, some counters
-spent, and the pod may be kept to some nodes; the budget goes from 1 step up."""
+spent; the gang has one to three pods, identical or not, each maybe kept to
+some nodes; the budget goes from 1 step up."""
 
 from __future__ import annotations
 
@@ -24,7 +25,9 @@ D = GPU_DRIVER
 
 
 @st.composite
-def cases(draw: st.DrawFn) -> tuple[DraInventory, GangPod, frozenset[Any], dict[str, int]]:
+def cases(
+    draw: st.DrawFn,
+) -> tuple[DraInventory, tuple[GangPod, ...], frozenset[Any], dict[str, int]]:
     inv = DraInventory()
     assert inv.upsert(device_class("gpu", cel=[f'device.attributes["{D}"].kind == "gpu"'])) is None
     ids: list[tuple[str, str, str]] = []
@@ -54,33 +57,37 @@ def cases(draw: st.DrawFn) -> tuple[DraInventory, GangPod, frozenset[Any], dict[
         if spent:
             consumed[counter_key(D, node, "cs", "units")] = spent * 1000
     taken = frozenset(draw(st.lists(st.sampled_from(ids), max_size=4))) if ids else frozenset()
-    nodes = draw(st.none() | st.frozensets(st.sampled_from(names)))
-    pod = GangPod((ExactDeviceRequest("gpu"),), nodes)
-    return inv, pod, taken, consumed
+    pods: list[GangPod] = []
+    for _ in range(draw(st.integers(1, 3))):
+        if pods and draw(st.booleans()):
+            pods.append(pods[-1])  # the same pod again (a podset's pods)
+            continue
+        nodes = draw(st.none() | st.frozensets(st.sampled_from(names)))
+        pods.append(GangPod((ExactDeviceRequest("gpu"),), nodes))
+    return inv, tuple(pods), taken, consumed
 
 
-def _searches(
-    case: tuple[DraInventory, GangPod, frozenset[Any], dict[str, int]], budget: int, prefilter: bool
-) -> tuple[Search, Search]:
-    inv, pod, taken, consumed = case
-    a = _search(inv, (pod,), taken, consumed, None, budget, prefilter=prefilter)
-    b = _search(inv, (pod,), taken, consumed, None, budget, prefilter=prefilter)
+Case = tuple[DraInventory, tuple[GangPod, ...], frozenset[Any], dict[str, int]]
+
+
+def _searches(case: Case, budget: int, prefilter: bool) -> tuple[Search, Search]:
+    inv, pods, taken, consumed = case
+    a = _search(inv, pods, taken, consumed, None, budget, prefilter=prefilter)
+    b = _search(inv, pods, taken, consumed, None, budget, prefilter=prefilter)
     assert isinstance(a, Search) and isinstance(b, Search)
     return a, b
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(cases(), st.integers(1, 30), st.booleans())
-def test_the_shortcut_finds_what_the_levels_find(
-    case: tuple[DraInventory, GangPod, frozenset[Any], dict[str, int]], budget: int, pre: bool
-) -> None:
-    assert _one_device(case[1])
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases(), st.integers(1, 40), st.booleans())
+def test_the_shortcut_finds_what_the_levels_find(case: Case, budget: int, pre: bool) -> None:
+    assert all(_one_device(pod) for pod in case[1])
     short, full = _searches(case, budget, pre)
     found = short.run()
     assert found == full._run_levels()
     assert (short.steps, short.exhausted) == (full.steps, full.exhausted)
     if found is not None:
-        assert short.node_of[0] == full.node_of[0]
+        assert short.node_of == full.node_of
 
 
 def test_a_case_where_the_levels_pass_over_spent_devices() -> None:
@@ -96,7 +103,7 @@ def test_a_case_where_the_levels_pass_over_spent_devices() -> None:
         )
     taken = frozenset({(D, "node-1", "dev-0")})
     consumed = {counter_key(D, "node-0", "cs", "units"): 1000}  # node-0: 1 unit left
-    case = (inv, GangPod((ExactDeviceRequest("gpu"),)), taken, consumed)
+    case = (inv, (GangPod((ExactDeviceRequest("gpu"),)),), taken, consumed)
     short, full = _searches(case, 100, False)
     expected = full._run_levels()
     assert expected is not None and expected[0].node == "node-1"

@@ -139,7 +139,7 @@ class Search:
             self.levels.extend((i, r) for r in range(len(pod.requests)))
 
     def run(self) -> tuple[PodPlacement, ...] | None:
-        if len(self.pods) == 1 and _one_device(self.pods[0]):
+        if all(_one_device(pod) for pod in self.pods):
             return self._run_one()
         return self._run_levels()
 
@@ -169,46 +169,87 @@ class Search:
         return None
 
     def _run_one(self) -> tuple[PodPlacement, ...] | None:
-        """``run()`` for one pod asking for one device (:func:`_one_device`), the
-        commonest gang: what the levels would find, and the steps they would
-        count, in one scan. The node level counts a step per node it tries and
-        goes on when no candidate there is free with its counters fitting (the
-        test its ``_may_fit`` makes); the device level, on the first node where
-        one is, counts a step per candidate not taken before the search up to
-        the first whose counters fit, and takes it."""
-        pod = self.pods[0]
-        by_node = self.candidates[0][0]
-        allowed = self.allowed[0]
+        """``run()`` for a gang whose pods each ask for one device
+        (:func:`_one_device`), the commonest: the levels' first choices, taken
+        greedily, are their first placement when no pod runs out of nodes; the
+        steps are those the levels count on that path. A pod that runs out of
+        nodes would make the levels go back to an earlier pod's choice: then
+        the levels run, from the start. Per pod, the node level counts a step
+        per node it tries and skips one where no candidate is free with its
+        counters fitting (``_may_fit``); else the device level counts a step
+        per candidate not taken, from where it starts, up to the first whose
+        counters fit, and takes it."""
+        pods, nodes = self.pods, self.nodes
         budget = self.budget
-        steps = self.steps
-        for n in range(len(self.nodes)) if allowed is None else allowed:
-            node = self.nodes[n]
-            if pod.nodes is not None and node not in pod.nodes:
-                continue
-            steps += 1
-            if steps > budget:
-                self.steps, self.exhausted = steps, True
-                return None
-            tried = 0  # the device level's steps on this node, if it gets there
-            short: object = None  # a consumption found short of its counters
-            for d in by_node.get(node, ()):
-                if self._in_base(d.id):
+        steps = start = self.steps
+        taken, used = self.taken, self.used
+        found: list[PodPlacement] = []
+        last_n = last_k = -1
+        for i, pod in enumerate(pods):
+            by_node = self.candidates[i][0]
+            allowed = self.allowed[i]
+            twin = self._twin(i)
+            first = last_n if twin else 0  # identical pods: non-decreasing nodes
+            placed = False
+            for n in range(first, len(nodes)) if allowed is None else allowed:
+                if n < first:
                     continue
-                tried += 1
-                if d.consumes:
-                    if d.consumes is short:
-                        continue  # the same counters, the same amounts: short too
-                    if not self._fits(d, 0):
-                        short = d.consumes
+                node = nodes[n]
+                if pod.nodes is not None and node not in pod.nodes:
+                    continue
+                steps += 1
+                if steps > budget:
+                    return self._out_of_budget()
+                cands = by_node.get(node, ())
+                # identical pods on one node: their devices increase. The devices
+                # before k are taken or short of counters (the pods before took
+                # the first usable ones), so the scan from k finds one exactly when
+                # _may_fit would say yes, and the levels count no step here if not.
+                k = last_k + 1 if twin and n == last_n else 0
+                tried = 0  # the device level's steps here, if it gets here
+                short: object = None  # a consumption found short of its counters
+                while k < len(cands):
+                    d = cands[k]
+                    k += 1
+                    if d.id in taken or self._in_base(d.id):
                         continue
-                steps += tried
-                if steps > budget:  # the device level stops at the budget's end
-                    self.steps, self.exhausted = budget + 1, True
-                    return None
-                self.steps = steps
-                self.node_of[0] = n
-                return (PodPlacement(node, ((d.id,),)),)
+                    tried += 1
+                    if d.consumes:
+                        if d.consumes is short:
+                            continue  # the same counters, the same amounts: short too
+                        if not self._fits(d, i):
+                            short = d.consumes
+                            continue
+                    steps += tried
+                    if steps > budget:  # the device level stops at the budget's end
+                        return self._out_of_budget()
+                    taken.add(d.id)
+                    for key, amount in d.consumes:
+                        used[key] = used.get(key, 0) + amount
+                    found.append(PodPlacement(node, ((d.id,),)))
+                    self.node_of[i] = last_n = n
+                    last_k = k - 1
+                    placed = True
+                    break
+                if placed:
+                    break
+            if not placed:
+                if i == 0:
+                    self.steps = steps
+                    return None  # the levels end there too
+                # the levels would try an earlier pod's next choice: let them
+                taken.clear()
+                used.clear()
+                self.node_of = [-1] * len(pods)
+                self.steps = start
+                return self._run_levels()
         self.steps = steps
+        return tuple(found)
+
+    def _out_of_budget(self) -> tuple[PodPlacement, ...] | None:
+        """What ``run()`` returns when a step passes the budget (the levels raise
+        Budget there)."""
+        self.steps, self.exhausted = self.budget + 1, True
         return None
 
     def _admin_fits(self) -> bool:
