@@ -328,13 +328,15 @@ class Search:
         """How many of ``cands`` are not taken and fit their counters, each alone."""
         free = 0
         short: object = None  # a consumption found short of its counters
+        fit: object = None  # one found to fit (nothing is taken during the scan)
         for d in cands:
-            if d.consumes:
+            if d.consumes and d.consumes is not fit:
                 if d.consumes is short:
                     continue  # the same counters, the same amounts: short too
                 if not self._fits(d, 0):
                     short = d.consumes
                     continue
+                fit = d.consumes  # the same counters, the same amounts: fit too
             if not self._in_base(d.id):
                 free += 1
         return free
@@ -415,13 +417,15 @@ class Search:
                 and not request.admin_access
             ):  # one device: any free one whose counters fit
                 short: object = None  # a consumption found short of its counters
+                fit: object = None  # one found to fit (nothing is taken during the scan)
                 for d in self.candidates[i][0].get(node, ()):
-                    if d.consumes:
+                    if d.consumes and d.consumes is not fit:
                         if d.consumes is short:
                             continue  # the same counters, the same amounts: short too
                         if not self._fits(d, i):
                             short = d.consumes
                             continue
+                        fit = d.consumes  # the same counters, the same amounts: fit too
                     if not self._in_base(d.id):
                         return True
                 return False
@@ -493,13 +497,15 @@ class Search:
                 continue
             admin = request.admin_access
             short: object = None  # a consumption found short of its counters
+            fit: object = None  # one found to fit (nothing is taken during the scan)
             for d in self.candidates[i][r].get(node, ()):
-                if d.consumes:
+                if d.consumes and d.consumes is not fit:
                     if d.consumes is short:
                         continue  # the same counters, the same amounts: short too
                     if not self._fits(d, i):
                         short = d.consumes
                         continue
+                    fit = d.consumes  # the same counters, the same amounts: fit too
                 if admin or (d.id not in taken and not self._in_base(d.id)):
                     need -= 1
                     if need == 0:
