@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from kuota.api.dra import ExactDeviceRequest
 from kuota.core.dra.inventory import DraInventory
 from kuota.core.dra.placement import GangPod, _search, counter_key
-from kuota.core.dra.placement_search import Search, _one_device
+from kuota.core.dra.placement_search import Search, one_device
 
 D = GPU_DRIVER
 
@@ -81,7 +81,7 @@ def _searches(case: Case, budget: int, prefilter: bool) -> tuple[Search, Search]
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases(), st.integers(1, 40), st.booleans())
 def test_the_shortcut_finds_what_the_levels_find(case: Case, budget: int, pre: bool) -> None:
-    assert all(_one_device(pod) for pod in case[1])
+    assert all(one_device(pod) for pod in case[1])
     short, full = _searches(case, budget, pre)
     found = short.run()
     assert found == full._run_levels()
@@ -120,7 +120,7 @@ def test_a_case_where_the_levels_pass_over_spent_devices() -> None:
 def test_other_gangs_take_the_levels() -> None:
     two = ExactDeviceRequest("gpu", 2)
     admin = ExactDeviceRequest("gpu", admin_access=True)
-    assert not _one_device(GangPod((two,)))
-    assert not _one_device(GangPod((admin,)))
-    assert not _one_device(GangPod((ExactDeviceRequest("gpu"), ExactDeviceRequest("gpu"))))
-    assert _one_device(GangPod((ExactDeviceRequest("gpu"),), frozenset({"node-0"})))
+    assert not one_device(GangPod((two,)))
+    assert not one_device(GangPod((admin,)))
+    assert not one_device(GangPod((ExactDeviceRequest("gpu"), ExactDeviceRequest("gpu"))))
+    assert one_device(GangPod((ExactDeviceRequest("gpu"),), frozenset({"node-0"})))

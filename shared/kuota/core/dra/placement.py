@@ -108,7 +108,7 @@ from kuota.core.dra.placement_rules import (
     attribute_values,
     taints_allow,
 )
-from kuota.core.dra.placement_search import Search, why
+from kuota.core.dra.placement_search import Search, one_device, one_free, why
 from kuota.core.dra.placement_types import (
     MEMO_IDS,
     Attrs,
@@ -268,17 +268,30 @@ def fits_alone(
     budget, or a pod placement cannot evaluate, counts as could."""
     wanted = sorted(set(nodes))
     if memo is not None:  # answered from the memo, if it knows every node
-        answers = memo.answers(memo.token(pod, inventory.generation))
-        unknown = False
+        token = memo.token(pod, inventory.generation)
+        answers = memo.answers(token)
+        unknown: list[str] = []
         for node in wanted:
             if pod.nodes is not None and node not in pod.nodes:
                 continue
             known = answers.get(node)
             if known is None or not memo.still(node, known):
-                unknown = True
+                unknown.append(node)
             elif known[1]:
                 return True
         if not unknown:
+            return False
+        cands = memo.cands.get(token)
+        if cands is not None and one_device(pod):
+            # what Search._alone asks, without building a search (the memo has
+            # the pod's candidates: its form was found fine)
+            by_node, limits = cands[0], _static(inventory)[1]
+            used = consumed if isinstance(consumed, dict) else dict(consumed)
+            for node in unknown:
+                fits = one_free(by_node.get(node, ()), taken, used, limits)
+                answers[node] = (memo.clock, fits)
+                if fits:
+                    return True
             return False
     search = _search(inventory, (pod,), taken, consumed, memo, prefilter=False)
     if isinstance(search, str):

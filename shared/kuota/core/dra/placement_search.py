@@ -34,7 +34,43 @@ class Budget(Exception):
     pass
 
 
-def _one_device(pod: GangPod) -> bool:
+def one_free(
+    cands: tuple[SearchDevice, ...],
+    taken: Container[Any],
+    used: dict[Any, int],
+    limits: dict[Any, int],
+) -> bool:
+    """Whether one of ``cands`` is not ``taken`` and its counters fit with
+    ``used`` spent: a pod asking for one device fits alone. (dicts: compiled,
+    a Mapping's ``get`` is a method call.)"""
+    held: Mapping[Any, str] | None = None
+    claimed: Mapping[Any, int] = {}
+    if isinstance(taken, Taken) and not taken.freed:
+        held, claimed = taken.held, taken.claimed  # (Search._in_base, inlined)
+    short: object = None  # a consumption found short of its counters
+    fit: object = None  # one found to fit (nothing is taken during the scan)
+    for d in cands:
+        consumes = d.consumes
+        if consumes and consumes is not fit:
+            if consumes is short:
+                continue  # the same counters, the same amounts: short too
+            for key, amount in consumes:
+                if used.get(key, 0) + amount > limits.get(key, 0):
+                    short = consumes
+                    break
+            if short is consumes:
+                continue
+            fit = consumes  # the same counters, the same amounts: fit too
+        if held is not None:
+            if d.id in held or d.id in claimed:
+                continue
+        elif d.id in taken:
+            continue
+        return True
+    return False
+
+
+def one_device(pod: GangPod) -> bool:
     """Whether ``pod`` asks for exactly one device with one plain request (no
     adminAccess, no constraint): ``Search.run`` takes its shortcut."""
     if len(pod.requests) != 1 or pod.constraints:
@@ -139,7 +175,7 @@ class Search:
             self.levels.extend((i, r) for r in range(len(pod.requests)))
 
     def run(self) -> tuple[PodPlacement, ...] | None:
-        if all(_one_device(pod) for pod in self.pods):
+        if all(one_device(pod) for pod in self.pods):
             return self._run_one()
         return self._run_levels()
 
@@ -170,7 +206,7 @@ class Search:
 
     def _run_one(self) -> tuple[PodPlacement, ...] | None:
         """``run()`` for a gang whose pods each ask for one device
-        (:func:`_one_device`), the commonest: the levels' first choices, taken
+        (:func:`one_device`), the commonest: the levels' first choices, taken
         greedily, are their first placement when no pod runs out of nodes; the
         steps are those the levels count on that path. A pod that runs out of
         nodes would make the levels go back to an earlier pod's choice: then
@@ -408,27 +444,10 @@ class Search:
     def _alone(self, i: int, node: str) -> bool:
         """Whether pod i alone fits on ``node`` with what was taken before the
         search (or its search there runs out of budget: not proven otherwise)."""
-        pod = self.pods[i]
-        if len(pod.requests) == 1 and not pod.constraints:
-            request = pod.requests[0]
-            if (
-                request.count == 1
-                and request.allocation_mode == "ExactCount"
-                and not request.admin_access
-            ):  # one device: any free one whose counters fit
-                short: object = None  # a consumption found short of its counters
-                fit: object = None  # one found to fit (nothing is taken during the scan)
-                for d in self.candidates[i][0].get(node, ()):
-                    if d.consumes and d.consumes is not fit:
-                        if d.consumes is short:
-                            continue  # the same counters, the same amounts: short too
-                        if not self._fits(d, i):
-                            short = d.consumes
-                            continue
-                        fit = d.consumes  # the same counters, the same amounts: fit too
-                    if not self._in_base(d.id):
-                        return True
-                return False
+        if one_device(self.pods[i]):  # any free device whose counters fit
+            # (before the search: nothing taken by it, no adminAccess device)
+            here = self.candidates[i][0].get(node, ())
+            return one_free(here, self.base, self.base_used, self.limits)
         for r, per_request in enumerate(self.candidates[i]):
             if node not in per_request and self.pods[i].requests[r].count > 0:
                 return False  # no device there it may take
