@@ -16,7 +16,7 @@ alone, so the cycle caches it per (ClusterQueue, shape, picks).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from kuota.api.types import ResourceFlavor
@@ -40,7 +40,7 @@ def fit_picks(
     *,
     view: QueueView,
     node: QuotaNode,
-    flavors: Mapping[str, ResourceFlavor],
+    flavors: dict[str, ResourceFlavor],
     plan: Sequence[PodSetPlan],
 ) -> Picks | None:
     """What ``assign_flavors`` would choose, if everything it looks at fits as it

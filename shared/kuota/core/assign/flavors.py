@@ -17,7 +17,7 @@ docs/design/flavor-assignment.md.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Final
@@ -86,8 +86,8 @@ class QueueView:
 
     name: str
     groups: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]  # (covered, flavor names)
-    group_of: Mapping[str, int]  # resource -> index in ``groups``
-    nominal: Mapping[FlavorResource, int]
+    group_of: dict[str, int]  # resource -> index in ``groups``
+    nominal: dict[FlavorResource, int]
     try_next_when_borrowing: bool
     try_next_when_preempting: bool
     can_preempt_while_borrowing: bool
@@ -361,7 +361,7 @@ class _Search:
 
     __slots__ = ("blocking", "flavors", "node", "quota_failure", "view")
 
-    def __init__(self, view: QueueView, node: QuotaNode, flavors: Mapping[str, ResourceFlavor]):
+    def __init__(self, view: QueueView, node: QuotaNode, flavors: dict[str, ResourceFlavor]):
         self.view = view
         self.node = node
         self.flavors = flavors
@@ -406,7 +406,7 @@ class _Search:
         self,
         plan: PodSetPlan,
         group: GroupPlan,
-        assumed: Mapping[FlavorResource, int],
+        assumed: dict[FlavorResource, int],
         reasons: list[Reason],
     ) -> tuple[str | None, Mode, int, tuple[Shortfall, ...]]:
         """Kueue's ``findFlavorForPodSets`` for one resource group."""
@@ -464,7 +464,7 @@ def assign_flavors(
     *,
     view: QueueView,
     node: QuotaNode,
-    flavors: Mapping[str, ResourceFlavor],
+    flavors: dict[str, ResourceFlavor],
     podsets: Sequence[PodSetRequest],
     plan: Sequence[PodSetPlan] | None = None,
 ) -> Assignment:

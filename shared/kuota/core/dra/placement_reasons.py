@@ -81,10 +81,10 @@ def free_for(
     pod: _Pod,
     nodes: tuple[str, ...],
     candidates: Sequence[Mapping[str, Sequence[_Candidate]]],
-    limits: Mapping[CounterKey, int],
-    used: Mapping[CounterKey, int],
+    limits: dict[CounterKey, int],
+    used: dict[CounterKey, int],
     taken: Container[DeviceId],
-    attrs: Sequence[Mapping[DeviceId, AttributeValue]],
+    attrs: Sequence[dict[DeviceId, AttributeValue]],
 ) -> str:
     """What the pod needs and what each eligible node has free for it."""
     needs, names, more, bare = named_nodes(pod, nodes, candidates)
@@ -117,10 +117,10 @@ def node_free(
     pod: _Pod,
     node: str,
     candidates: Sequence[Mapping[str, Sequence[_Candidate]]],
-    limits: Mapping[CounterKey, int],
-    used: Mapping[CounterKey, int],
+    limits: dict[CounterKey, int],
+    used: dict[CounterKey, int],
     taken: Container[DeviceId],
-    attrs: Sequence[Mapping[DeviceId, AttributeValue]],
+    attrs: Sequence[dict[DeviceId, AttributeValue]],
 ) -> str:
     """What ``node`` has free for the pod: per request its free candidates (not
     taken, their counters not exhausted), per constraint the most sharing a value."""
