@@ -15,7 +15,6 @@ fair order is a generator that the cycle consumes as it admits.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from operator import itemgetter
 
 from kuota.api.types import ClusterQueue, Cohort
 from kuota.core.assign.flavors import Assignment
@@ -27,9 +26,6 @@ from kuota.core.quota.tree import QuotaTree
 
 # (borrowing level, order key, ClusterQueue, record, assignment, its Fit when it fits)
 Entry = tuple[int, OrderKey, str, WorkloadRecord, Assignment, Fit | None]
-
-_BY_BORROWING_THEN_ORDER = itemgetter(0, 1)
-
 
 def fair_weights(
     cqs: dict[str, ClusterQueue],
@@ -64,7 +60,10 @@ def cycle_order(
     """The entries in the order the cycle admits them (module docstring)."""
     if not fair_sharing or len(entries) < 2:
         if len(entries) > 1:
-            entries.sort(key=_BY_BORROWING_THEN_ORDER)
+            # By (borrowing, order): no two entries share an order key (it ends
+            # with the workload's key), so comparing whole entries stops there,
+            # without building a key per entry.
+            entries.sort()
         return entries
     return _fair_order(entries, tree, fair_weights(cqs, cohorts, history))
 
