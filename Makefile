@@ -18,6 +18,7 @@ help:
 	@echo "make check       ruff + mypy --strict + import layering + tests"
 	@echo "make test-unit   unit tests only (no stack needed)"
 	@echo "make bench-core / bench-kueue-baseline / bench-kueue-large / bench-replay / bench-e2e"
+	@echo "                 (bench-core with the Nodes, every Job placed: BENCH_ARGS=\"--nodes-known --workloads 20000\")"
 	@echo "make bench-template-churn  one tenant churns 1,000 templates, another's latency"
 	@echo "make chaos       seeded fault runs on a stack of its own (CHAOS_ARGS=\"--seed 2 --jobs 1000\")"
 	@echo "make plan        fewest GPUs per accounting model for a trace (PLAN_ARGS=\"--jobs 2000 --report out/plan\")"
@@ -127,7 +128,7 @@ typecheck: venv
 check: lint typecheck test
 
 bench-core: native
-	$(PY) scripts/bench_core.py
+	$(PY) scripts/bench_core.py $(BENCH_ARGS)
 
 bench-kueue-baseline: native
 	$(PY) scripts/bench_kueue.py --shape baseline
