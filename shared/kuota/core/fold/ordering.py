@@ -27,6 +27,7 @@ from kuota.core.quota.tree import QuotaTree
 # (borrowing level, order key, ClusterQueue, record, assignment, its Fit when it fits)
 Entry = tuple[int, OrderKey, str, WorkloadRecord, Assignment, Fit | None]
 
+
 def fair_weights(
     cqs: dict[str, ClusterQueue],
     cohorts: dict[str, Cohort],
