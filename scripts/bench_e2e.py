@@ -267,11 +267,12 @@ async def start_run(
         if not env.get(var):
             raise SystemExit(f"{script}: {var} unset; start the stack: scripts/stack up")
     run = f"bench-{uuid.uuid4().hex[:8]}"
+    metrics_ports, webhook_port = launcher.free_ports()  # distinct ports
     pipeline = launcher.Pipeline(
         name=run,
         topic_prefix=f"{run}.",
-        ports={s: free_port() for s in launcher.SERVICES},
-        webhook_port=free_port(),
+        ports=metrics_ports,
+        webhook_port=webhook_port,
         config_map=None,
         env={"KUBECONFIG": env["KUBECONFIG"], **(service_env or {})},
     )

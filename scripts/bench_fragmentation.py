@@ -253,7 +253,6 @@ async def kuota_side(trace: Sequence[TraceJob], nodes: int) -> tuple[Recording, 
         Run,
         _cleanup,
         _record_topic,
-        free_port,
         kubectl_apply,
         load_launcher,
         wait_journaled,
@@ -278,11 +277,12 @@ async def kuota_side(trace: Sequence[TraceJob], nodes: int) -> tuple[Recording, 
     tmp.mkdir(parents=True, exist_ok=True)
     config_file = tmp / "kueue-config.yaml"
     config_file.write_text(yaml.safe_dump(kueue_configuration(run_id)))
+    metrics_ports, webhook_port = launcher.free_ports()  # distinct ports
     pipeline = launcher.Pipeline(
         name=run_id,
         topic_prefix=f"{run_id}.",
-        ports={s: free_port() for s in launcher.SERVICES},
-        webhook_port=free_port(),
+        ports=metrics_ports,
+        webhook_port=webhook_port,
         config_file=str(config_file),
         config_map=None,
         env={"KUBECONFIG": env["KUBECONFIG"], "KUOTA_STATUS_INTERVAL": "0.5"},

@@ -61,7 +61,7 @@ from chaos_workload import (
     queue_objects,
     quota_docs,
 )
-from e2e_harness import QuotaModel, free_port, load_launcher
+from e2e_harness import QuotaModel, load_launcher
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -274,11 +274,12 @@ async def run(args: argparse.Namespace) -> int:
                 own["KUBECONFIG"] = str(actuator_kubeconfig)
             return own
 
+    metrics_ports, webhook_port = launcher.free_ports()  # distinct ports
     pipeline = ChaosPipeline(
         name=RUN,
         topic_prefix=f"{RUN}.",
-        ports={s: free_port() for s in launcher.SERVICES},
-        webhook_port=free_port(),
+        ports=metrics_ports,
+        webhook_port=webhook_port,
         config_file=str(config_file),
         config_map=None,
         env={"KUOTA_STATUS_INTERVAL": "1"},

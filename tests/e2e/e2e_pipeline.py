@@ -275,11 +275,12 @@ def run_fixture(config_extra: dict[str, Any] | None = None) -> Any:
         config_file = tmp / "kueue-config.yaml"
         cfg = configuration(run_id, driver) | (config_extra or {})
         config_file.write_text(yaml.safe_dump(cfg))
+        metrics_ports, webhook_port = launcher.free_ports()  # distinct ports
         pipeline = launcher.Pipeline(
             name=run_id,
             topic_prefix=f"{run_id}.",
-            ports={s: free_port() for s in launcher.SERVICES},
-            webhook_port=free_port(),
+            ports=metrics_ports,
+            webhook_port=webhook_port,
             config_file=str(config_file),
             config_map=None,
             env={"KUBECONFIG": kubeconfig, "KUOTA_STATUS_INTERVAL": "0.5"},

@@ -43,10 +43,20 @@ REPO = Path(__file__).resolve().parents[2]
 WAIT = 90.0  # seconds a wait may take before the test fails (a bound, not a speed check)
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A free port on 127.0.0.1 not handed out before in this process: the
+    kernel may give a just-closed port again, and two services of one test
+    would then collide at start."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 def pipeline_env(

@@ -17,7 +17,6 @@ import asyncio
 import os
 import re
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
@@ -34,6 +33,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from crd_helpers import apply_crds
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
+from pipeline_helpers import free_port
 from stack_helpers import temp_namespace
 
 from kuota.api.parse import parse_object
@@ -77,12 +77,6 @@ NOWHERE_POD = {
         "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}],
     }
 }
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # --------------------------------------------------------------------------- the process
@@ -176,9 +170,9 @@ def ingest_environment(
         KUOTA_REDIS_URL=redis_url,
         KUBECONFIG=kubeconfig,
         KUOTA_TOPIC_PREFIX=f"test-{uuid.uuid4().hex[:12]}.",
-        KUOTA_METRICS_PORT=str(_free_port()),
+        KUOTA_METRICS_PORT=str(free_port()),
         KUOTA_METRICS_HOST="127.0.0.1",
-        KUOTA_WEBHOOK_PORT=str(_free_port()),
+        KUOTA_WEBHOOK_PORT=str(free_port()),
         KUOTA_WEBHOOK_HOST="127.0.0.1",
         KUOTA_WEBHOOK_CERT_FILE=certs["KUOTA_WEBHOOK_CERT_FILE"],
         KUOTA_WEBHOOK_KEY_FILE=certs["KUOTA_WEBHOOK_KEY_FILE"],
