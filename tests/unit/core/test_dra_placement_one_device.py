@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from kuota.api.dra import ExactDeviceRequest
 from kuota.core.dra.inventory import DraInventory
 from kuota.core.dra.placement import GangPod, _search, counter_key
-from kuota.core.dra.placement_search import Search, one_device
+from kuota.core.dra.placement_search import Search
+from kuota.core.dra.placement_types import one_device
 
 D = GPU_DRIVER
 

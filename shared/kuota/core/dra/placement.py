@@ -108,7 +108,7 @@ from kuota.core.dra.placement_rules import (
     attribute_values,
     taints_allow,
 )
-from kuota.core.dra.placement_search import Search, one_device, one_free, why
+from kuota.core.dra.placement_search import Search, why
 from kuota.core.dra.placement_types import (
     MEMO_IDS,
     Attrs,
@@ -122,6 +122,8 @@ from kuota.core.dra.placement_types import (
     PodPlacement,
     SearchDevice,
     counter_key,
+    one_device,
+    one_free,
     same_node_sets,
 )
 from kuota.core.pickling import register_by_fields

@@ -27,58 +27,13 @@ from kuota.core.dra.placement_types import (
     PodPlacement,
     SearchDevice,
     Taken,
+    one_device,
+    one_free,
 )
 
 
 class Budget(Exception):
     pass
-
-
-def one_free(
-    cands: tuple[SearchDevice, ...],
-    taken: Container[Any],
-    used: dict[Any, int],
-    limits: dict[Any, int],
-) -> bool:
-    """Whether one of ``cands`` is not ``taken`` and its counters fit with
-    ``used`` spent: a pod asking for one device fits alone. (dicts: compiled,
-    a Mapping's ``get`` is a method call.)"""
-    held: Mapping[Any, str] | None = None
-    claimed: Mapping[Any, int] = {}
-    if isinstance(taken, Taken) and not taken.freed:
-        held, claimed = taken.held, taken.claimed  # (Search._in_base, inlined)
-    short: object = None  # a consumption found short of its counters
-    fit: object = None  # one found to fit (nothing is taken during the scan)
-    for d in cands:
-        consumes = d.consumes
-        if consumes and consumes is not fit:
-            if consumes is short:
-                continue  # the same counters, the same amounts: short too
-            for key, amount in consumes:
-                if used.get(key, 0) + amount > limits.get(key, 0):
-                    short = consumes
-                    break
-            if short is consumes:
-                continue
-            fit = consumes  # the same counters, the same amounts: fit too
-        if held is not None:
-            if d.id in held or d.id in claimed:
-                continue
-        elif d.id in taken:
-            continue
-        return True
-    return False
-
-
-def one_device(pod: GangPod) -> bool:
-    """Whether ``pod`` asks for exactly one device with one plain request (no
-    adminAccess, no constraint): ``Search.run`` takes its shortcut."""
-    if len(pod.requests) != 1 or pod.constraints:
-        return False
-    request = pod.requests[0]
-    return (
-        request.count == 1 and request.allocation_mode == "ExactCount" and not request.admin_access
-    )
 
 
 class Search:
