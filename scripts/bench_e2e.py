@@ -69,7 +69,6 @@ import contextlib
 import importlib.util
 import json
 import os
-import socket
 import statistics
 import sys
 import time
@@ -115,12 +114,6 @@ def load_launcher() -> ModuleType:
     sys.modules["kuota_services"] = module
     loader.exec_module(module)
     return module
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def say(message: str) -> None:

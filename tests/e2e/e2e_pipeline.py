@@ -16,7 +16,6 @@ import contextlib
 import importlib.util
 import json
 import os
-import socket
 import sys
 import time
 import uuid
@@ -56,12 +55,6 @@ def load_launcher() -> ModuleType:
     sys.modules["kuota_services"] = module
     loader.exec_module(module)
     return module
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # ====================================================================== recorders
