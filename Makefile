@@ -31,8 +31,9 @@ help:
 
 # constraints.txt pins every transitive dependency (how to update it: its header).
 $(VENV_STAMP): pyproject.toml constraints.txt
-	@command -v python3.11 >/dev/null || { echo "python3.11 is required"; exit 1; }
-	@[ -x .venv/bin/python ] || python3.11 -m venv .venv
+	@# which Python 3.11: scripts/python-for-venv (KUOTA_PYTHON=... to choose)
+	@[ -x .venv/bin/python ] || { python=$$(scripts/python-for-venv) \
+		&& echo "venv: $$python ($$($$python -V 2>&1))" && $$python -m venv .venv; }
 	.venv/bin/pip install -q --upgrade pip -c constraints.txt
 	.venv/bin/pip install -q -e '.[dev]' -c constraints.txt
 	@touch $@

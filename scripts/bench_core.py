@@ -477,6 +477,22 @@ def _core_kind() -> str:
     return f"compiled with mypyc ({len(compiled)} modules: {', '.join(compiled)})"
 
 
+def _interpreter() -> str:
+    """Which CPython runs the bench: its version, the interpreter the venv was
+    made from, and whether libpython is a shared library (a build whose calls
+    into libpython go through the PLT, as pyenv's default build) or linked into
+    the executable (Debian's, built with PGO and LTO): the same code runs about
+    a sixth faster on the latter (docs/design/interpreter.md)."""
+    base = getattr(sys, "_base_executable", sys.executable)
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as maps:
+            shared = any("libpython3" in line for line in maps)
+    except OSError:
+        return f"CPython {sys.version.split()[0]} ({base})"
+    linked = "libpython shared" if shared else "libpython linked in"
+    return f"CPython {sys.version.split()[0]} ({base}, {linked})"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workloads", type=int, default=100_000)
@@ -553,6 +569,7 @@ def main(argv: list[str] | None = None) -> int:
         file=log,
     )
     print(f"core: {_core_kind()}", file=log)
+    print(f"interpreter: {_interpreter()}", file=log)
 
     decisions = 0
     by_type: dict[str, int] = {}
