@@ -105,6 +105,7 @@ KUOTA_ONLY: dict[str, str] = {
     # Kueue v0.19.2 marks a workload whose pods name a ResourceClaim directly
     # inadmissible for good ("DRA resource claims not supported"): nothing to compare
     "direct-claim": "Direct ResourceClaims",
+    "direct-claim-placed": "Direct ResourceClaims",
     # Kueue v0.19.2 refuses a ResourceClaimTemplate request with firstAvailable
     # ("FirstAvailable device selection is not supported"): never admitted
     "first-available": "firstAvailable and All",

@@ -381,18 +381,132 @@ def test_a_full_claim_node_makes_them_wait_though_another_node_is_free() -> None
     assert last(out, "Admitted").nodes == {"main": ["node-b"]}
 
 
-def test_an_unallocated_claim_with_devices_of_its_own_is_admitted_on_quota_alone() -> None:
-    d = placement_cluster(node_claim())
-    out = d.apply(placed_user("a", pods=2))
-    assert admitted(out) == ["team-a/a"]
-    assert last(out, "Admitted").nodes is None  # not pinned: the scheduler decides
-
-
-def test_a_job_with_only_a_direct_claim_is_not_pinned() -> None:
+def test_a_job_with_only_an_allocated_direct_claim_is_pinned_to_its_node() -> None:
     d = placement_cluster(node_claim("gpu-0"))
     out = d.apply(job("team-a", "a").queue("lq").direct_claim("gpu", "shared").parallelism(3))
-    assert last(out, "Admitted").nodes is None
+    assert last(out, "Admitted").nodes == {"main": ["node-b"]}  # where the scheduler puts them
     assert last(out, "Admitted").usage == {"default": {"nvidia-gpu": "1"}}
+
+
+def test_pods_that_cannot_run_on_their_claims_node_wait_with_the_reason() -> None:
+    d = placement_cluster(node_claim("gpu-0"))
+    out = d.apply(
+        job("team-a", "a").queue("lq").direct_claim("gpu", "shared").node_selector(zone="a")
+    )
+    assert admitted(out) == []
+    wait = last(out, "Inadmissible")
+    assert wait.reason == "NoNodePlacement"
+    assert "must run on node node-b" in (wait.message or ""), wait.message
+
+
+# ------------------------------------------------- a claim not allocated yet: placed and held
+
+
+def only_claim_user(name: str, pods: int = 1, claim_name: str = "shared") -> Any:
+    return job("team-a", name).queue("lq").direct_claim("gpu", claim_name).parallelism(pods)
+
+
+def test_an_unallocated_claim_is_placed_with_its_first_user_on_one_node() -> None:
+    d = placement_cluster(node_claim())
+    out = d.apply(placed_user("a"))
+    # the pod's own device and the claim's on one node: node-a, the first in order
+    assert last(out, "Admitted").nodes == {"main": ["node-a"]}
+    # node-a's two devices are held (one for a's pod, one for the claim):
+    # a 2-device Job goes to node-b
+    out = d.apply(job("team-a", "two").queue("lq").claim("g", "two"))
+    assert last(out, "Admitted").nodes == {"main": ["node-b"]}
+
+
+def test_no_node_with_a_free_device_for_the_claim_makes_its_user_wait() -> None:
+    # node-a's and node-b's devices are all taken by claims of another namespace
+    d = placement_cluster(
+        node_claim("gpu-0", "gpu-1", node="node-a", name="x", ns="other"),
+        node_claim("gpu-0", "gpu-1", node="node-b", name="y", ns="other"),
+        node_claim(),
+    )
+    out = d.apply(only_claim_user("a", pods=2))
+    assert admitted(out) == []
+    wait = last(out, "Inadmissible")
+    assert wait.reason == "NoNodePlacement"
+    assert "needs 1 device of class gpu.nvidia.com" in (wait.message or ""), wait.message
+    assert "node-a has 0 free, node-b has 0 free" in (wait.message or ""), wait.message
+    out = d.delete("ResourceClaim", "y", "other")
+    assert last(out, "Admitted").nodes == {"main": ["node-b"]}  # all its pods, the claim's node
+
+
+def test_pods_sharing_a_claim_that_fit_only_on_two_nodes_wait_naming_the_nodes_tried() -> None:
+    d = placement_cluster(node_claim())
+    # 2 pods, each its own device, sharing the claim's: 3 devices on one node of 2
+    out = d.apply(placed_user("a", pods=2))
+    assert admitted(out) == []
+    wait = last(out, "Inadmissible")
+    assert wait.reason == "NoNodePlacement"
+    message = wait.message or ""
+    assert "pods that share ResourceClaim shared" in message, message
+    assert message.endswith("tried node-a, node-b"), message
+
+
+def test_pods_sharing_a_claim_split_by_the_search_are_placed_again_on_one_node() -> None:
+    # first fit puts the carrier (its device and the claim's) on node-a and the
+    # second pod on node-b; pinned to each node in turn, they all fit on node-b
+    d = node_cluster(gpus("node-a", 2), gpus("node-b", 3), node_claim())
+    out = d.apply(placed_user("a", pods=2))
+    assert last(out, "Admitted").nodes == {"main": ["node-b"]}
+    out = d.apply(job("team-a", "two").queue("lq").claim("g", "two"))
+    assert last(out, "Admitted").nodes == {"main": ["node-a"]}  # node-b's 3 are held
+
+
+def test_a_second_user_is_pinned_to_the_held_claims_node_and_takes_nothing_for_it() -> None:
+    d = placement_cluster(node_claim())
+    d.apply(placed_user("a"))  # node-a: a's own device and the claim's
+    out = d.apply(job("team-a", "two").queue("lq").claim("g", "two"))  # node-b: full
+    assert last(out, "Admitted").nodes == {"main": ["node-b"]}
+    out = d.apply(only_claim_user("b", pods=2))  # the claim only: node-a, nothing more
+    assert last(out, "Admitted").nodes == {"main": ["node-a"]}
+    out = d.apply(placed_user("c"))  # needs a device of its own on node-a: none free
+    assert admitted(out) == []
+    assert "node-a has 0 free" in (last(out, "Inadmissible").message or "")
+    assert "node-b" not in (last(out, "Inadmissible").message or "")  # pinned to node-a
+    d.finish("team-a/a")  # a's own device goes back; the claim's stays held for b
+    assert d.state("team-a/c") == "Admitted"
+    assert last(d.decisions, "Admitted", "team-a/c").nodes == {"main": ["node-a"]}
+
+
+def test_the_claims_hold_ends_when_it_is_allocated_or_its_last_user_stops() -> None:
+    d = node_cluster(gpus("node-a", 2), node_claim())
+    d.apply(only_claim_user("a"))  # the claim's device held on node-a
+    d.apply(job("team-a", "two").queue("lq").claim("g", "two"))
+    assert d.state("team-a/two") == "Inadmissible"
+    out = d.finish("team-a/a")  # its last user: the claim's device goes back
+    assert admitted(out) == ["team-a/two"]
+    d.finish("team-a/two")
+    d.apply(only_claim_user("b"))  # held again, then allocated on gpu-1
+    out = d.apply(node_claim("gpu-1", node="node-a"))
+    d.apply(job("team-a", "one").queue("lq").claim("g", "one"))
+    assert d.state("team-a/one") == "Admitted"  # gpu-0: the hold gave the claim's place back
+    d.apply(job("team-a", "more").queue("lq").claim("g", "one"))
+    assert d.state("team-a/more") == "Inadmissible"  # gpu-1 is the claim's, allocated
+
+
+def test_deleting_an_unallocated_claim_ends_its_hold() -> None:
+    d = node_cluster(gpus("node-a", 2), node_claim())
+    d.apply(only_claim_user("a"))
+    d.apply(job("team-a", "two").queue("lq").claim("g", "two"))
+    assert d.state("team-a/two") == "Inadmissible"
+    out = d.delete("ResourceClaim", "shared", "team-a")
+    assert admitted(out) == ["team-a/two"]
+
+
+def test_a_fold_holding_a_claim_pickles_and_continues_alike() -> None:
+    d = node_cluster(gpus("node-a", 2), node_claim(), only_claim_user("a"))
+    copies = [copy.deepcopy(d.fold), pickle.loads(pickle.dumps(d.fold))]
+    for fold in [d.fold, *copies]:
+        other = Driver(fold)
+        other.n, other.t = d.n, d.t
+        out = other.apply(job("team-a", "two").queue("lq").claim("g", "two"))
+        assert admitted(out) == []
+        out = other.finish("team-a/a")
+        assert admitted(out) == ["team-a/two"]
 
 
 def test_two_podsets_naming_one_claim_are_charged_it_once() -> None:

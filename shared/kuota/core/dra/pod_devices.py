@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from kuota.api.dra import DeviceRequest, ExactDeviceRequest
+from kuota.api.dra import DeviceRequest, ExactDeviceRequest, ResourceClaim
 from kuota.api.dra_rules import DeviceConstraint
 from kuota.api.types import PodSet
 from kuota.core.dra.alternatives import all_count, choose
@@ -103,6 +103,29 @@ def pod_devices(*, inventory: DraInventory, namespace: str, podset: PodSet) -> P
     charged the podset: what it refuses (missing templates) is skipped here, and
     direct claims are not a pod's own requests."""
     wanted, constraints = _pod_wanted(inventory, namespace, podset)
+    return _exact(inventory, wanted, constraints)
+
+
+def claim_devices(inventory: DraInventory, claim: ResourceClaim) -> PodDevices:
+    """What a direct ResourceClaim that is not allocated yet asks of DRA devices,
+    for the one pod that carries it in a placement (docs/design/dra-placement.md,
+    "Direct ResourceClaims"): its requests as :func:`pod_devices` makes a
+    template's (a firstAvailable request as the alternative charging charged,
+    ``All`` with the count charged, adminAccess kept), all of one claim, with its
+    constraints."""
+    wanted: list[_Wanted] = []
+    for request in claim.requests:
+        if request.alternatives:
+            wanted.append((request, 0, request.name))
+        elif request.exactly is not None:
+            wanted.append((request.exactly, 0, request.name))
+    return _exact(inventory, wanted, [claim.constraints])
+
+
+def _exact(
+    inventory: DraInventory, wanted: list[_Wanted], constraints: list[tuple[DeviceConstraint, ...]]
+) -> PodDevices:
+    """``wanted`` as ``exactly`` requests (:func:`pod_devices`)."""
     choices = list(choose(inventory, _choosing(wanted)))
     out: list[ExactDeviceRequest] = []
     claims: list[int] = []

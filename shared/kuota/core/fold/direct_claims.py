@@ -101,6 +101,11 @@ class DirectClaims(DeviceHolds):
                 del self._claim_charges[ck]
                 self._give_back(ck[0], carried.usage)
                 self._replace_claim_users(ck)
+                claim = ck[1:]
+                if claim in self._claim_holds and not any(
+                    k[1:] == claim for k in self._claim_charges
+                ):
+                    self._release_claim_hold(*claim)  # its last user anywhere
 
     def _claims_current(self, rec: WorkloadRecord, cq_name: str) -> bool:
         """Whether ``rec`` (a head about to be admitted in ``cq_name``) was charged

@@ -246,6 +246,8 @@ class Fold(Cohorts):
         elif kind == "ResourceClaim":
             if self._claims:
                 self._set_claim((namespace, name), ())
+            if self._claim_holds:
+                self._release_claim_hold(namespace or "default", name)
             if self._inventory.set_claim(namespace or "default", name, None):
                 self._claim_changed(namespace or "default", name)
         elif kind == "Job":

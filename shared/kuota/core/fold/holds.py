@@ -28,6 +28,7 @@ from kuota.core.dra.placement import (
     device_scope,
 )
 from kuota.core.dra.placement_types import MEMO_IDS, Taken, same_node_sets
+from kuota.core.dra.pod_devices import PodDevices, claim_devices
 from kuota.core.fold.fairadmission import FairAdmission
 from kuota.core.fold.node_fit import (
     NO_NODE_PLACEMENT,
@@ -40,6 +41,12 @@ from kuota.core.fold.node_fit import (
 from kuota.core.queueing.queues import Needs
 from kuota.core.queueing.verdict import Verdict
 from kuota.core.queueing.workload import Fit, WorkloadRecord
+
+
+def claim_hold_key(namespace: str, name: str) -> str:
+    """The holder of the devices kuota holds for a direct ResourceClaim not
+    allocated yet (never a workload's key: those have no space)."""
+    return f"ResourceClaim {namespace}/{name}"
 
 
 class DeviceHolds(FairAdmission):
@@ -64,16 +71,24 @@ class DeviceHolds(FairAdmission):
         (core/fold/node_fit.py); when they can, the placement waits in
         ``_placing`` for ``_admit``; when not, the head is set aside until a hold
         is released or a node or DRA object changes."""
-        if not any(ps.devices for ps in rec.requests):
-            return True
         only: dict[str, str] | None = None
+        shared: dict[str, tuple[tuple[str, PodDevices], ...]] | None = None
+        together: frozenset[str] = frozenset()
+        named = asks = False
         for ps in rec.requests:
-            if ps.devices and ps.claims:
-                node = self._claims_node(rec.spec.namespace, ps.claims)
-                if node is None:
-                    return True  # where its shared claim's devices will be: not placed
-                only = only or {}
-                only[ps.name] = node
+            if ps.claims:
+                named = True
+                break
+            if ps.devices:
+                asks = True
+        if not named:
+            if not asks:
+                return True
+        else:
+            where = self._claims_where(rec)
+            if where is None:
+                return True  # a claim on several nodes, or on none: not placed
+            only, shared, together = where
         held, consumed = self._taken_for(rec.key)
         outcome = place_workload(
             inventory=self._inventory,
@@ -87,6 +102,8 @@ class DeviceHolds(FairAdmission):
             consumed=consumed,
             only=only,
             memo=self._fit_memo if consumed is not None else None,
+            shared=shared,
+            together=together,
         )
         if isinstance(outcome, Unplaceable):
             # keyed by what it needs: what nodes have free changes at every retry
@@ -97,24 +114,70 @@ class DeviceHolds(FairAdmission):
             self._placing = (rec.key, outcome)
         return True
 
-    def _claims_node(
-        self, namespace: str, claims: tuple[tuple[str, tuple[tuple[str, int], ...]], ...]
-    ) -> str | None:
-        """The one node whose devices the direct ResourceClaims ``claims`` are all
-        allocated on (their pods can only run there), or None: one is not
-        allocated, or holds a device of no node, or they are on different nodes."""
-        where = device_nodes(self._inventory)
-        found: set[str] = set()
-        for name, _ in claims:
-            claim = self._inventory.claim(namespace, name)
-            if claim is None or not claim.allocated:
-                return None
-            for device in claim.allocated:
-                node = where.get(device)
+    def _claims_where(
+        self, rec: WorkloadRecord
+    ) -> (
+        tuple[dict[str, str], dict[str, tuple[tuple[str, PodDevices], ...]], frozenset[str]] | None
+    ):
+        """Where the direct ResourceClaims ``rec``'s pods name put them
+        (core/fold/node_fit.py, "Direct ResourceClaims"): the one node of each
+        podset naming a claim allocated or held there (``only``); the claims not
+        allocated nor held yet, carried by the first podset naming each
+        (``shared``); the podsets naming those (``together``: one node for all,
+        the node of one of them when it has one). None: a claim on devices of no
+        node or of several, or podsets that would need two nodes at once."""
+        namespace = rec.spec.namespace
+        only: dict[str, str] = {}
+        shared: dict[str, tuple[tuple[str, PodDevices], ...]] = {}
+        together: set[str] = set()
+        carried: set[str] = set()
+        for ps in rec.requests:
+            if not ps.claims or ps.count <= 0:
+                continue
+            nodes: set[str] = set()
+            todo: list[tuple[str, PodDevices]] = []
+            for name, _ in ps.claims:
+                node = self._claim_node(namespace, name)
                 if node is None:
                     return None
-                found.add(node)
-        return found.pop() if len(found) == 1 else None
+                if node:
+                    nodes.add(node)
+                    continue
+                together.add(ps.name)
+                claim = self._inventory.claim(namespace, name)
+                if claim is not None and name not in carried:
+                    carried.add(name)
+                    wanted = claim_devices(self._inventory, claim)
+                    if wanted.requests:
+                        todo.append((name, wanted))
+            if len(nodes) > 1:
+                return None
+            if nodes:
+                only[ps.name] = nodes.pop()
+            if todo:
+                shared[ps.name] = tuple(todo)
+        pins = {only[name] for name in together if name in only}
+        if len(pins) > 1:
+            return None
+        for node in pins:
+            only.update((name, node) for name in together)
+        return only, shared, frozenset(together)
+
+    def _claim_node(self, namespace: str, name: str) -> str | None:
+        """The node of direct ResourceClaim ``namespace/name``: that of the devices
+        it is allocated, or of those kuota holds for it (placed with an earlier
+        user); "" when it is neither allocated nor held; None when it is
+        allocated on devices of no node or of several, or unknown."""
+        claim = self._inventory.claim(namespace, name)
+        if claim is None:
+            return None
+        if not claim.allocated:
+            return self._claim_holds.get((namespace, name), "")
+        where = device_nodes(self._inventory)
+        found = {where.get(device) for device in claim.allocated}
+        if len(found) != 1:
+            return None
+        return found.pop()
 
     def _taken_for(self, key: str) -> tuple[dict[DeviceId, str], dict[CounterKey, int] | None]:
         """What kuota holds, as ``key``'s placement sees it: the holds, and the
@@ -163,13 +226,26 @@ class DeviceHolds(FairAdmission):
         if placing is None or placing[0] != rec.key:
             return None
         placed = placing[1]
-        self._device_holds[rec.key] = placed.devices
-        self._held_since[rec.key] = self._claim_seq
+        holds = [(rec.key, placed.devices)]
+        namespace = rec.spec.namespace
+        for claim, node, devices in placed.claims:  # shared claims placed with it
+            self._claim_holds[(namespace, claim)] = node
+            holds.append((claim_hold_key(namespace, claim), devices))
         claimed = self._claimed
-        for device in placed.devices:
-            self._devices_held[device] = rec.key
-        self._count_taken([d for d in placed.devices if d not in claimed], 1)
+        for key, devices in holds:
+            self._device_holds[key] = devices
+            self._held_since[key] = self._claim_seq
+            for device in devices:
+                self._devices_held[device] = key
+            self._count_taken([d for d in devices if d not in claimed], 1)
         return {name: list(nodes) for name, nodes in placed.nodes.items()}
+
+    def _release_claim_hold(self, namespace: str, name: str) -> None:
+        """Direct ResourceClaim ``namespace/name`` is allocated (it takes its
+        devices itself now), deleted, or no admitted workload names it any more:
+        the devices kuota held for it since its first user was placed go back."""
+        if self._claim_holds.pop((namespace, name), None) is not None:
+            self._release_devices(claim_hold_key(namespace, name))
 
     def _release_devices(self, key: str) -> None:
         """The pods of ``key`` are gone (or all ready: :meth:`_end_hold`): give its
@@ -244,6 +320,8 @@ class DeviceHolds(FairAdmission):
             self._count_taken(given, -1)
         if freed:
             self._wake_unplaced(tuple(freed))
+        if devices and self._claim_holds:
+            self._release_claim_hold(*key)  # a shared claim allocated: it takes its own
 
     def _wake_unplaced(self, freed: tuple[DeviceId, ...] | None = None) -> None:
         """Capacity changed: try again the heads that no node could take. A node or

@@ -18,14 +18,24 @@ claimed taken once. The answer is one of:
   matches a device of a slice that names no node (``nodeSelector``,
   ``allNodes``), or a request takes a form placement does not handle yet
   (consumable capacity: a capacity request, or a device shared by several
-  claims; a ``distinctAttribute`` constraint), or a pod that asks for devices
-  of its own also names a ResourceClaim directly that is not allocated on one
-  node's devices (one that is restricts the pod to that node: ``only``);
+  claims; a ``distinctAttribute`` constraint), or a pod names a ResourceClaim
+  directly that is allocated on devices of several nodes or of none;
 - :class:`Placed` — the nodes per podset (for the Admitted decision: the
-  actuator pins the podset to them) and the devices to hold (not those of
-  ``adminAccess`` requests: they take nothing);
+  actuator pins the podset to them), the devices to hold (not those of
+  ``adminAccess`` requests: they take nothing), and the devices of the direct
+  ResourceClaims not allocated yet that it placed, with their node;
 - :class:`Unplaceable` — no placement exists (proven), or none was found within
-  the search budget; its message names the nodes and what each has free.
+  the search budget; its message names the nodes and what each has free, or
+  which nodes were tried for the pods sharing a claim.
+
+Direct ResourceClaims (docs/design/dra-placement.md, "Direct ResourceClaims"):
+a podset whose pods name a claim allocated on one node's devices, or held there
+for an earlier user, may use that node only (``only``); its pods take nothing
+more for the claim. A claim not allocated nor held yet is placed with the
+workload: its requests are added to the first pod of the first podset naming it
+(``shared``), and every pod of every podset naming such a claim (``together``)
+must land on that pod's node: when the search puts them on several nodes, it is
+run again with them all pinned to each common node in turn, in name order.
 
 Pure: the same arguments give the same answer.
 """
@@ -33,7 +43,7 @@ Pure: the same arguments give the same answer.
 from __future__ import annotations
 
 from collections.abc import Container, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 from kuota.api.dra import ExactDeviceRequest
@@ -57,6 +67,7 @@ from kuota.core.dra.placement import (
     place_gang,
 )
 from kuota.core.dra.placement_types import Taken
+from kuota.core.dra.pod_devices import PodDevices
 from kuota.core.pickling import register_by_fields
 
 #: The Inadmissible reason of a workload whose quota fits but whose pods no node
@@ -64,10 +75,27 @@ from kuota.core.pickling import register_by_fields
 NO_NODE_PLACEMENT = "NoNodePlacement"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, init=False, eq=True)  # a written-out constructor: docs/design/native-core.md
 class Placed:
-    nodes: dict[str, list[str]]  # podset -> its pods' nodes, sorted, unique
-    devices: tuple[DeviceId, ...]  # every device placed, sorted
+    nodes: Final[dict[str, list[str]]]  # podset -> its pods' nodes, sorted, unique
+    devices: Final[tuple[DeviceId, ...]]  # every device placed for its own pods, sorted
+    # the shared direct ResourceClaims placed with it: (claim, node, its devices)
+    claims: Final[tuple[tuple[str, str, tuple[DeviceId, ...]], ...]]
+
+    def __init__(
+        self,
+        nodes: dict[str, list[str]],
+        devices: tuple[DeviceId, ...],
+        claims: tuple[tuple[str, str, tuple[DeviceId, ...]], ...] = (),
+    ) -> None:
+        self.nodes = nodes
+        self.devices = devices
+        self.claims = claims
+
+
+# podset -> the direct ResourceClaims not allocated yet that its first pod carries
+# in the placement: (claim name, what it asks)
+SharedClaims = Mapping[str, tuple[tuple[str, PodDevices], ...]]
 
 
 @dataclass(slots=True, init=False, unsafe_hash=True)  # a value (docs/design/native-core.md)
@@ -149,6 +177,12 @@ class _Gang:
     generation: int
     pods: tuple[GangPod, ...] | None
     owner: tuple[str, ...] = ()  # the podset of each pod
+    # podsets with no pod in the gang but pinned to a node (they share a claim's
+    # node), with the nodes they may use
+    pinned: tuple[tuple[str, frozenset[str]], ...] = ()
+    common: frozenset[str] = frozenset()  # the nodes the podsets ``together`` may all use
+    # pod index -> the shared claims that pod carries (its requests end with theirs)
+    carries: dict[int, tuple[tuple[str, PodDevices], ...]] = field(default_factory=dict)
     distinct: tuple[GangPod, ...] = ()  # one per podset, in order
     where: str = ""  # "in flavor ... "
     prefix: str = ""  # the gang's, when it has several podsets or some without devices
@@ -174,6 +208,8 @@ def place_workload(
     only: Mapping[str, str] | None = None,
     freed: frozenset[DeviceId] = frozenset(),
     memo: FitMemo | None = None,
+    shared: SharedClaims | None = None,
+    together: frozenset[str] = frozenset(),
 ) -> PlaceOutcome:
     """Place every DRA pod of a workload whose quota fits (module docstring).
     ``podset_flavors``: per podset, its (resource, flavor) assignment; ``held``:
@@ -181,38 +217,133 @@ def place_workload(
     allocated claims take (device -> how many claims); ``eligible_memo``: what
     is kept between calls (:class:`NodeSets`); ``consumed``: the counters the
     held devices spend, when the caller keeps them (else computed); ``only``:
-    podset -> the one node its pods may use (the node of the allocated
-    ResourceClaims they name directly; a podset with direct claims not in it is
-    not placed); ``freed``: devices held or claimed that count as free (a
-    preemption's victims': core/fold/node_victims.py); ``memo``: which pods fit
-    alone on which nodes, for ``held`` and ``claimed`` as they are (used only
-    with ``consumed``, the counters both spend, and nothing ``freed``)."""
+    podset -> the one node its pods may use (the node of the ResourceClaims they
+    name directly, allocated or held there; a podset with direct claims neither
+    in it nor in ``together`` is not placed); ``shared``: the direct claims not
+    allocated yet whose devices a podset's first pod carries in the search;
+    ``together``: the podsets naming those claims, whose pods all share one node
+    (docs/design/dra-placement.md, "Direct ResourceClaims"); ``freed``: devices
+    held or claimed that count as free (a preemption's victims':
+    core/fold/node_victims.py); ``memo``: which pods fit alone on which nodes,
+    for ``held`` and ``claimed`` as they are (used only with ``consumed``, the
+    counters both spend, and nothing ``freed``)."""
     if not nodes:
         return NOT_PLACED
-    kept = eligible_memo if only is None else None  # a gang with ``only`` is not kept
+    if consumed is None or freed:
+        consumed, memo = taken_counters(inventory, Taken(held, claimed, freed).devices()), None
+    first = _place_once(
+        inventory,
+        nodes,
+        flavors,
+        requests,
+        podset_flavors,
+        held,
+        claimed,
+        freed,
+        consumed,
+        memo,
+        eligible_memo,
+        only,
+        shared,
+        together,
+    )
+    if not isinstance(first, _Split):
+        return first
+    # the pods that share a claim landed on several nodes: each node in turn, in order
+    tried = sorted(first.gang.common)
+    for node in tried:
+        pinned = dict(only or {})
+        pinned.update((name, node) for name in together)
+        outcome = _place_once(
+            inventory,
+            nodes,
+            flavors,
+            requests,
+            podset_flavors,
+            held,
+            claimed,
+            freed,
+            consumed,
+            memo,
+            eligible_memo,
+            pinned,
+            shared,
+            together,
+        )
+        if isinstance(outcome, Placed):
+            return outcome
+    names = ", ".join(sorted({c for cs in (shared or {}).values() for c, _ in cs}))
+    listed = ", ".join(tried[:4]) + (f" and {len(tried) - 4} more" if len(tried) > 4 else "")
+    gang = first.gang
+    message = (
+        f"{gang.prefix}no node {gang.where}can take together the pods "
+        f"that share ResourceClaim {names}, whose devices they must find on their own node; "
+        f"tried {listed}"
+    )
+    return Unplaceable(message, message.split("; ", 1)[0], gang.distinct, gang.pods or ())
+
+
+class _Split:
+    """A placement that put the pods sharing a claim on several nodes."""
+
+    def __init__(self, gang: _Gang) -> None:
+        self.gang = gang
+
+
+def _place_once(
+    inventory: DraInventory,
+    nodes: Mapping[str, Node],
+    flavors: Mapping[str, ResourceFlavor],
+    requests: Sequence[PodSetRequest],
+    podset_flavors: Sequence[tuple[str, tuple[tuple[str, str], ...]]],
+    held: Mapping[DeviceId, str],
+    claimed: Mapping[DeviceId, int],
+    freed: frozenset[DeviceId],
+    consumed: Mapping[CounterKey, int],
+    memo: FitMemo | None,
+    eligible_memo: NodeSets | None,
+    only: Mapping[str, str] | None,
+    shared: SharedClaims | None,
+    together: frozenset[str],
+) -> PlaceOutcome | _Split:
+    """One search of :func:`place_workload` (its arguments), with ``only`` as given."""
+    # a gang with ``only`` or shared claims is not kept
+    kept = eligible_memo if only is None and not together else None
     gang = kept.gang(requests, podset_flavors, inventory.generation) if kept is not None else None
     if gang is None:
-        gang = _build_gang(inventory, nodes, flavors, requests, podset_flavors, eligible_memo, only)
+        gang = _build_gang(
+            inventory,
+            nodes,
+            flavors,
+            requests,
+            podset_flavors,
+            eligible_memo,
+            only or {},
+            shared or {},
+            together,
+        )
         if kept is not None:
             kept.keep(gang)
     pods = gang.pods
     if pods is None:
         return NOT_PLACED
+    if gang.pinned and only:
+        for name, allowed in gang.pinned:
+            node = only.get(name)
+            if node is not None and node not in allowed:
+                message = (
+                    f"{gang.prefix}the pods of podset {name} must run on node {node}, where "
+                    "the ResourceClaims they name are, and their node constraints exclude it"
+                )
+                return Unplaceable(message, message, gang.distinct, pods)
     taken = Taken(held, claimed, freed)
-    if consumed is None or freed:
-        consumed, memo = taken_counters(inventory, taken.devices()), None
-    result = place_gang(inventory=inventory, pods=pods, taken=taken, consumed=consumed, memo=memo)
+    result = (
+        place_gang(inventory=inventory, pods=pods, taken=taken, consumed=consumed, memo=memo)
+        if pods
+        else Placement((), 0)
+    )
     if isinstance(result, Placement):
-        by_podset: dict[str, set[str]] = {}
-        devices: list[DeviceId] = []
-        for name, gang_pod, placed in zip(gang.owner, pods, result.pods, strict=True):
-            by_podset.setdefault(name, set()).add(placed.node)
-            for request, chosen in zip(gang_pod.requests, placed.devices, strict=True):
-                if not request.admin_access:  # adminAccess takes nothing: not held
-                    devices.extend(chosen)
-        return Placed(
-            {name: sorted(ns) for name, ns in sorted(by_podset.items())}, tuple(sorted(devices))
-        )
+        return _placed(gang, result, only, together)
     if isinstance(result, PlacementInvalid):
         return NOT_PLACED
     if gang.raw != result.message:  # the same text (often the same object): the same message
@@ -225,6 +356,61 @@ def place_workload(
     return Unplaceable(gang.message, gang.key, gang.distinct, pods)
 
 
+def _placed(
+    gang: _Gang, result: Placement, only: Mapping[str, str] | None, together: frozenset[str]
+) -> Placed | _Split:
+    """The nodes per podset and the devices to hold of a placement found; a
+    :class:`_Split` when the pods ``together`` are not on one node."""
+    assert gang.pods is not None
+    by_podset: dict[str, set[str]] = {}
+    devices: list[DeviceId] = []
+    claims: list[tuple[str, str, tuple[DeviceId, ...]]] = []
+    carries = gang.carries
+    for i, (name, gang_pod, placed) in enumerate(
+        zip(gang.owner, gang.pods, result.pods, strict=True)
+    ):
+        found = by_podset.get(name)
+        if found is None:
+            found = by_podset[name] = set()
+        found.add(placed.node)
+        carried = carries.get(i) if carries else None
+        if carried is None:
+            for request, chosen in zip(gang_pod.requests, placed.devices, strict=True):
+                if not request.admin_access:  # adminAccess takes nothing: not held
+                    devices.extend(chosen)
+            continue
+        at = len(gang_pod.requests)
+        for _, wanted in carried:
+            at -= len(wanted.requests)
+        for request, chosen in zip(gang_pod.requests[:at], placed.devices[:at], strict=True):
+            if not request.admin_access:
+                devices.extend(chosen)
+        for claim, wanted in carried:
+            part = placed.devices[at : at + len(wanted.requests)]
+            taken = [
+                d
+                for request, chosen in zip(wanted.requests, part, strict=True)
+                if not request.admin_access
+                for d in chosen
+            ]
+            claims.append((claim, placed.node, tuple(sorted(taken))))
+            at += len(wanted.requests)
+    shared_nodes: list[str] = []
+    if together:
+        shared_nodes = sorted({n for name in together for n in by_podset.get(name, ())})
+        if len(shared_nodes) > 1:
+            return _Split(gang)
+    for name, _ in gang.pinned:
+        node = (only or {}).get(name) or (shared_nodes[0] if shared_nodes else None)
+        if node is not None:
+            by_podset.setdefault(name, set()).add(node)
+    return Placed(
+        {name: sorted(ns) for name, ns in sorted(by_podset.items())},
+        tuple(sorted(devices)),
+        tuple(sorted(claims)),
+    )
+
+
 def _build_gang(
     inventory: DraInventory,
     nodes: Mapping[str, Node],
@@ -232,28 +418,35 @@ def _build_gang(
     requests: Sequence[PodSetRequest],
     podset_flavors: Sequence[tuple[str, tuple[tuple[str, str], ...]]],
     kept: NodeSets | None,
-    only: Mapping[str, str] | None,
+    only: Mapping[str, str],
+    shared: SharedClaims,
+    together: frozenset[str],
 ) -> _Gang:
     generation = inventory.generation
-    with_devices = [ps for ps in requests if ps.devices and ps.count > 0]
-    if not with_devices:
+    placed = [
+        ps
+        for ps in requests
+        if ps.count > 0 and (ps.devices or ps.name in together or (ps.claims and ps.name in only))
+    ]
+    if not any(ps.devices for ps in placed) and not shared and not only:
         return _Gang(requests, podset_flavors, generation, None)
-    for ps in with_devices:
-        if ps.claims and (only is None or ps.name not in only):
-            # its pods also share a direct ResourceClaim not allocated on one node:
-            # where its devices will be is not placed yet (docs/design/
-            # dra-placement.md, "Direct ResourceClaims"): quota alone
+    for ps in placed:
+        if ps.claims and ps.name not in only and ps.name not in together:
+            # its pods also share a direct ResourceClaim placed nowhere (on several
+            # nodes, or on devices of no node): quota alone (docs/design/
+            # dra-placement.md, "Direct ResourceClaims")
             return _Gang(requests, podset_flavors, generation, None)
-        for request in ps.devices:
+        asked = list(ps.devices)
+        for _, wanted in shared.get(ps.name, ()):
+            asked.extend(wanted.requests)
+        for request in asked:
             if request.capacity_requests or not _node_local(inventory, request):
                 return _Gang(requests, podset_flavors, generation, None)
     assigned = dict(podset_flavors)
     eligible_memo = kept.eligible if kept is not None else None
-    pods: list[GangPod] = []
-    owner: list[str] = []  # the podset of each pod
-    distinct: list[GangPod] = []  # one per podset, in order (its pods are one object)
+    allowed: dict[str, frozenset[str]] = {}
     flavor_names: set[str] = set()
-    for ps in with_devices:
+    for ps in placed:
         names = sorted({f for _, f in assigned.get(ps.name, ())})
         flavor_names.update(names)
         key = (ps.node_selector, ps.required_affinity, ps.tolerations, tuple(names))
@@ -265,24 +458,70 @@ def _build_gang(
             )
             if eligible_memo is not None:
                 eligible_memo[key] = eligible
-        if only is not None and ps.name in only:
+        allowed[ps.name] = eligible
+    common = frozenset(nodes)
+    for name in together:
+        common = common & allowed.get(name, frozenset())
+    pods: list[GangPod] = []
+    owner: list[str] = []  # the podset of each pod
+    distinct: list[GangPod] = []  # one per podset, in order (its pods are one object)
+    pinned: list[tuple[str, frozenset[str]]] = []
+    carries: dict[int, tuple[tuple[str, PodDevices], ...]] = {}
+    for ps in placed:
+        eligible = common if ps.name in together else allowed[ps.name]
+        if ps.name in only:
             eligible = eligible & frozenset((only[ps.name],))
-        pod = GangPod(ps.devices, eligible, ps.device_constraints, ps.device_claims)
-        pods.extend([pod] * ps.count)
-        owner.extend([ps.name] * ps.count)
-        distinct.append(pod)
+        carried = shared.get(ps.name, ())
+        count = ps.count
+        if carried:
+            carries[len(pods)] = carried
+            carrier = _carrier(ps, carried, eligible)
+            pods.append(carrier)
+            owner.append(ps.name)
+            distinct.append(carrier)
+            count = count - 1 if ps.devices else 0
+        if ps.devices and count > 0:
+            pod = GangPod(ps.devices, eligible, ps.device_constraints, ps.device_claims)
+            pods.extend([pod] * count)
+            owner.extend([ps.name] * count)
+            distinct.append(pod)
+        elif not carried and not ps.devices:
+            pinned.append((ps.name, allowed[ps.name]))  # no pod in the gang, one node
     where = "in flavor " + ", ".join(sorted(flavor_names)) + " " if flavor_names else ""
-    several = len(with_devices) < len(requests) or len(with_devices) > 1
+    several = len(placed) < len(requests) or len(placed) > 1
     return _Gang(
         requests,
         podset_flavors,
         generation,
         tuple(pods),
         tuple(owner),
+        tuple(pinned),
+        common,
+        carries,
         tuple(distinct),
         where,
-        f"{_gang_text(with_devices)}: " if several else "",
+        f"{_gang_text(placed)}: " if several else "",
     )
+
+
+def _carrier(
+    ps: PodSetRequest, carried: tuple[tuple[str, PodDevices], ...], nodes: frozenset[str]
+) -> GangPod:
+    """The first pod of ``ps``, carrying the devices of the shared claims it names
+    that are not allocated yet: its own requests, then each claim's, each claim
+    with an index of its own and its constraints over its own requests."""
+    requests = list(ps.devices)
+    claims = list(ps.device_claims) if ps.device_claims else list(range(len(ps.devices)))
+    constraints = list(ps.device_constraints)
+    for _, wanted in carried:
+        at = len(requests)
+        index = max(claims) + 1 if claims else 0
+        requests.extend(wanted.requests)
+        claims.extend(index + c for c in wanted.claims)
+        constraints.extend(
+            replace(c, requests=tuple(at + i for i in c.requests)) for c in wanted.constraints
+        )
+    return GangPod(tuple(requests), nodes, tuple(constraints), tuple(claims))
 
 
 def fits_on(

@@ -160,6 +160,11 @@ class FoldState:
         # stand for them: workload -> devices, and device -> workload
         self._device_holds: dict[str, tuple[DeviceId, ...]] = {}
         self._devices_held: dict[DeviceId, str] = {}
+        # Direct ResourceClaims not allocated yet whose devices were placed with their
+        # first user (core/fold/holds.py): (namespace, claim) -> the node; their
+        # devices are held under holds.claim_hold_key until the claim is allocated,
+        # deleted, or named by no admitted workload
+        self._claim_holds: dict[tuple[str, str], str] = {}
         # What the cluster really allocated: each allocated ResourceClaim, whoever owns
         # it, (namespace, name) -> its devices; and device -> how many of those claims
         # take it (a device shared by several claims counts once). Taken = held or
