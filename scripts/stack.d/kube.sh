@@ -10,7 +10,8 @@
 # KUOTA_ETCD_VERSION, KUOTA_KWOK_VERSION; ports KUOTA_ETCD_PORT,
 # KUOTA_ETCD_PEER_PORT, KUOTA_APISERVER_PORT, KUOTA_KCM_PORT,
 # KUOTA_SCHEDULER_PORT, KUOTA_KWOK_PORT; KUOTA_KUBE_FEATURE_GATES (extra
-# --feature-gates for apiserver, controller-manager and scheduler alike);
+# --feature-gates for apiserver, controller-manager and scheduler alike, beside
+# DRADeviceTaintRules=true);
 # KUOTA_GO_BUILD_JOBS (go build -p, default 2); KUOTA_KWOK_LOG_LEVEL (WARN; INFO
 # logs every pod patch and lease renewal); KUOTA_KCM_API_QPS / KUOTA_KCM_API_BURST
 # (controller-manager's client rate limit, default 20/30 as upstream; the fault
@@ -293,8 +294,10 @@ EOF
   )
 }
 
-_kube_gates=()
-[ -z "$KUOTA_KUBE_FEATURE_GATES" ] || _kube_gates=("--feature-gates=$KUOTA_KUBE_FEATURE_GATES")
+# DRADeviceTaintRules (beta in 1.36, off by default, as is its API
+# resource.k8s.io/v1beta2, served below): ingest watches DeviceTaintRules and
+# placement keeps the devices they taint out (#17), so the stack serves them
+_kube_gates=("--feature-gates=DRADeviceTaintRules=true${KUOTA_KUBE_FEATURE_GATES:+,$KUOTA_KUBE_FEATURE_GATES}")
 
 # ---------------------------------------------------------------- health
 
@@ -352,6 +355,7 @@ _kube_cmd_apiserver() {
     --requestheader-username-headers=X-Remote-User --requestheader-group-headers=X-Remote-Group \
     --requestheader-extra-headers-prefix=X-Remote-Extra- \
     --proxy-client-cert-file="$p/front-proxy-client.crt" --proxy-client-key-file="$p/front-proxy-client.key" \
+    --runtime-config=resource.k8s.io/v1beta2=true \
     --allow-privileged=true --profiling=false --cert-dir="$p" --v=1 "${_kube_gates[@]}")
 }
 

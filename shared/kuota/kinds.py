@@ -57,6 +57,9 @@ class Kind:
     # the label selector of ingest's watch ("": every object of the kind; a Pod's
     # watch selects the queue label: a Pod is kuota's only with it, #18)
     selector: str = ""
+    # a built-in API the apiserver serves only when enabled: how ("" : always
+    # served); ingest looks for it again while it is not
+    gate: str = ""
 
     @property
     def version(self) -> str:
@@ -118,6 +121,19 @@ KINDS: tuple[Kind, ...] = (
     # every claim, whoever owns it: the devices allocated on each node (#17); journaled
     # trimmed to its spec.devices and its allocation (kuota.kube.translate)
     _dra("ResourceClaim", "resourceclaims", namespaced=True),
+    # taints an administrator puts on devices (DRADeviceTaintRules: beta in 1.36, its
+    # API resource.k8s.io/v1beta2 off by default; v1 from 1.37): placement keeps a
+    # device a rule taints out, as one its slice taints (#17)
+    Kind(
+        DRA_GROUP,
+        ("v1beta2", "v1"),
+        "DeviceTaintRule",
+        "devicetaintrules",
+        False,
+        "dra",
+        gate="--runtime-config=resource.k8s.io/v1beta2=true and --feature-gates="
+        "DRADeviceTaintRules=true on the apiserver (Kubernetes 1.36)",
+    ),
     _queue("ResourceFlavor", "resourceflavors"),
     _queue("Cohort", "cohorts", older=("v1alpha1",)),
     _queue("ClusterQueue", "clusterqueues"),

@@ -421,6 +421,28 @@ def resource_slice(
     return {"apiVersion": DRA, "kind": "ResourceSlice", "metadata": {"name": name}, "spec": spec}
 
 
+def device_taint_rule(
+    name: str,
+    *,
+    key: str = "example.com/maintenance",
+    effect: str = "NoSchedule",
+    value: str = "",
+    selector: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """A DeviceTaintRule (resource.k8s.io/v1beta2): one taint on the devices
+    ``selector`` (driver, pool, device) selects; None: no selector (none)."""
+    taint = {"key": key, "effect": effect, **({"value": value} if value else {})}
+    spec: dict[str, Any] = {"taint": taint}
+    if selector is not None:
+        spec["deviceSelector"] = dict(selector)
+    return {
+        "apiVersion": "resource.k8s.io/v1beta2",
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
 def node(
     name: str,
     *,

@@ -597,3 +597,42 @@ async def test_configuration_from_a_configmap(
         if e.id.startswith("ConfigMap/") and "kueue-manager" not in e.id
     ]
     assert others == [], f"other ConfigMaps of the namespace were journaled: {others}"
+
+
+async def test_device_taint_rules_are_journaled_and_their_deletion_too(
+    ingest: IngestProcess, journal: Journal, api: client.ApiClient, namespace: str
+) -> None:
+    """The stack serves DeviceTaintRules (resource.k8s.io/v1beta2, DRADeviceTaintRules:
+    scripts/stack.d/kube.sh); ingest watches them (#17)."""
+    custom = client.CustomObjectsApi(api)
+    run = namespace.removeprefix("ingest-")
+    name = f"taint-{run}"
+    where = {"group": "resource.k8s.io", "version": "v1beta2", "plural": "devicetaintrules"}
+    await ingest.start()
+    await journal.start()
+    rule = await custom.create_cluster_custom_object(
+        **where,
+        body={
+            "apiVersion": "resource.k8s.io/v1beta2",
+            "kind": "DeviceTaintRule",
+            "metadata": {"name": name, "labels": {RUN_LABEL: run}},
+            "spec": {
+                # a driver no slice has: the rule taints nothing another test sees
+                "deviceSelector": {"driver": f"{run}.example.com"},
+                "taint": {"key": "example.com/maintenance", "effect": "NoSchedule"},
+            },
+        },
+    )
+    try:
+        event_id = f"DeviceTaintRule//{name}@{rule['metadata']['resourceVersion']}"
+        ev = await journal.wait(lambda e: e.id == event_id, event_id)
+        assert isinstance(ev, ObjectUpserted)
+        assert ev.object["apiVersion"] == "resource.k8s.io/v1beta2"
+        assert ev.object["spec"]["taint"]["key"] == "example.com/maintenance"
+        assert ingest.metrics()['kuota_ingest_watch_up{kind="DeviceTaintRule"}'] == 1
+    finally:
+        await custom.delete_cluster_custom_object(**where, name=name)
+    await journal.wait(
+        lambda e: isinstance(e, ObjectDeleted) and (e.kind, e.name) == ("DeviceTaintRule", name),
+        "ObjectDeleted DeviceTaintRule",
+    )

@@ -168,6 +168,7 @@ def test_each_kind_and_plural_once_and_the_roles() -> None:
         "ResourceSlice",
         "ResourceClaimTemplate",
         "ResourceClaim",
+        "DeviceTaintRule",
     }
     assert kinds.names("queue") == {
         "ResourceFlavor",
@@ -191,6 +192,7 @@ def test_what_ingest_watches_and_journals() -> None:
         "ResourceSlice",
         "ResourceClaimTemplate",
         "ResourceClaim",
+        "DeviceTaintRule",
         "ResourceFlavor",
         "Cohort",
         "ClusterQueue",
@@ -220,6 +222,7 @@ def test_translate_fills_in_the_watched_version() -> None:
         "ResourceSlice": "resource.k8s.io/v1",
         "ResourceClaimTemplate": "resource.k8s.io/v1",
         "ResourceClaim": "resource.k8s.io/v1",
+        "DeviceTaintRule": "resource.k8s.io/v1beta2",  # off by default in 1.36
         "ClusterQueue": "kueue.x-k8s.io/v1beta2",
         "LocalQueue": "kueue.x-k8s.io/v1beta2",
         "ResourceFlavor": "kueue.x-k8s.io/v1beta2",
@@ -305,7 +308,13 @@ def test_the_webhook_mutates_the_registrys_job() -> None:
 
 
 def test_dra_and_the_simulator_read_the_registry() -> None:
-    assert dra.KINDS == ("DeviceClass", "ResourceSlice", "ResourceClaimTemplate", "ResourceClaim")
+    assert dra.KINDS == (
+        "DeviceClass",
+        "ResourceSlice",
+        "ResourceClaimTemplate",
+        "ResourceClaim",
+        "DeviceTaintRule",
+    )
     assert (
         engine.WORKLOAD_KINDS
         == kinds.names("workload")

@@ -73,13 +73,16 @@ class Watched:
     only_key: str | None = None  # keep only this object ("ConfigMap/<ns>/<name>")
     # KUOTA_JOB_LABEL_SELECTOR (as written, as read), applied here, not by the apiserver
     selector: tuple[str, LabelSelector] | None = None
+    gate: str | None = None  # a built-in API served only when enabled: how (kinds.Kind.gate)
 
 
 def _watched(kind: Kind) -> Watched:
     """The kind's list+watch, narrowed by the apiserver to its selector (a Pod's: the
     queue label), if it has one."""
     resource = Resource(kind.kind, kind.path(), label_selector=kind.selector or None)
-    return Watched(resource, f"{kind.plural}.{kind.group}" if kind.crd else None)
+    return Watched(
+        resource, f"{kind.plural}.{kind.group}" if kind.crd else None, gate=kind.gate or None
+    )
 
 
 #: Every kind of kuota.kinds.WATCHED, in its order.
@@ -259,17 +262,27 @@ class Sources:
             except asyncio.CancelledError:
                 raise
             except ApiException as e:
-                if e.status == 404 and watched.crd is not None:
+                if e.status == 404 and (watched.crd is not None or watched.gate is not None):
                     if kind not in self.missing:
                         self.missing.add(kind)
-                        log.warning(
-                            "%s: CRD %s is not installed; "
-                            "looking again every %.0fs (install it: kubectl apply "
-                            "--server-side -k deploy/crds)",
-                            kind,
-                            watched.crd,
-                            self._crd_retry,
-                        )
+                        if watched.crd is not None:
+                            log.warning(
+                                "%s: CRD %s is not installed; "
+                                "looking again every %.0fs (install it: kubectl apply "
+                                "--server-side -k deploy/crds)",
+                                kind,
+                                watched.crd,
+                                self._crd_retry,
+                            )
+                        else:
+                            log.warning(
+                                "%s: the apiserver does not serve %s; looking again "
+                                "every %.0fs (it is served with %s)",
+                                kind,
+                                watched.resource.path,
+                                self._crd_retry,
+                                watched.gate,
+                            )
                     await asyncio.sleep(self._crd_retry)
                     continue
                 log.warning(
@@ -304,7 +317,7 @@ class Sources:
                 metrics.WATCH_UP.labels(kind).set(1 if now else 0)
                 if now and not up.get(kind):
                     if kind in self.missing:
-                        log.info("%s: the CRD is installed now; watching", kind)
+                        log.info("%s: the CRD is installed now, or the API served; watching", kind)
                     self.missing.discard(kind)
                 up[kind] = now
             await asyncio.sleep(period)

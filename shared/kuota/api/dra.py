@@ -1,11 +1,12 @@
 """The DRA objects kuota reads, and how manifests become them.
 
-Theory of operation: four ``resource.k8s.io`` kinds matter for quota and
+Theory of operation: five ``resource.k8s.io`` kinds matter for quota and
 placement: DeviceClass (which devices a class means, and its extended resource
 name), ResourceSlice (the devices a driver publishes, with attributes, capacity
 and the shared counters partitions consume), ResourceClaimTemplate (what a pod
-asks for) and ResourceClaim (what one claim asks for, and the devices its
-allocation took, whoever owns it). ``parse_dra_object`` turns a manifest
+asks for), ResourceClaim (what one claim asks for, and the devices its
+allocation took, whoever owns it) and DeviceTaintRule (a taint an administrator
+puts on the devices it selects by driver, pool and name). ``parse_dra_object`` turns a manifest
 (``resource.k8s.io/v1``, or the beta shapes where they differ cheaply) into a
 frozen dataclass or a ``ValidationError`` naming the first bad field. Amounts
 are milli-units (``kuota.quantity``); collections are tuples in manifest order,
@@ -178,7 +179,30 @@ class ResourceClaim:
         return f"{self.namespace}/{self.name}"
 
 
-DraObject = DeviceClass | ResourceSlice | ResourceClaimTemplate | ResourceClaim
+@dataclass(frozen=True, slots=True)
+class DeviceTaintRule:
+    """One taint on every device its selector matches, as if the device's slice
+    carried it (``resource.k8s.io/v1beta2``). Each of ``driver``, ``pool`` and
+    ``device`` narrows the match when set; ``selects`` False: the rule has no
+    ``deviceSelector`` and matches nothing (an empty one matches every device)."""
+
+    name: str
+    taint: DeviceTaint
+    selects: bool = True
+    driver: str = ""
+    pool: str = ""
+    device: str = ""
+
+    def matches(self, driver: str, pool: str, device: str) -> bool:
+        return (
+            self.selects
+            and (not self.driver or self.driver == driver)
+            and (not self.pool or self.pool == pool)
+            and (not self.device or self.device == device)
+        )
+
+
+DraObject = DeviceClass | ResourceSlice | ResourceClaimTemplate | ResourceClaim | DeviceTaintRule
 
 
 class _Invalid(Exception):
@@ -265,8 +289,8 @@ def _amounts(raw: object, field: str) -> tuple[tuple[str, int], ...]:
 
 
 def parse_dra_object(manifest: Mapping[str, object]) -> DraObject | ValidationError:
-    """Read a DeviceClass, ResourceSlice, ResourceClaimTemplate or ResourceClaim
-    manifest."""
+    """Read a DeviceClass, ResourceSlice, ResourceClaimTemplate, ResourceClaim or
+    DeviceTaintRule manifest."""
     kind = manifest.get("kind") if isinstance(manifest, Mapping) else None
     meta = manifest.get("metadata") if isinstance(manifest, Mapping) else None
     meta = meta if isinstance(meta, Mapping) else {}
@@ -294,6 +318,8 @@ def parse_dra_object(manifest: Mapping[str, object]) -> DraObject | ValidationEr
             return _device_class(str(name), meta, spec)
         if kind == "ResourceSlice":
             return _resource_slice(str(name), spec)
+        if kind == "DeviceTaintRule":
+            return _taint_rule(str(name), spec)
         _str(meta.get("namespace"), "metadata.namespace")
         if kind == "ResourceClaim":
             return _claim(str(namespace), str(name), meta, spec, manifest.get("status"))
@@ -302,6 +328,29 @@ def parse_dra_object(manifest: Mapping[str, object]) -> DraObject | ValidationEr
         return ValidationError(ref, exc.field, exc.message)
     except Exception as exc:  # the boundary: bad input must never stop the fold
         return ValidationError(ref, "", f"cannot parse: {type(exc).__name__}: {exc}")
+
+
+def _taint_rule(name: str, spec: Mapping[str, object]) -> DeviceTaintRule:
+    if spec.get("taint") is None:
+        raise _Invalid("spec.taint", "required")
+    try:
+        (taint,) = device_taints([spec.get("taint")], "spec.taint")
+    except FieldError as exc:
+        raise _Invalid(exc.field.replace("spec.taint[0]", "spec.taint", 1), exc.message) from None
+    raw = spec.get("deviceSelector")
+    if raw is None:
+        return DeviceTaintRule(name, taint, selects=False)
+    selector = _map(raw, "spec.deviceSelector")
+    for gone in ("deviceClassName", "selectors"):  # tombstoned in v1beta2 (1.35)
+        if selector.get(gone) is not None:
+            raise _Invalid(f"spec.deviceSelector.{gone}", "not supported (removed in 1.35)")
+    return DeviceTaintRule(
+        name,
+        taint,
+        driver=_str(selector.get("driver"), "spec.deviceSelector.driver", required=False),
+        pool=_str(selector.get("pool"), "spec.deviceSelector.pool", required=False),
+        device=_str(selector.get("device"), "spec.deviceSelector.device", required=False),
+    )
 
 
 def _device_class(name: str, meta: Mapping[str, object], spec: Mapping[str, object]) -> DeviceClass:

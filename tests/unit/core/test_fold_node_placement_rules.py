@@ -106,3 +106,55 @@ def test_an_admin_access_request_without_a_device_waits_for_a_node() -> None:
     assert f"needs 1 device of class {GPU} (admin access)" in verdict.message
     out = d.apply(gpus("node-b", 1))
     assert admitted(out) == ["team-a/monitor"]
+
+
+# ------------------------------------------------------------------ DeviceTaintRules
+
+
+def test_a_device_taint_rule_keeps_its_devices_out_until_it_is_deleted() -> None:
+    d = cluster(gpus("node-a", 2), gpus("node-b", 2))
+    # node-a's pool is tainted by an administrator's rule: the Job goes to node-b
+    d.apply(manifests.device_taint_rule("drain-a", selector={"pool": "node-a"}))
+    out = d.apply(gpu_job("first", template="two"))
+    assert last(out, "Admitted").nodes == {"main": ["node-b"]}
+    out = d.apply(gpu_job("second", template="two"))
+    assert admitted(out) == []
+    verdict = last(out, "Inadmissible")
+    assert verdict.reason == "NoNodePlacement"
+    assert verdict.message.endswith("node-b has 0 free, 1 other node has none"), verdict.message
+    out = d.delete("DeviceTaintRule", "drain-a")
+    assert admitted(out) == ["team-a/second"]
+    assert last(out, "Admitted").nodes == {"main": ["node-a"]}
+
+
+def test_a_rule_selects_by_driver_pool_and_device_and_is_tolerated_like_a_slices() -> None:
+    d = cluster(gpus("node-a", 2), gpus("node-b", 2))
+    # one device of node-a, one of node-b: no node has 2 untainted
+    d.apply(
+        manifests.device_taint_rule(
+            "a0", selector={"driver": manifests.GPU_DRIVER, "pool": "node-a", "device": "gpu-0"}
+        ),
+        manifests.device_taint_rule("b1", selector={"device": "gpu-1", "pool": "node-b"}),
+        # another driver's devices, and a rule without a selector: neither taints these
+        manifests.device_taint_rule("other", selector={"driver": "other.example.com"}),
+        manifests.device_taint_rule("none"),
+    )
+    out = d.apply(gpu_job("big", template="two"))
+    assert admitted(out) == []
+    assert "node-a has 1 free, node-b has 1 free" in last(out, "Inadmissible").message
+    tolerant = [{"key": "example.com/maintenance", "operator": "Exists"}]
+    d.apply(template("tolerant", tolerations=tolerant))
+    out = d.apply(gpu_job("ok", template="tolerant"))
+    assert last(out, "Admitted").nodes == {"main": ["node-a"]}
+
+
+def test_an_empty_selector_taints_every_device_and_effect_none_taints_nothing() -> None:
+    d = cluster(gpus("node-a", 1))
+    d.apply(manifests.device_taint_rule("watch", effect="None", selector={}))
+    out = d.apply(gpu_job("a"))
+    assert admitted(out) == ["team-a/a"]
+    d.finish("team-a/a")
+    d.apply(manifests.device_taint_rule("all", selector={}))
+    out = d.apply(gpu_job("b"))
+    assert admitted(out) == []
+    assert last(out, "Inadmissible").reason == "NoNodePlacement"

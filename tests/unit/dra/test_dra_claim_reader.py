@@ -35,7 +35,13 @@ def allocated(*devices: str, pool: str = "node-a", **kw: Any) -> dict[str, Any]:
 
 
 def test_the_reader_reads_every_dra_kind_ingest_watches() -> None:
-    assert KINDS == ("DeviceClass", "ResourceSlice", "ResourceClaimTemplate", "ResourceClaim")
+    assert KINDS == (
+        "DeviceClass",
+        "ResourceSlice",
+        "ResourceClaimTemplate",
+        "ResourceClaim",
+        "DeviceTaintRule",
+    )
 
 
 def test_an_unallocated_claim_asks_as_a_template_does_and_holds_nothing() -> None:

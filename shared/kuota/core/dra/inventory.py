@@ -1,4 +1,5 @@
-"""The DRA inventory the fold keeps: DeviceClasses, ResourceSlices, ResourceClaimTemplates.
+"""The DRA inventory the fold keeps: DeviceClasses, ResourceSlices, ResourceClaimTemplates
+and DeviceTaintRules.
 
 Theory of operation: the fold feeds every observed DRA object to
 :meth:`DraInventory.upsert` / :meth:`DraInventory.delete`; each change bumps
@@ -15,14 +16,17 @@ matches until a slice changes (a template clears nothing, a DeviceClass the
 extended-resource map), each cache capped first-in-first-out (deterministic, so
 replays match). :attr:`DraInventory.changed_template` and
 :meth:`DraInventory.template_read` let the fold charge again only what reads a
-template. Iteration is over sorted keys. Details: docs/design/dra-charging.md
-("Inventory"), docs/design/claim-templates.md.
+template. A DeviceTaintRule adds its taint to the devices it selects when the
+pools' views are built, so every reader sees it as a slice's own taint; a rule's
+change rebuilds every view, as a slice's does. Iteration is over sorted keys.
+Details: docs/design/dra-charging.md ("Inventory"), docs/design/claim-templates.md,
+docs/design/dra-placement.md ("DeviceTaintRules").
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from kuota.api.dra import (
@@ -30,6 +34,7 @@ from kuota.api.dra import (
     CounterSet,
     Device,
     DeviceClass,
+    DeviceTaintRule,
     ResourceClaim,
     ResourceClaimTemplate,
     ResourceSlice,
@@ -95,6 +100,9 @@ class DraInventory:
         self._classes: dict[str, DeviceClass] = {}
         self._templates: dict[tuple[str, str], ResourceClaimTemplate] = {}
         self._slices: dict[str, ResourceSlice] = {}
+        # DeviceTaintRules by name: their taints are added to the devices they
+        # select as the pools' views are built (``_view``)
+        self._rules: dict[str, DeviceTaintRule] = {}
         # Moves on every change the memos depend on; read only (a plain
         # attribute, not a property: the fold reads it hundreds of thousands of
         # times a run, and a property is a Python call each time)
@@ -153,6 +161,11 @@ class DraInventory:
             if self._classes.get(obj.name) != obj:
                 self._classes[obj.name] = obj
                 self._changed(_CLASS)
+        elif isinstance(obj, DeviceTaintRule):
+            if self._rules.get(obj.name) != obj:
+                self._rules[obj.name] = obj
+                self._views.clear()  # every pool's devices may carry its taint
+                self._changed(_SLICE)
         elif isinstance(obj, ResourceClaimTemplate):
             key = (obj.namespace, obj.name)
             if self._templates.get(key) != obj:
@@ -193,6 +206,9 @@ class DraInventory:
             if self._templates.pop(key, None) is not None:
                 self._changed(key)
         elif ref.kind == "ResourceSlice" and self._drop_slice(ref.name):
+            self._changed(_SLICE)
+        elif ref.kind == "DeviceTaintRule" and self._rules.pop(ref.name, None) is not None:
+            self._views.clear()
             self._changed(_SLICE)
 
     def _drop_slice(self, name: str) -> bool:
@@ -371,7 +387,11 @@ class DraInventory:
             else:
                 driver, pool = key
                 view = _PoolView(
-                    tuple(PoolDevice(driver, pool, s.name, d) for s in current for d in s.devices),
+                    tuple(
+                        PoolDevice(driver, pool, s.name, self._tainted(driver, pool, d))
+                        for s in current
+                        for d in s.devices
+                    ),
                     counter_sets=tuple(
                         sorted(
                             (cs for s in current for cs in s.shared_counters),
@@ -381,6 +401,18 @@ class DraInventory:
                 )
             self._views[key] = view
         return view
+
+    def _tainted(self, driver: str, pool: str, device: Device) -> Device:
+        """``device`` with the taints of the DeviceTaintRules that select it added
+        (in rule name order), as the scheduler sees it."""
+        if not self._rules:
+            return device
+        added = tuple(
+            rule.taint
+            for _, rule in sorted(self._rules.items())
+            if rule.matches(driver, pool, device.name) and rule.taint not in device.taints
+        )
+        return replace(device, taints=device.taints + added) if added else device
 
     # ------------------------------------------------------------------ matching
 
