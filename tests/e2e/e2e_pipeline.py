@@ -193,6 +193,7 @@ JOURNALED_KINDS = frozenset(
         "ResourceSlice",
         "ResourceClaimTemplate",
         "ResourceClaim",  # a scenario's direct claim (direct-claim.yaml)
+        "DeviceTaintRule",  # device-taint-rule.yaml
         "ResourceFlavor",
         "Cohort",
         "ClusterQueue",

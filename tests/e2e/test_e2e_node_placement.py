@@ -81,3 +81,27 @@ async def test_an_unallocated_direct_claim_is_placed_with_its_user(e2e_run: Run)
         assert pod["spec"]["nodeName"] == node, pod["spec"]["nodeName"]
     failed = await claim_failures(e2e_run, ns)
     assert not failed, failed
+
+
+async def test_a_device_taint_rule_keeps_a_nodes_devices_out(e2e_run: Run) -> None:
+    """Last in the module: its rule taints the run's first node for good."""
+    o = await run_scenario(e2e_run, "device-taint-rule")
+    assert_pipeline(o)
+    ns = f"{e2e_run.id}-taint"
+    n0, n1 = e2e_run.nodes
+    assert o.admitted_order() == [f"{ns}/t-1", f"{ns}/t-2"]
+    (first,) = o.of_type("Admitted", f"{ns}/t-1")
+    assert first.nodes == {"main": [n1]}, first  # n0's GPUs are tainted by the rule
+    message = wait_message(o, f"{ns}/t-2", "NoNodePlacement")
+    assert message.startswith(f"no node in flavor {ns} can take pod 1 of 1: needs 1 device"), (
+        message
+    )
+    # n0's GPUs, all tainted, are no candidates: counted, not named
+    assert f"{n1} has 0 free, 1 other node has none" in message and n0 not in message, message
+    (second,) = o.of_type("Admitted", f"{ns}/t-2")
+    assert second.nodes == {"main": [n1]}, second
+    for key in (f"{ns}/t-1", f"{ns}/t-2"):
+        for pod in o.pods[key]:
+            assert pod["spec"]["nodeName"] == n1, (key, pod["spec"]["nodeName"])
+    failed = await claim_failures(e2e_run, ns)
+    assert not failed, failed

@@ -172,7 +172,7 @@ async def test_ingest_runs_on_its_service_account_alone(
             return next((line for line in svc.text().splitlines() if " ready in " in line), None)
 
         line = await eventually(ready, f"kuota-ingest ready as kuota-ingest ({svc.log})")
-        assert "waiting for CRDs" not in line, line
+        assert "waiting for kinds not served" not in line, line
 
         async def config_journaled() -> bool:
             return f"ConfigMap/{ns}/{CONFIG}@" in svc.text()

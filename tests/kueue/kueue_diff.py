@@ -106,6 +106,10 @@ KUOTA_ONLY: dict[str, str] = {
     # inadmissible for good ("DRA resource claims not supported"): nothing to compare
     "direct-claim": "Direct ResourceClaims",
     "direct-claim-placed": "Direct ResourceClaims",
+    # Kueue v0.19.2 reads no DeviceTaintRule (nor any device taint): it would admit
+    # t-2 at once and its pod would sit Pending, the difference node-fragmentation
+    # already records; and the Kueue stack's apiserver need not serve the kind
+    "device-taint-rule": "A claim with `adminAccess`, device taints or `matchAttribute`",
     # Kueue v0.19.2 refuses a ResourceClaimTemplate request with firstAvailable
     # ("FirstAvailable device selection is not supported"): never admitted
     "first-available": "firstAvailable and All",

@@ -203,5 +203,8 @@ class Service:
             journal,
             version,
             remembered,
-            f", waiting for CRDs of {', '.join(missing)}" if missing else "",
+            f", waiting for kinds not served yet (a CRD not installed, an API not enabled): "
+            f"{', '.join(missing)}"
+            if missing
+            else "",
         )
