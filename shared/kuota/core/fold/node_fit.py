@@ -231,29 +231,12 @@ def place_workload(
         return NOT_PLACED
     if consumed is None or freed:
         consumed, memo = taken_counters(inventory, Taken(held, claimed, freed).devices()), None
-    first = _place_once(
-        inventory,
-        nodes,
-        flavors,
-        requests,
-        podset_flavors,
-        held,
-        claimed,
-        freed,
-        consumed,
-        memo,
-        eligible_memo,
-        only,
-        shared,
-        together,
-    )
-    if not isinstance(first, _Split):
-        return first
-    # the pods that share a claim landed on several nodes: each node in turn, in order
-    tried = sorted(first.gang.common)
-    for node in tried:
-        pinned = dict(only or {})
-        pinned.update((name, node) for name in together)
+    # once: unless the pods sharing a claim land on several nodes; then pinned to
+    # each node they may all use in turn, in name order, until one fits
+    pinned = only
+    split: _Gang | None = None
+    left: list[str] = []
+    while True:
         outcome = _place_once(
             inventory,
             nodes,
@@ -270,17 +253,27 @@ def place_workload(
             shared,
             together,
         )
-        if isinstance(outcome, Placed):
+        if isinstance(outcome, _Split):
+            if split is not None:
+                break  # pinned, they cannot split: never reached
+            split = outcome.gang
+            left = sorted(split.common)
+        elif split is None or isinstance(outcome, Placed):
             return outcome
+        if not left:
+            break
+        node = left.pop(0)
+        pinned = {**(only or {}), **dict.fromkeys(together, node)}
+    assert split is not None
     names = ", ".join(sorted({c for cs in (shared or {}).values() for c, _ in cs}))
+    tried = sorted(split.common)
     listed = ", ".join(tried[:4]) + (f" and {len(tried) - 4} more" if len(tried) > 4 else "")
-    gang = first.gang
     message = (
-        f"{gang.prefix}no node {gang.where}can take together the pods "
+        f"{split.prefix}no node {split.where}can take together the pods "
         f"that share ResourceClaim {names}, whose devices they must find on their own node; "
         f"tried {listed}"
     )
-    return Unplaceable(message, message.split("; ", 1)[0], gang.distinct, gang.pods or ())
+    return Unplaceable(message, message.split("; ", 1)[0], split.distinct, split.pods or ())
 
 
 class _Split:
