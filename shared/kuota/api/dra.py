@@ -6,8 +6,9 @@ name), ResourceSlice (the devices a driver publishes, with attributes, capacity
 and the shared counters partitions consume), ResourceClaimTemplate (what a pod
 asks for), ResourceClaim (what one claim asks for, and the devices its
 allocation took, whoever owns it) and DeviceTaintRule (a taint an administrator
-puts on the devices it selects by driver, pool and name). ``parse_dra_object`` turns a manifest
-(``resource.k8s.io/v1``, or the beta shapes where they differ cheaply) into a
+puts on the devices it selects by driver, pool and name). ``parse_dra_object``
+turns a manifest (``resource.k8s.io/v1``, or the beta shapes where they differ
+cheaply) into a
 frozen dataclass or a ``ValidationError`` naming the first bad field. Amounts
 are milli-units (``kuota.quantity``); collections are tuples in manifest order,
 maps sorted by key. Only what one object can answer alone is checked here, as

@@ -100,9 +100,10 @@ class DraInventory:
         self._classes: dict[str, DeviceClass] = {}
         self._templates: dict[tuple[str, str], ResourceClaimTemplate] = {}
         self._slices: dict[str, ResourceSlice] = {}
-        # DeviceTaintRules by name: their taints are added to the devices they
-        # select as the pools' views are built (``_view``)
+        # DeviceTaintRules by name, and in name order: their taints are added to
+        # the devices they select as the pools' views are built (``_view``)
         self._rules: dict[str, DeviceTaintRule] = {}
+        self._rules_in_order: tuple[DeviceTaintRule, ...] = ()
         # Moves on every change the memos depend on; read only (a plain
         # attribute, not a property: the fold reads it hundreds of thousands of
         # times a run, and a property is a Python call each time)
@@ -164,8 +165,7 @@ class DraInventory:
         elif isinstance(obj, DeviceTaintRule):
             if self._rules.get(obj.name) != obj:
                 self._rules[obj.name] = obj
-                self._views.clear()  # every pool's devices may carry its taint
-                self._changed(_SLICE)
+                self._rules_changed()
         elif isinstance(obj, ResourceClaimTemplate):
             key = (obj.namespace, obj.name)
             if self._templates.get(key) != obj:
@@ -208,8 +208,14 @@ class DraInventory:
         elif ref.kind == "ResourceSlice" and self._drop_slice(ref.name):
             self._changed(_SLICE)
         elif ref.kind == "DeviceTaintRule" and self._rules.pop(ref.name, None) is not None:
-            self._views.clear()
-            self._changed(_SLICE)
+            self._rules_changed()
+
+    def _rules_changed(self) -> None:
+        """A DeviceTaintRule came, changed or went: every pool's devices may
+        carry other taints now."""
+        self._rules_in_order = tuple(rule for _, rule in sorted(self._rules.items()))
+        self._views.clear()
+        self._changed(_SLICE)
 
     def _drop_slice(self, name: str) -> bool:
         old = self._slices.pop(name, None)
@@ -405,11 +411,11 @@ class DraInventory:
     def _tainted(self, driver: str, pool: str, device: Device) -> Device:
         """``device`` with the taints of the DeviceTaintRules that select it added
         (in rule name order), as the scheduler sees it."""
-        if not self._rules:
+        if not self._rules_in_order:
             return device
         added = tuple(
             rule.taint
-            for _, rule in sorted(self._rules.items())
+            for rule in self._rules_in_order
             if rule.matches(driver, pool, device.name) and rule.taint not in device.taints
         )
         return replace(device, taints=device.taints + added) if added else device

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import cast
 
+from kuota.api.dra import ResourceClaim
 from kuota.core.dra.placement import (
     CounterKey,
     DeviceId,
@@ -137,15 +138,17 @@ class DeviceHolds(FairAdmission):
             nodes: set[str] = set()
             todo: list[tuple[str, PodDevices]] = []
             for name, _ in ps.claims:
-                node = self._claim_node(namespace, name)
+                claim = self._inventory.claim(namespace, name)
+                if claim is None:
+                    return None
+                node = self._claim_node(namespace, claim)
                 if node is None:
                     return None
                 if node:
                     nodes.add(node)
                     continue
                 together.add(ps.name)
-                claim = self._inventory.claim(namespace, name)
-                if claim is not None and name not in carried:
+                if name not in carried:
                     carried.add(name)
                     wanted = claim_devices(self._inventory, claim)
                     if wanted.requests:
@@ -163,16 +166,13 @@ class DeviceHolds(FairAdmission):
             only.update((name, node) for name in together)
         return only, shared, frozenset(together)
 
-    def _claim_node(self, namespace: str, name: str) -> str | None:
-        """The node of direct ResourceClaim ``namespace/name``: that of the devices
-        it is allocated, or of those kuota holds for it (placed with an earlier
-        user); "" when it is neither allocated nor held; None when it is
-        allocated on devices of no node or of several, or unknown."""
-        claim = self._inventory.claim(namespace, name)
-        if claim is None:
-            return None
+    def _claim_node(self, namespace: str, claim: ResourceClaim) -> str | None:
+        """The node of direct ResourceClaim ``claim``: that of the devices it is
+        allocated, or of those kuota holds for it (placed with an earlier user);
+        "" when it is neither allocated nor held; None when it is allocated on
+        devices of no node or of several."""
         if not claim.allocated:
-            return self._claim_holds.get((namespace, name), "")
+            return self._claim_holds.get((namespace, claim.name), "")
         where = device_nodes(self._inventory)
         found = {where.get(device) for device in claim.allocated}
         if len(found) != 1:
