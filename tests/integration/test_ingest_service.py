@@ -629,7 +629,12 @@ async def test_device_taint_rules_are_journaled_and_their_deletion_too(
         assert isinstance(ev, ObjectUpserted)
         assert ev.object["apiVersion"] == "resource.k8s.io/v1beta2"
         assert ev.object["spec"]["taint"]["key"] == "example.com/maintenance"
-        assert ingest.metrics()['kuota_ingest_watch_up{kind="DeviceTaintRule"}'] == 1
+        # the gauge is refreshed every 0.25 s, apart from the watch: polled
+        up = 'kuota_ingest_watch_up{kind="DeviceTaintRule"}'
+        deadline = time.monotonic() + 10
+        while ingest.metrics()[up] != 1 and time.monotonic() < deadline:
+            await asyncio.sleep(0.25)
+        assert ingest.metrics()[up] == 1
     finally:
         await custom.delete_cluster_custom_object(**where, name=name)
     await journal.wait(
