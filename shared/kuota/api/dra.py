@@ -165,7 +165,12 @@ class ResourceClaim:
     the same results with the request each was allocated for, as
     (request, driver, pool, device), sorted (a ``firstAvailable`` subrequest's
     request is ``request/subrequest``): what charging reads of an allocated
-    direct claim."""
+    direct claim. ``shares``: the results that are a share of a device several
+    claims may use at once (``allowMultipleAllocations``, KEP-5075: the
+    scheduler gives such a result a ``shareID`` and the ``consumedCapacity``
+    it takes), as (driver, pool, device, shareID, consumedCapacity: qualified
+    name -> milli-units, sorted), sorted; their devices are in ``allocated``
+    too."""
 
     namespace: str
     name: str
@@ -174,6 +179,7 @@ class ResourceClaim:
     allocated: tuple[AllocatedDevice, ...] = ()
     constraints: tuple[DeviceConstraint, ...] = ()
     results: tuple[tuple[str, str, str, str], ...] = ()
+    shares: tuple[tuple[str, str, str, str, tuple[tuple[str, int], ...]], ...] = ()
 
     @property
     def ref(self) -> str:
@@ -553,6 +559,7 @@ def _claim(
     field = "status.allocation.devices.results"
     taken: set[AllocatedDevice] = set()
     results: set[tuple[str, str, str, str]] = set()
+    shares: set[tuple[str, str, str, str, tuple[tuple[str, int], ...]]] = set()
     for i, raw in enumerate(_list(devices.get("results"), field)):
         f = f"{field}[{i}]"
         result = _map(raw, f)
@@ -565,8 +572,19 @@ def _claim(
         if not _bool(result.get("adminAccess"), f"{f}.adminAccess"):
             taken.add(device)
             results.add((request, *device))
+            share = _str(result.get("shareID"), f"{f}.shareID", required=False)
+            consumed = _amounts(result.get("consumedCapacity"), f"{f}.consumedCapacity")
+            if share or consumed:
+                shares.add((*device, share or f"{request}#{i}", consumed))
     return ResourceClaim(
-        namespace, name, uid, requests, tuple(sorted(taken)), constraints, tuple(sorted(results))
+        namespace,
+        name,
+        uid,
+        requests,
+        tuple(sorted(taken)),
+        constraints,
+        tuple(sorted(results)),
+        tuple(sorted(shares)),
     )
 
 

@@ -217,13 +217,6 @@ def test_taken_devices_excluded() -> None:
     assert placed(result) == [("node-a", [["gpu-1"]])]
 
 
-def test_shared_devices_are_not_placed() -> None:
-    shared = device("gpu-0", attributes={"kind": "gpu"}, capacity={"memory": "80Gi"})
-    shared["allowMultipleAllocations"] = True
-    inv = inventory(resource_slice("node-a", devices=[shared]))
-    assert isinstance(place_gang(inventory=inv, pods=[pod(req())]), NoPlacement)
-
-
 def test_budget_exhausted_is_not_impossible() -> None:
     inv = inventory(*(gpus(f"node-{i}", 3) for i in range(4)))
     pods = [pod(req(count=2)) for _ in range(5)]  # 4 nodes x 3 GPUs: 4 pods of 2 at most
@@ -245,7 +238,6 @@ def test_empty_gang_and_empty_pod() -> None:
         (req("nope"), "DeviceClass nope not found"),
         (req("gpu", 1, "device.attributes["), "CEL"),
         (ExactDeviceRequest("gpu", allocation_mode="Some"), "allocationMode Some"),
-        (ExactDeviceRequest("gpu", capacity_requests=(("memory", 1),)), "capacity"),
     ],
 )
 def test_invalid_requests(request_: ExactDeviceRequest, says: str) -> None:

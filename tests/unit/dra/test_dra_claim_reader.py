@@ -194,3 +194,21 @@ def test_garbage_never_raises() -> None:
             {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", **manifest}
         )
         assert isinstance(got, ValidationError) and got.field.startswith("metadata"), manifest
+
+
+def test_a_share_of_a_device_is_read_with_what_it_consumed() -> None:
+    claim = allocated("gpu-0", "gpu-1")
+    results = claim["status"]["allocation"]["devices"]["results"]
+    results[0]["shareID"] = "5f1c"
+    results[0]["consumedCapacity"] = {"memory": "20Gi", "cores": "10"}
+    got = parse_dra_object(claim)
+    assert isinstance(got, ResourceClaim)
+    assert got.allocated == ((GPU, "node-a", "gpu-0"), (GPU, "node-a", "gpu-1"))
+    gi = 1024**3 * 1000
+    assert got.shares == (
+        (GPU, "node-a", "gpu-0", "5f1c", (("cores", 10_000), ("memory", 20 * gi))),
+    )
+    results[0]["consumedCapacity"] = {"memory": "lots"}
+    bad = parse_dra_object(claim)
+    assert isinstance(bad, ValidationError)
+    assert bad.field == "status.allocation.devices.results[0].consumedCapacity[memory]", bad

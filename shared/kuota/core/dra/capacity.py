@@ -21,7 +21,15 @@ from dataclasses import dataclass
 from kuota.api.dra import CapacityRequestPolicy, Device
 from kuota.quantity import format_quantity
 
-__all__ = ["NO_VALID_VALUE", "OUT_OF_RANGE", "CapacityProblem", "capacity_of", "consumed"]
+__all__ = [
+    "NO_VALID_VALUE",
+    "OUT_OF_RANGE",
+    "CapacityProblem",
+    "capacity_name",
+    "capacity_of",
+    "consumed",
+    "share_amounts",
+]
 
 OUT_OF_RANGE = "out-of-range"  # above validRange.max or the capacity itself
 NO_VALID_VALUE = "no-valid-value"  # above every validValues entry
@@ -35,11 +43,9 @@ class CapacityProblem:
     text: str
 
 
-def capacity_of(
-    device: Device, driver: str, name: str
-) -> tuple[int, CapacityRequestPolicy | None] | None:
-    """The (value, requestPolicy) of capacity ``name`` on ``device``, or None when
-    the device does not publish it. ``memory`` and ``<driver>/memory`` are one name."""
+def capacity_name(device: Device, driver: str, name: str) -> str | None:
+    """The name under which ``device`` publishes capacity ``name``, or None when
+    it does not. ``memory`` and ``<driver>/memory`` are one name."""
     bare = name
     if "/" in name:
         domain, _, bare = name.partition("/")
@@ -47,14 +53,46 @@ def capacity_of(
             bare = ""
     candidates = (name, bare, f"{driver}/{bare}") if bare else (name,)
     for candidate in candidates:
-        for key, value in device.capacity:
+        for key, _ in device.capacity:
             if key == candidate:
-                policy = None
-                for pkey, p in device.request_policies:
-                    if pkey == key:
-                        policy = p
-                return value, policy
+                return key
     return None
+
+
+def capacity_of(
+    device: Device, driver: str, name: str
+) -> tuple[int, CapacityRequestPolicy | None] | None:
+    """The (value, requestPolicy) of capacity ``name`` on ``device``, or None when
+    the device does not publish it. ``memory`` and ``<driver>/memory`` are one name."""
+    key = capacity_name(device, driver, name)
+    if key is None:
+        return None
+    return dict(device.capacity)[key], dict(device.request_policies).get(key)
+
+
+def share_amounts(
+    device: Device, driver: str, requests: tuple[tuple[str, int], ...]
+) -> tuple[tuple[str, int], ...] | None:
+    """What one allocation of shared ``device`` for a request asking ``requests``
+    (its ``capacity.requests``) consumes of each capacity the device publishes,
+    by the device's names, as the scheduler computes it (:func:`consumed`: a
+    capacity the request does not name takes the policy's default, else all of
+    it); None when the device cannot serve the request (a capacity it does not
+    publish, an amount it can never give)."""
+    asked: dict[str, int] = {}
+    for name, amount in requests:
+        key = capacity_name(device, driver, name)
+        if key is None:
+            return None
+        asked[key] = amount
+    policies = dict(device.request_policies)
+    out: list[tuple[str, int]] = []
+    for key, value in device.capacity:
+        verdict = consumed(value=value, policy=policies.get(key), request=asked.get(key))
+        if isinstance(verdict, CapacityProblem):
+            return None
+        out.append((key, verdict))
+    return tuple(out)
 
 
 def consumed(

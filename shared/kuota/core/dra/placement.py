@@ -82,12 +82,25 @@ the scheduler's first fitting alternative on the chosen node is the charged
 one; its request is placed as any other (docs/design/dra-placement.md,
 "firstAvailable and All").
 
-Not covered yet (later bricks): devices with ``allowMultipleAllocations`` and
-consumable capacity (such devices are never candidates here), requests with
-``capacity.requests``, ``distinctAttribute`` constraints
-(:class:`PlacementInvalid`), taints from DeviceTaintRule objects (only a
-slice's own device taints are read), devices of
-slices without ``nodeName``, and node properties beyond the allowed-node set.
+Consumable capacity (KEP-5075): a device with ``allowMultipleAllocations``
+serves several claims at once. Each of its capacities is a counter of its own
+(:func:`capacity_key`, its limit the capacity's value), and its candidate for
+a request (:func:`share_id`: an id no held or claimed device has, marked
+``shared``) consumes what the scheduler would consume of each
+(:func:`kuota.core.dra.capacity.share_amounts`: the request's amount rounded
+up per the policy, else the default, else all of it), besides its own
+counters; a device that cannot serve the request is no candidate. Taking it
+takes nothing from other pods: only its capacity counters are spent, and
+within one pod it is given once (as if exclusive: Kubernetes may give it to
+two requests of one pod, so this is the stricter rule). A device without
+``allowMultipleAllocations`` is a candidate for a request with
+``capacity.requests`` only when it publishes every capacity asked and could
+give the amounts. Two identical pods may share the first device of their
+request, so their first devices only do not decrease.
+
+Not covered yet: ``distinctAttribute`` constraints (:class:`PlacementInvalid`),
+devices of slices without ``nodeName``, and node properties beyond the
+allowed-node set.
 
 Pure: no clock, no randomness, no I/O; iteration is over sorted keys, so the
 same input gives the same output.
@@ -97,24 +110,29 @@ from __future__ import annotations
 
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
-from kuota.api.dra import ExactDeviceRequest
-from kuota.core.dra.cel import CompiledSelector, SelectorError, compile_selector
-from kuota.core.dra.inventory import DraInventory, MatchError, PoolDevice
+from kuota.core.dra.inventory import DraInventory
+from kuota.core.dra.placement_devices import (
+    capacity_key,
+    claim_share,
+    device_consumes,
+    device_nodes,
+    device_scope,
+    matching_devices,
+    request_devices,
+    static_limits,
+)
 from kuota.core.dra.placement_reasons import pods_text
 from kuota.core.dra.placement_rules import (
     AttributeValue,
     attribute_values,
-    taints_allow,
 )
-from kuota.core.dra.placement_search import Search, why
+from kuota.core.dra.placement_search import Search
 from kuota.core.dra.placement_types import (
     MEMO_IDS,
     Attrs,
-    ByNode,
     Candidates,
-    Consumes,
     CounterKey,
     DeviceId,
     FitMemo,
@@ -125,7 +143,9 @@ from kuota.core.dra.placement_types import (
     one_device,
     one_free,
     same_node_sets,
+    share_id,
 )
+from kuota.core.dra.placement_why import why
 from kuota.core.pickling import register_by_fields
 
 __all__ = [
@@ -140,6 +160,8 @@ __all__ = [
     "PlacementResult",
     "PodPlacement",
     "SearchBudgetExhausted",
+    "capacity_key",
+    "claim_share",
     "counter_key",
     "device_consumes",
     "device_nodes",
@@ -149,6 +171,7 @@ __all__ = [
     "may_place",
     "place_gang",
     "request_devices",
+    "share_id",
 ]
 
 DEFAULT_BUDGET = 100_000
@@ -287,7 +310,7 @@ def fits_alone(
         if cands is not None and one_device(pod):
             # what Search._alone asks, without building a search (the memo has
             # the pod's candidates: its form was found fine)
-            by_node, limits = cands[0], _static(inventory)[1]
+            by_node, limits = cands[0], static_limits(inventory)[1]
             used = consumed if isinstance(consumed, dict) else dict(consumed)
             for node in unknown:
                 fits = one_free(by_node.get(node, ()), taken, used, limits)
@@ -379,8 +402,6 @@ def _pod_problem(i: int, pod: GangPod) -> str | None:
         where = f"pod {i + 1} request {r + 1} (class {request.device_class_name})"
         if request.allocation_mode not in ("ExactCount", "All"):
             return f"{where}: allocationMode {request.allocation_mode} is not supported"
-        if request.capacity_requests:
-            return f"{where}: capacity requests are not supported by placement yet"
         if request.count < 0:
             return f"{where}: negative count {request.count}"
     if pod.claims and len(pod.claims) != len(pod.requests):
@@ -396,133 +417,7 @@ def _pod_problem(i: int, pod: GangPod) -> str | None:
     return None
 
 
-_LIMITS = "limits"  # placement_memo key of the counter limits, and of the nodes
-_CONSUMES = "consumes"  # placement_memo key of device -> what it consumes
-_NODES = "nodes"  # placement_memo key of device -> its node
-_SCOPE = "scope"  # placement_memo key of device -> the nodes of its pool
 _NODE_SET = "node-set"  # placement_memo key of the nodes that have devices, as a set
-_COUNTERS = "counters"  # placement_memo key of CounterKey -> the one object for it
-
-
-def _static(inventory: DraInventory) -> tuple[tuple[str, ...], dict[CounterKey, int]]:
-    """The nodes that have devices, and every counter's limit (memoised until a
-    DeviceClass or ResourceSlice changes)."""
-    memo = inventory.placement_memo
-    found = memo.get(_LIMITS)
-    if found is None:
-        node_names: set[str] = set()
-        limits: dict[CounterKey, int] = {}
-        pools: set[tuple[str, str]] = set()
-        for d in inventory.usable_devices():
-            node = inventory.node_name(d)
-            if node is not None:
-                node_names.add(node)
-                pools.add((d.driver, d.pool))
-        for driver, pool in sorted(pools):
-            for cs in inventory.counter_sets(driver, pool):
-                for counter, amount in cs.counters:
-                    limits[_counter(inventory, driver, pool, cs.name, counter)] = amount
-        found = memo[_LIMITS] = (tuple(sorted(node_names)), limits)
-    return found  # type: ignore[return-value]
-
-
-def device_consumes(inventory: DraInventory) -> dict[DeviceId, Consumes]:
-    """Per usable device that consumes counters, what it consumes (memoised)."""
-    memo = inventory.placement_memo
-    found = memo.get(_CONSUMES)
-    if found is None:
-        out: dict[DeviceId, Consumes] = {}
-        for d in inventory.usable_devices():
-            if d.device.consumes_counters:
-                out[(d.driver, d.pool, d.device.name)] = _consumption(inventory, d)
-        found = memo[_CONSUMES] = out
-    return found  # type: ignore[return-value]
-
-
-def device_nodes(inventory: DraInventory) -> dict[DeviceId, str]:
-    """The node of every node-local usable device (memoised)."""
-    memo = inventory.placement_memo
-    found = memo.get(_NODES)
-    if found is None:
-        out: dict[DeviceId, str] = {}
-        for d in inventory.usable_devices():
-            node = inventory.node_name(d)
-            if node is not None:
-                out[(d.driver, d.pool, d.device.name)] = node
-        found = memo[_NODES] = out
-    return found  # type: ignore[return-value]
-
-
-def device_scope(inventory: DraInventory) -> dict[DeviceId, tuple[str, ...]]:
-    """Per usable device, the nodes whose free devices its being taken may change:
-    those of every device of its pool (they may share its counters); memoised."""
-    memo = inventory.placement_memo
-    found = memo.get(_SCOPE)
-    if found is None:
-        pools: dict[tuple[str, str], set[str]] = {}
-        for device, node in device_nodes(inventory).items():
-            pools.setdefault((device[0], device[1]), set()).add(node)
-        scopes = {pool: tuple(sorted(nodes)) for pool, nodes in pools.items()}
-        out: dict[DeviceId, tuple[str, ...]] = {}
-        for d in inventory.usable_devices():
-            scope = scopes.get((d.driver, d.pool))
-            if scope:
-                out[(d.driver, d.pool, d.device.name)] = scope
-        found = memo[_SCOPE] = out
-    return found  # type: ignore[return-value]
-
-
-def _consumption(inventory: DraInventory, d: PoolDevice) -> Consumes:
-    out: list[tuple[Any, int]] = []
-    for use in d.device.consumes_counters:
-        for counter, amount in use.counters:
-            out.append((_counter(inventory, d.driver, d.pool, use.counter_set, counter), amount))
-    out.sort()
-    return tuple(out)
-
-
-def _counter(inventory: DraInventory, driver: str, pool: str, counter_set: str, name: str) -> Any:
-    """The CounterKey of a counter, one object per counter (memoised): the dicts
-    of counters are looked up with the very key they hold (typed Any: see
-    Consumes, placement_types.py)."""
-    memo = inventory.placement_memo
-    keys: dict[Any, Any] | None = memo.get(_COUNTERS)  # type: ignore[assignment]
-    if keys is None:
-        keys = {}
-        memo[_COUNTERS] = keys
-    key = counter_key(driver, pool, counter_set, name)
-    return keys.setdefault(key, key)
-
-
-def request_devices(inventory: DraInventory, request: ExactDeviceRequest) -> ByNode | str:
-    """The devices the request may take, per node (node-local, not shared),
-    whether taken or not; or why the request cannot be evaluated (memoised)."""
-    key = (request.device_class_name, request.selectors, request.tolerations)
-    memo = inventory.placement_memo
-    found = memo.get(key)
-    if found is None:
-        matched = matching_devices(inventory, request)
-        if isinstance(matched, str):
-            found = matched
-        else:
-            grouped: dict[str, list[SearchDevice]] = {}
-            # equal consumptions are one object: a search that found one short of
-            # its counters skips the next by identity (placement_search.py)
-            shared: dict[Consumes, Consumes] = {}
-            for d in matched:
-                node = inventory.node_name(d)
-                if node is None or d.device.allow_multiple_allocations:
-                    continue
-                if d.device.taints and not taints_allow(d.device, request):
-                    continue  # a taint the request does not tolerate
-                consumes = _consumption(inventory, d)
-                consumes = shared.setdefault(consumes, consumes)
-                grouped.setdefault(node, []).append(
-                    SearchDevice((d.driver, d.pool, d.device.name), consumes)
-                )
-            found = {n: tuple(sorted(ds, key=lambda x: x.id)) for n, ds in grouped.items()}
-        memo[key] = found
-    return found  # type: ignore[return-value]
 
 
 def _candidates(
@@ -534,7 +429,7 @@ def _candidates(
     """The sorted node names, per pod and request the candidates on each node
     (taken ones included: the search skips them), or why a request cannot be
     evaluated, and every counter's limit (``tokens``: each pod's in ``memo``)."""
-    with_devices, limits = _static(inventory)
+    with_devices, limits = static_limits(inventory)
     static = inventory.placement_memo
     known = static.get(_NODE_SET)
     if known is None:
@@ -620,26 +515,6 @@ def _constrain(
         attrs.append(tuple(per))
         out.append(tuple(requests))
     return tuple(out), tuple(attrs)
-
-
-def matching_devices(
-    inventory: DraInventory, request: ExactDeviceRequest, where: str = "request"
-) -> tuple[PoolDevice, ...] | str:
-    """The usable devices the request's class and selectors match, or why they
-    cannot be evaluated."""
-    device_class = inventory.device_class(request.device_class_name)
-    if device_class is None:
-        return f"{where}: DeviceClass {request.device_class_name} not found"
-    compiled: list[CompiledSelector] = []
-    for expression in (*device_class.selectors, *request.selectors):
-        selector = compile_selector(expression)
-        if isinstance(selector, SelectorError):
-            return f"{where}: {selector}"
-        compiled.append(selector)
-    matched = inventory.matching_devices(selectors=tuple(compiled), driver=None)
-    if isinstance(matched, MatchError):
-        return f"{where}: {matched.error} failed on device {matched.device}"
-    return matched
 
 
 register_by_fields(

@@ -5,7 +5,8 @@ Theory of operation: a :class:`~kuota.core.dra.placement.NoPlacement` names the
 first pod no node can take alone and, per eligible node (sorted, at most
 ``NODES_NAMED``), how many of each request's candidates are free there (not
 taken, their counters not exhausted; an adminAccess request's taken ones
-count, as it may share them), and for each matchAttribute constraint the most
+count, as it may share them; a shared device counts while it has the share's
+capacity left), and for each matchAttribute constraint the most
 free candidates that share one value. Nodes without any matching device are
 counted, not named. Pure: the same arguments give the same text.
 """
@@ -13,10 +14,11 @@ counted, not named. Pure: the same arguments give the same text.
 from __future__ import annotations
 
 from collections.abc import Container, Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from kuota.api.dra import ExactDeviceRequest
 from kuota.core.dra.placement_rules import AttributeValue, PodConstraint
+from kuota.quantity import format_quantity
 
 __all__ = [
     "NODES_NAMED",
@@ -30,7 +32,8 @@ __all__ = [
 
 NODES_NAMED = 10  # a message names at most this many nodes
 
-DeviceId = tuple[str, str, str]  # (driver, pool, device name)
+# (driver, pool, device name), or a shared device's share_id: typed Any
+DeviceId = Any
 CounterKey = str  # placement_types.counter_key: driver, pool, counter set, counter
 
 
@@ -65,6 +68,10 @@ def needs_text(request: ExactDeviceRequest) -> str:
     if request.selectors:
         n = len(request.selectors)
         text += f" matching {n} selector{'s' if n > 1 else ''}"
+    if request.capacity_requests:  # consumable capacity: what each device must give
+        text += " with " + " and ".join(
+            f"{format_quantity(amount)} of {name}" for name, amount in request.capacity_requests
+        )
     if request.admin_access:
         text += " (admin access)"
     return text

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from kuota.api.dra import Device, ExactDeviceRequest
 from kuota.api.dra_rules import (
@@ -40,6 +41,7 @@ __all__ = [
     "attribute_value",
     "attribute_values",
     "pod_constraints",
+    "share_id",
     "taints_allow",
     "tolerates",
 ]
@@ -88,6 +90,13 @@ def attribute_value(device: Device, driver: str, name: str) -> AttributeValue | 
     return None
 
 
+def share_id(device: tuple[str, str, str]) -> Any:
+    """The id of shared ``device``'s candidates in the placement: no held or
+    claimed device has it, so taking a share takes the device from nobody
+    (kuota.core.dra.placement, "Consumable capacity")."""
+    return (*device, "share")
+
+
 def attribute_values(
     inventory: DraInventory, name: str
 ) -> dict[tuple[str, str, str], AttributeValue]:
@@ -101,7 +110,10 @@ def attribute_values(
         for d in inventory.usable_devices():
             value = attribute_value(d.device, d.driver, name)
             if value is not None:
-                out[(d.driver, d.pool, d.device.name)] = value
+                device = (d.driver, d.pool, d.device.name)
+                out[device] = value
+                if d.device.allow_multiple_allocations:
+                    out[share_id(device)] = value  # its candidates' id
         found = memo[key] = out
     return found  # type: ignore[return-value]
 

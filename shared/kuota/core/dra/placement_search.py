@@ -4,8 +4,8 @@ Theory of operation: see :mod:`kuota.core.dra.placement` (the levels, the
 prunings, the rules of adminAccess, taints, matchAttribute and allocation mode
 All). :class:`Search` keeps an explicit stack of level iterators: level 2*i
 chooses pod i's node, the levels after it its requests' devices; every node and
-device tried is one step against the budget. :func:`why` names the first pod no
-node can take alone, or says the pods do not fit together.
+device tried is one step against the budget (:mod:`kuota.core.dra.placement_why`
+says why a search found nothing).
 
 Pure: no clock, no randomness, no I/O.
 """
@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Container, Iterator, Mapping, Sequence
 from typing import Any
 
-from kuota.core.dra.placement_reasons import free_for, free_text, named_nodes, node_free
 from kuota.core.dra.placement_rules import AttributeValue
 from kuota.core.dra.placement_types import (
     Attrs,
@@ -34,6 +33,9 @@ from kuota.core.dra.placement_types import (
 
 class Budget(Exception):
     pass
+
+
+SHARES = 1 << 30  # the free devices a shared one counts for (Search._free_on)
 
 
 class Search:
@@ -214,7 +216,10 @@ class Search:
                     steps += tried
                     if steps > budget:  # the device level stops at the budget's end
                         return self._out_of_budget()
-                    taken.add(d.id)
+                    if d.shared:  # a share: the next identical pod may take it too
+                        k -= 1
+                    else:
+                        taken.add(d.id)
                     for key, amount in d.consumes:
                         used[key] = used.get(key, 0) + amount
                     found.append(PodPlacement(node, ((d.id,),)))
@@ -328,6 +333,8 @@ class Search:
                     short = d.consumes
                     continue
                 fit = d.consumes  # the same counters, the same amounts: fit too
+            if d.shared:
+                return SHARES  # a share: it may serve every pod
             if not self._in_base(d.id):
                 free += 1
         return free
@@ -536,12 +543,11 @@ class Search:
         return True
 
     def _take(self, i: int, r: int, d: SearchDevice, admin: bool) -> None:
-        if admin:
+        if admin or d.shared:  # a share is taken from no other pod, but given once in its own
             self.admin_on[i][d.id] = self.admin_on[i].get(d.id, 0) + 1
-            used = self.admin_used[i]
         else:
             self.taken.add(d.id)
-            used = self.used
+        used = self.admin_used[i] if admin else self.used
         for key, amount in d.consumes:
             used[key] = used.get(key, 0) + amount
         for c in self.bound[i][r]:
@@ -550,16 +556,15 @@ class Search:
             self.holding[i][c] += 1
 
     def _release(self, i: int, r: int, d: SearchDevice, admin: bool) -> None:
-        if admin:
+        if admin or d.shared:
             left = self.admin_on[i][d.id] - 1
             if left:
                 self.admin_on[i][d.id] = left
             else:
                 del self.admin_on[i][d.id]
-            used = self.admin_used[i]
         else:
             self.taken.discard(d.id)
-            used = self.used
+        used = self.admin_used[i] if admin else self.used
         for key, amount in d.consumes:
             used[key] -= amount
         for c in self.bound[i][r]:
@@ -586,8 +591,11 @@ class Search:
         if r == 0 and self._twin(i) and self.node_of[i - 1] == self.node_of[i]:
             # Identical pods on one node: their first devices increase (their
             # combinations are disjoint, so this orders them lexicographically);
-            # adminAccess devices may be shared, so theirs only do not decrease.
-            k = self.first[i - 1] + (0 if admin else 1)
+            # adminAccess devices and shares may be shared, so theirs only do not
+            # decrease.
+            k = self.first[i - 1]
+            if not admin and not cands[k].shared:
+                k += 1
         while True:
             if len(picked) == need:
                 self.chosen[i][r] = tuple(cands[p].id for p in picked)
@@ -641,53 +649,3 @@ class Search:
             yield
         for d in reversed(held):
             self._release(i, r, d, admin)
-
-
-# --------------------------------------------------------------------------- reasons
-
-
-def why(search: Search) -> str:
-    """Why ``search`` found no placement (and did not run out of budget): the
-    first pod that fits on no node alone (its prefiltered nodes are none), else
-    that they do not fit together."""
-    pods = search.pods
-    for i in range(len(pods)):
-        if not search.allowed[i]:
-            return f"no node can take pod {i + 1} of {len(pods)}: {_free(search, i)}"
-    free = _free(search, 0)
-    return f"each pod fits alone but the {len(pods)} pods cannot be placed together; pod 1: {free}"
-
-
-def _free(search: Search, i: int) -> str:
-    """:func:`free_for` for pod ``i``, from the search's memo: the same text while
-    nothing was touched, else only the named nodes touched since asked again."""
-    pod, nodes, memo = search.pods[i], search.nodes, search.memo
-    candidates, attrs = search.candidates[i], search.attrs[i]
-    limits, used, taken = search.limits, search.base_used, search.base
-    if memo is None:
-        return free_for(pod, nodes, candidates, limits, used, taken, attrs)
-    key = search.tokens[i]
-    last = memo.texts.get(key)
-    if last is not None and last[0] == memo.clock and last[1] is pod.nodes and last[2] is nodes:
-        return last[3]
-    named = memo.named.get(key)
-    if named is None or named[0] is not pod.nodes or named[1] is not nodes:
-        named = (pod.nodes, nodes, named_nodes(pod, nodes, candidates))
-        memo.named[key] = named
-    needs, names, more, bare = named[2]
-    parts = memo.parts.get(key)
-    if parts is None:
-        parts = memo.parts[key] = {}
-    texts: list[str] = []
-    for node in names:
-        version = memo.versions.get(node, 0)
-        known = parts.get(node)
-        if known is None or known[0] != version:
-            known = parts[node] = (
-                version,
-                node_free(pod, node, candidates, limits, used, taken, attrs),
-            )
-        texts.append(known[1])
-    text = free_text(needs, texts, more, bare)
-    memo.texts[key] = (memo.clock, pod.nodes, nodes, text)
-    return text

@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from kuota.api.dra import ExactDeviceRequest
 from kuota.core.dra.placement_rules import AttributeValue, PodConstraint
+from kuota.core.dra.placement_rules import share_id as share_id
 
 DeviceId = tuple[str, str, str]  # (driver, pool, device name)
 # A counter: its driver, pool, counter set and name, joined by NUL (which no
@@ -61,8 +62,9 @@ Consumes = tuple[tuple[Any, int], ...]
 
 @dataclass(frozen=True, slots=True)
 class SearchDevice:
-    id: Any  # a DeviceId, typed Any for the same reason as Consumes
+    id: Any  # a DeviceId (a share_id when shared), typed Any for the same reason as Consumes
     consumes: Consumes
+    shared: bool = False  # allowMultipleAllocations: a share, taken from no other pod
 
 
 Candidates = tuple[tuple[dict[str, tuple[SearchDevice, ...]], ...], ...]  # pod -> request -> node
@@ -73,7 +75,8 @@ Attrs = tuple[tuple[dict[DeviceId, AttributeValue], ...], ...]  # pod -> constra
 @dataclass(frozen=True, slots=True)
 class PodPlacement:
     node: str
-    devices: tuple[tuple[DeviceId, ...], ...]  # per request, in request order
+    # per request, in request order (a shared device by its share_id: typed Any)
+    devices: tuple[tuple[Any, ...], ...]
 
 
 AloneKey = tuple[object, ...]  # a pod's requests, constraints and claims (not its nodes)

@@ -244,7 +244,7 @@ class Fold(Cohorts):
             if self._inventory.generation != before:
                 dra_changed(self)
         elif kind == "ResourceClaim":
-            if self._claims:
+            if self._claims or self._claim_shares:
                 self._set_claim((namespace, name), ())
             if self._claim_holds:
                 self._release_claim_hold(namespace or "default", name)
@@ -294,7 +294,11 @@ class Fold(Cohorts):
         if isinstance(claim, ValidationError):
             self._rejected(claim.ref, str(claim))
         elif isinstance(claim, ResourceClaim):
-            self._set_claim((claim.namespace, claim.name), claim.allocated)
+            shares = tuple(((d, p, n), consumed) for d, p, n, _, consumed in claim.shares)
+            exclusive = claim.allocated
+            if shares:  # a share takes its device from nobody
+                exclusive = tuple(d for d in exclusive if all(d != s for s, _ in shares))
+            self._set_claim((claim.namespace, claim.name), exclusive, shares)
             if self._inventory.set_claim(claim.namespace, claim.name, claim):
                 self._claim_changed(claim.namespace, claim.name)  # a direct claim's users
 

@@ -12,7 +12,10 @@ their devices whoever owns them. A head that no node could take waits with
 one of its pods could now be placed alone and its whole gang passes the
 placement's prunings, or when a node or DRA object changes. What is held and
 claimed is kept with the counters it spends and a ``FitMemo`` of which pods fit
-alone where, touched at every change. Design: docs/design/dra-placement.md.
+alone where, touched at every change. A share of a device several claims may
+use at once (``allowMultipleAllocations``) is taken from nobody: a hold or an
+allocated claim spends the capacity counters its shares consume
+(``_share_holds``, ``_claim_shares``). Design: docs/design/dra-placement.md.
 """
 
 from __future__ import annotations
@@ -24,16 +27,18 @@ from kuota.core.dra.placement import (
     CounterKey,
     DeviceId,
     GangPod,
+    claim_share,
     device_consumes,
     device_nodes,
     device_scope,
 )
-from kuota.core.dra.placement_types import MEMO_IDS, Taken, same_node_sets
+from kuota.core.dra.placement_types import MEMO_IDS, Consumes, Taken, same_node_sets
 from kuota.core.dra.pod_devices import PodDevices, claim_devices
 from kuota.core.fold.fairadmission import FairAdmission
 from kuota.core.fold.node_fit import (
     NO_NODE_PLACEMENT,
     Placed,
+    Share,
     Unplaceable,
     fits_on,
     place_workload,
@@ -105,6 +110,7 @@ class DeviceHolds(FairAdmission):
             memo=self._fit_memo if consumed is not None else None,
             shared=shared,
             together=together,
+            shares=self._shares_spent() if consumed is None else None,
         )
         if isinstance(outcome, Unplaceable):
             # keyed by what it needs: what nodes have free changes at every retry
@@ -200,17 +206,49 @@ class DeviceHolds(FairAdmission):
         generation = self._inventory.generation
         if self._counters_at != generation:
             taken = Taken(self._devices_held, self._claimed)
-            self._held_counters = taken_counters(self._inventory, taken.devices())
+            counters = taken_counters(self._inventory, taken.devices())
+            for key, amount in self._shares_spent().items():
+                counters[key] = counters.get(key, 0) + amount
+            self._held_counters = counters
             self._counters_at = generation
         return self._held_counters
 
-    def _count_taken(self, devices: tuple[DeviceId, ...] | list[DeviceId], sign: int) -> None:
-        """``devices`` were taken (sign 1) or given back (-1): what they spend
-        changes, and the nodes where pods fit alone may change (``_fit_memo``)."""
+    def _shares_spent(self) -> dict[CounterKey, int]:
+        """The counters every share held or claimed spends."""
+        out: dict[CounterKey, int] = {}
+        for shares in self._share_holds.values():
+            for _, spends in shares:
+                for key, amount in spends:
+                    out[key] = out.get(key, 0) + amount
+        for claimed in self._claim_shares.values():
+            for key, amount in self._claim_spends(claimed):
+                out[key] = out.get(key, 0) + amount
+        return out
+
+    def _claim_spends(
+        self, shares: tuple[tuple[DeviceId, tuple[tuple[str, int], ...]], ...]
+    ) -> Consumes:
+        """What an allocated claim's shares spend, as the inventory reads them now."""
+        out: list[tuple[CounterKey, int]] = []
+        for device, consumed in shares:
+            out.extend(claim_share(self._inventory, device, consumed))
+        return tuple(out)
+
+    def _count_taken(
+        self,
+        devices: tuple[DeviceId, ...] | list[DeviceId],
+        sign: int,
+        shares: Consumes = (),
+        shared: tuple[DeviceId, ...] = (),
+    ) -> None:
+        """``devices`` were taken (sign 1) or given back (-1), and shares of the
+        ``shared`` devices spending ``shares``: what they spend changes, and the
+        nodes where pods fit alone may change (``_fit_memo``)."""
         scope = device_scope(self._inventory)
-        self._fit_memo.touch(
-            {n for d in devices for n in scope.get(d, ())}, took=sign > 0, gave=sign < 0
-        )
+        touched = {n for d in devices for n in scope.get(d, ())}
+        for d in shared:
+            touched.update(scope.get(d, ()))
+        self._fit_memo.touch(touched, took=sign > 0, gave=sign < 0)
         if self._counters_at != self._inventory.generation:
             return  # recomputed at the next use
         consumes = device_consumes(self._inventory)
@@ -218,6 +256,8 @@ class DeviceHolds(FairAdmission):
         for device in devices:
             for key, amount in consumes.get(device, ()):
                 counters[key] = counters.get(key, 0) + sign * amount
+        for key, amount in shares:
+            counters[key] = counters.get(key, 0) + sign * amount
 
     def _hold_devices(self, rec: WorkloadRecord) -> dict[str, list[str]] | None:
         """Hold the devices found for ``rec`` by ``_placeable``; its nodes per
@@ -226,18 +266,20 @@ class DeviceHolds(FairAdmission):
         if placing is None or placing[0] != rec.key:
             return None
         placed = placing[1]
-        holds = [(rec.key, placed.devices)]
+        holds = [(rec.key, placed.devices, placed.shares)]
         namespace = rec.spec.namespace
-        for claim, node, devices in placed.claims:  # shared claims placed with it
+        for claim, node, devices, shares in placed.claims:  # shared claims placed with it
             self._claim_holds[(namespace, claim)] = node
-            holds.append((claim_hold_key(namespace, claim), devices))
+            holds.append((claim_hold_key(namespace, claim), devices, shares))
         claimed = self._claimed
-        for key, devices in holds:
+        for key, devices, shares in holds:
             self._device_holds[key] = devices
             self._held_since[key] = self._claim_seq
             for device in devices:
                 self._devices_held[device] = key
-            self._count_taken([d for d in devices if d not in claimed], 1)
+            if shares:
+                self._share_holds[key] = shares
+            self._count_taken([d for d in devices if d not in claimed], 1, *_spent(shares))
         return {name: list(nodes) for name, nodes in placed.nodes.items()}
 
     def _release_claim_hold(self, namespace: str, name: str) -> None:
@@ -263,8 +305,10 @@ class DeviceHolds(FairAdmission):
                 del self._devices_held[device]
                 if device not in claimed:
                     given.append(device)
-        self._count_taken(given, -1)
-        self._wake_unplaced(devices)
+        shares = self._share_holds.pop(key, ()) if self._share_holds else ()
+        spends, shared = _spent(shares)
+        self._count_taken(given, -1, spends, shared)
+        self._wake_unplaced(devices + shared if shared else devices)
 
     def _end_hold(self, rec: WorkloadRecord) -> None:
         """The pods of admitted ``rec`` are all ready: they are scheduled and their
@@ -278,17 +322,31 @@ class DeviceHolds(FairAdmission):
         if since is not None and self._allocated_at.get(rec.spec.namespace, 0) > since:
             where = device_nodes(self._inventory)
             held = self._device_holds.get(rec.key, ())
+            held += tuple(d for d, _ in self._share_holds.get(rec.key, ()))
             nodes = frozenset(where[d] for d in held if d in where)
             self._release_devices(rec.key)
             # what its claims may be told by, should it be preempted (node_victims.py)
             self._stood_for[rec.key] = (since, self._claim_seq, nodes)
 
-    def _set_claim(self, key: tuple[str, str], devices: tuple[DeviceId, ...]) -> None:
-        """ResourceClaim ``key`` (namespace, name) now takes ``devices`` (none: not
-        allocated, or deleted). When a device no claim takes any more is freed, wake
-        the heads that no node could take."""
+    def _set_claim(
+        self,
+        key: tuple[str, str],
+        devices: tuple[DeviceId, ...],
+        shares: tuple[tuple[DeviceId, tuple[tuple[str, int], ...]], ...] = (),
+    ) -> None:
+        """ResourceClaim ``key`` (namespace, name) now takes ``devices`` and
+        ``shares`` of shared devices (none: not allocated, or deleted). When a
+        device no claim takes any more, or a share, is freed, wake the heads that
+        no node could take."""
         before = self._claims.get(key, ())
+        was = self._claim_shares.get(key, ())
+        if before == devices and was == shares:
+            return
+        if was != shares:
+            self._set_claim_shares(key, was, shares)
         if before == devices:
+            if shares and self._claim_holds:
+                self._release_claim_hold(*key)
             return
         if devices:
             self._claims[key] = devices
@@ -320,8 +378,29 @@ class DeviceHolds(FairAdmission):
             self._count_taken(given, -1)
         if freed:
             self._wake_unplaced(tuple(freed))
-        if devices and self._claim_holds:
+        if (devices or shares) and self._claim_holds:
             self._release_claim_hold(*key)  # a shared claim allocated: it takes its own
+
+    def _set_claim_shares(
+        self,
+        key: tuple[str, str],
+        before: tuple[tuple[DeviceId, tuple[tuple[str, int], ...]], ...],
+        shares: tuple[tuple[DeviceId, tuple[tuple[str, int], ...]], ...],
+    ) -> None:
+        """Claim ``key``'s shares were ``before`` and are ``shares`` now."""
+        if before:
+            self._count_taken((), -1, self._claim_spends(before), tuple(d for d, _ in before))
+        if shares:
+            self._claim_shares[key] = shares
+            if not before:
+                self._claim_seq += 1
+                self._allocated_at[key[0]] = self._claim_seq
+                self._claim_at[key] = self._claim_seq
+            self._count_taken((), 1, self._claim_spends(shares), tuple(d for d, _ in shares))
+        else:
+            del self._claim_shares[key]
+        if before:
+            self._wake_unplaced(tuple(d for d, _ in before))
 
     def _wake_unplaced(self, freed: tuple[DeviceId, ...] | None = None) -> None:
         """Capacity changed: try again the heads that no node could take. A node or
@@ -436,6 +515,13 @@ class DeviceHolds(FairAdmission):
             queue = queues.get(cq_name)
             if queue is not None and queue.wake_searcher(shape, epoch):
                 ready[cq_name] = None
+
+
+def _spent(shares: tuple[Share, ...]) -> tuple[Consumes, tuple[DeviceId, ...]]:
+    """What ``shares`` spend, all together, and their devices."""
+    if not shares:
+        return (), ()
+    return tuple(p for _, spends in shares for p in spends), tuple(d for d, _ in shares)
 
 
 # A question (DeviceHolds._question): (its key, the pods it asks about, its number)

@@ -17,12 +17,13 @@ claimed taken once. The answer is one of:
   Nodes were ingested, a simulator trace), no pod asks for devices, a request
   matches a device of a slice that names no node (``nodeSelector``,
   ``allNodes``), or a request takes a form placement does not handle yet
-  (consumable capacity: a capacity request, or a device shared by several
-  claims; a ``distinctAttribute`` constraint), or a pod names a ResourceClaim
+  (a ``distinctAttribute`` constraint), or a pod names a ResourceClaim
   directly that is allocated on devices of several nodes or of none;
 - :class:`Placed` — the nodes per podset (for the Admitted decision: the
   actuator pins the podset to them), the devices to hold (not those of
-  ``adminAccess`` requests: they take nothing), and the devices of the direct
+  ``adminAccess`` requests: they take nothing), the shares of devices several
+  claims may use at once (``allowMultipleAllocations``) with what each spends
+  of the device's capacities, and the devices and shares of the direct
   ResourceClaims not allocated yet that it placed, with their node;
 - :class:`Unplaceable` — no placement exists (proven), or none was found within
   the search budget; its message names the nodes and what each has free, or
@@ -44,7 +45,7 @@ from __future__ import annotations
 
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Final
+from typing import Any, Final
 
 from kuota.api.dra import ExactDeviceRequest
 from kuota.api.nodes import Node
@@ -65,8 +66,9 @@ from kuota.core.dra.placement import (
     matching_devices,
     may_place,
     place_gang,
+    request_devices,
 )
-from kuota.core.dra.placement_types import Taken
+from kuota.core.dra.placement_types import Consumes, Taken
 from kuota.core.dra.pod_devices import PodDevices
 from kuota.core.pickling import register_by_fields
 
@@ -75,22 +77,30 @@ from kuota.core.pickling import register_by_fields
 NO_NODE_PLACEMENT = "NoNodePlacement"
 
 
+# A share of a device several claims may use at once: (the device, what it spends)
+Share = tuple[DeviceId, Consumes]
+
+
 @dataclass(slots=True, init=False, eq=True)  # a written-out constructor: docs/design/native-core.md
 class Placed:
     nodes: Final[dict[str, list[str]]]  # podset -> its pods' nodes, sorted, unique
     devices: Final[tuple[DeviceId, ...]]  # every device placed for its own pods, sorted
-    # the shared direct ResourceClaims placed with it: (claim, node, its devices)
-    claims: Final[tuple[tuple[str, str, tuple[DeviceId, ...]], ...]]
+    # the shared direct ResourceClaims placed with it: (claim, node, its devices,
+    # its shares)
+    claims: Final[tuple[tuple[str, str, tuple[DeviceId, ...], tuple[Share, ...]], ...]]
+    shares: Final[tuple[Share, ...]]  # the shares placed for its own pods, sorted
 
     def __init__(
         self,
         nodes: dict[str, list[str]],
         devices: tuple[DeviceId, ...],
-        claims: tuple[tuple[str, str, tuple[DeviceId, ...]], ...] = (),
+        claims: tuple[tuple[str, str, tuple[DeviceId, ...], tuple[Share, ...]], ...] = (),
+        shares: tuple[Share, ...] = (),
     ) -> None:
         self.nodes = nodes
         self.devices = devices
         self.claims = claims
+        self.shares = shares
 
 
 # podset -> the direct ResourceClaims not allocated yet that its first pod carries
@@ -210,6 +220,7 @@ def place_workload(
     memo: FitMemo | None = None,
     shared: SharedClaims | None = None,
     together: frozenset[str] = frozenset(),
+    shares: Mapping[CounterKey, int] | None = None,
 ) -> PlaceOutcome:
     """Place every DRA pod of a workload whose quota fits (module docstring).
     ``podset_flavors``: per podset, its (resource, flavor) assignment; ``held``:
@@ -226,11 +237,15 @@ def place_workload(
     held or claimed that count as free (a preemption's victims':
     core/fold/node_victims.py); ``memo``: which pods fit alone on which nodes,
     for ``held`` and ``claimed`` as they are (used only with ``consumed``, the
-    counters both spend, and nothing ``freed``)."""
+    counters both spend, and nothing ``freed``); ``shares``: the counters the
+    shares held and claimed spend (added when ``consumed`` is computed here)."""
     if not nodes:
         return NOT_PLACED
     if consumed is None or freed:
-        consumed, memo = taken_counters(inventory, Taken(held, claimed, freed).devices()), None
+        consumed = taken_counters(inventory, Taken(held, claimed, freed).devices())
+        for key, amount in (shares or {}).items():
+            consumed[key] = consumed.get(key, 0) + amount
+        memo = None
     # once: unless the pods sharing a claim land on several nodes; then pinned to
     # each node they may all use in turn, in name order, until one fits
     pinned = only
@@ -336,7 +351,7 @@ def _place_once(
         else Placement((), 0)
     )
     if isinstance(result, Placement):
-        return _placed(gang, result, only, together)
+        return _placed(inventory, gang, result, only, together)
     if isinstance(result, PlacementInvalid):
         return NOT_PLACED
     if gang.raw != result.message:  # the same text (often the same object): the same message
@@ -350,14 +365,19 @@ def _place_once(
 
 
 def _placed(
-    gang: _Gang, result: Placement, only: Mapping[str, str] | None, together: frozenset[str]
+    inventory: DraInventory,
+    gang: _Gang,
+    result: Placement,
+    only: Mapping[str, str] | None,
+    together: frozenset[str],
 ) -> Placed | _Split:
-    """The nodes per podset and the devices to hold of a placement found; a
-    :class:`_Split` when the pods ``together`` are not on one node."""
+    """The nodes per podset and the devices and shares to hold of a placement
+    found; a :class:`_Split` when the pods ``together`` are not on one node."""
     assert gang.pods is not None
     by_podset: dict[str, set[str]] = {}
     devices: list[DeviceId] = []
-    claims: list[tuple[str, str, tuple[DeviceId, ...]]] = []
+    shares: list[Share] = []
+    claims: list[tuple[str, str, tuple[DeviceId, ...], tuple[Share, ...]]] = []
     carries = gang.carries
     for i, (name, gang_pod, placed) in enumerate(
         zip(gang.owner, gang.pods, result.pods, strict=True)
@@ -367,27 +387,18 @@ def _placed(
             found = by_podset[name] = set()
         found.add(placed.node)
         carried = carries.get(i) if carries else None
-        if carried is None:
-            for request, chosen in zip(gang_pod.requests, placed.devices, strict=True):
-                if not request.admin_access:  # adminAccess takes nothing: not held
-                    devices.extend(chosen)
-            continue
         at = len(gang_pod.requests)
-        for _, wanted in carried:
+        for _, wanted in carried or ():
             at -= len(wanted.requests)
-        for request, chosen in zip(gang_pod.requests[:at], placed.devices[:at], strict=True):
-            if not request.admin_access:
-                devices.extend(chosen)
-        for claim, wanted in carried:
-            part = placed.devices[at : at + len(wanted.requests)]
-            taken = [
-                d
-                for request, chosen in zip(wanted.requests, part, strict=True)
-                if not request.admin_access
-                for d in chosen
-            ]
-            claims.append((claim, placed.node, tuple(sorted(taken))))
-            at += len(wanted.requests)
+        requests = gang_pod.requests
+        _taken(inventory, placed.node, requests[:at], placed.devices[:at], devices, shares)
+        for claim, wanted in carried or ():
+            end = at + len(wanted.requests)
+            own: list[DeviceId] = []
+            parts: list[Share] = []
+            _taken(inventory, placed.node, requests[at:end], placed.devices[at:end], own, parts)
+            claims.append((claim, placed.node, tuple(sorted(own)), tuple(sorted(parts))))
+            at = end
     shared_nodes: list[str] = []
     if together:
         shared_nodes = sorted({n for name in together for n in by_podset.get(name, ())})
@@ -401,7 +412,36 @@ def _placed(
         {name: sorted(ns) for name, ns in sorted(by_podset.items())},
         tuple(sorted(devices)),
         tuple(sorted(claims)),
+        tuple(sorted(shares)),
     )
+
+
+def _taken(
+    inventory: DraInventory,
+    node: str,
+    requests: Sequence[ExactDeviceRequest],
+    chosen: Sequence[tuple[Any, ...]],  # a DeviceId, or a share's id (placement.share_id)
+    devices: list[DeviceId],
+    shares: list[Share],
+) -> None:
+    """Add what ``requests`` take of the devices ``chosen`` for them on ``node``
+    to ``devices`` (taken whole) and ``shares`` (a share of a shared device,
+    with what it spends); adminAccess requests take nothing."""
+    for request, ids in zip(requests, chosen, strict=True):
+        if request.admin_access:
+            continue
+        for d in ids:
+            if len(d) == 3:
+                devices.append(d)
+                continue
+            spends: Consumes = ()
+            candidates = request_devices(inventory, request)
+            if not isinstance(candidates, str):
+                for c in candidates.get(node, ()):
+                    if c.id == d:
+                        spends = c.consumes
+                        break
+            shares.append(((d[0], d[1], d[2]), spends))
 
 
 def _build_gang(
@@ -433,7 +473,7 @@ def _build_gang(
         for _, wanted in shared.get(ps.name, ()):
             asked.extend(wanted.requests)
         for request in asked:
-            if request.capacity_requests or not _node_local(inventory, request):
+            if not _node_local(inventory, request):
                 return _Gang(requests, podset_flavors, generation, None)
     assigned = dict(podset_flavors)
     eligible_memo = kept.eligible if kept is not None else None
@@ -552,17 +592,15 @@ def fits_on(
 
 
 def _node_local(inventory: DraInventory, request: ExactDeviceRequest) -> bool:
-    """Whether every device the request may take is local to a node and taken
-    whole (a device shared by several claims is consumable capacity: not placed);
-    memoised with the inventory's placement memo."""
+    """Whether every device the request may take is local to a node; memoised
+    with the inventory's placement memo."""
     key = ("node-local", request.device_class_name, request.selectors)
     memo = inventory.placement_memo
     found = memo.get(key)
     if found is None:
         matched = matching_devices(inventory, request)
         found = memo[key] = not isinstance(matched, str) and all(
-            inventory.node_name(d) is not None and not d.device.allow_multiple_allocations
-            for d in matched
+            inventory.node_name(d) is not None for d in matched
         )
     return bool(found)
 

@@ -36,6 +36,7 @@ Pure: the same fold state gives the same answers.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from kuota.core.assign.flavors import Assignment
 from kuota.core.dra.charging import DraInventory
@@ -190,10 +191,11 @@ class NodeRoom:
         # per distinct pod: the nodes it may use, and per request its count and
         # its candidates per node (None: a request the placement cannot evaluate)
         requests: list[
-            tuple[frozenset[str] | None, tuple[tuple[int, Mapping[str, tuple[DeviceId, ...]]], ...]]
+            tuple[frozenset[str] | None, tuple[tuple[int, Mapping[str, tuple[Any, ...]]], ...]]
         ] = []
         for pod in unplaceable.pods:
-            per_request: list[tuple[int, Mapping[str, tuple[DeviceId, ...]]]] = []
+            # (a share's id is no DeviceId: placement.share_id)
+            per_request: list[tuple[int, Mapping[str, tuple[Any, ...]]]] = []
             for request in pod.requests:
                 found = request_devices(inventory, request)
                 if isinstance(found, str):
@@ -321,6 +323,9 @@ class NodeVictims(Draining):
         inventory, nodes, flavors = self._inventory, self._nodes, self._flavors
         held, consumed = self._taken_for(rec.key)
         claimed, eligible = self._claimed, self._eligible
+        # what shares spend, a victim's too (freeing them is not tried: docs/design/
+        # dra-placement.md, "Consumable capacity")
+        shares = self._shares_spent() if self._share_holds or self._claim_shares else None
         requests = rec.requests
         now = place_workload(
             inventory=inventory,
@@ -332,6 +337,7 @@ class NodeVictims(Draining):
             claimed=claimed,
             eligible_memo=eligible,
             consumed=consumed,
+            shares=shares,
         )
         if not isinstance(now, Unplaceable):
             return None
@@ -347,6 +353,7 @@ class NodeVictims(Draining):
                 claimed=claimed,
                 eligible_memo=eligible,
                 freed=freed,
+                shares=shares,
             )
 
         if devices is None:

@@ -41,6 +41,7 @@ from kuota.core.assign.flavors import (
 )
 from kuota.core.dra.charging import DraInventory, NotChargeable
 from kuota.core.dra.placement import CounterKey, DeviceId, FitMemo, GangPod
+from kuota.core.dra.placement_types import Consumes
 from kuota.core.fold.decisions import inadmissible, rejected
 from kuota.core.fold.node_fit import NodeSets, Placed
 from kuota.core.fold.timers import Timers
@@ -172,6 +173,16 @@ class FoldState:
         # generation a claim, frequent and charging nothing, must not move.
         self._claims: dict[tuple[str, str], tuple[DeviceId, ...]] = {}
         self._claimed: dict[DeviceId, int] = {}
+        # Shares of devices several claims may use at once (allowMultipleAllocations,
+        # KEP-5075): taken from nobody, they spend the device's capacity counters.
+        # Per holder (a workload or a claim's holds.claim_hold_key), the shares it
+        # holds with what each spends; per allocated claim, its shares as the
+        # scheduler recorded them (device, consumedCapacity), what they spend read
+        # from the inventory when counted (placement_devices.claim_share).
+        self._share_holds: dict[str, tuple[tuple[DeviceId, Consumes], ...]] = {}
+        self._claim_shares: dict[
+            tuple[str, str], tuple[tuple[DeviceId, tuple[tuple[str, int], ...]], ...]
+        ] = {}
         # When a hold may end at PodsReady: only once a claim of the workload's
         # namespace was allocated after its hold began (its pods' claims, as far as
         # the fold can tell; a journal from before ingest watched claims, or a
@@ -212,8 +223,8 @@ class FoldState:
         # (constraints, flavors) -> the nodes they allow, and each workload's gang as
         # placement built it; cleared when a Node or a ResourceFlavor changes
         self._eligible = NodeSets()
-        # the counters the held and claimed devices spend (each once), as of
-        # inventory generation _counters_at
+        # the counters the held and claimed devices spend (each once), and their
+        # shares, as of inventory generation _counters_at
         self._held_counters: dict[CounterKey, int] = {}
         self._counters_at = -1
         # which pods fit alone on which nodes, with what is held and claimed now:
