@@ -387,12 +387,15 @@ def _placed(
             found = by_podset[name] = set()
         found.add(placed.node)
         carried = carries.get(i) if carries else None
-        at = len(gang_pod.requests)
-        for _, wanted in carried or ():
-            at -= len(wanted.requests)
         requests = gang_pod.requests
+        if carried is None:
+            _taken(inventory, placed.node, requests, placed.devices, devices, shares)
+            continue
+        at = len(requests)
+        for _, wanted in carried:
+            at -= len(wanted.requests)
         _taken(inventory, placed.node, requests[:at], placed.devices[:at], devices, shares)
-        for claim, wanted in carried or ():
+        for claim, wanted in carried:
             end = at + len(wanted.requests)
             own: list[DeviceId] = []
             parts: list[Share] = []
