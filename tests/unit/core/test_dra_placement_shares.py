@@ -8,7 +8,8 @@ from typing import Any
 
 from builders.manifests import GPU_DRIVER, device, device_class, resource_slice
 
-from kuota.api.dra import ExactDeviceRequest
+from kuota.api.dra import DeviceRequest, ExactDeviceRequest
+from kuota.core.dra.alternatives import choose, first_available
 from kuota.core.dra.inventory import DraInventory
 from kuota.core.dra.placement import (
     GangPod,
@@ -131,3 +132,19 @@ def test_gangs_spread_over_nodes_by_capacity() -> None:
         "node-b",
     ]
     assert isinstance(place_gang(inventory=inv, pods=pods(share("30Gi"), n=5)), NoPlacement)
+
+
+def test_first_available_skips_a_share_no_device_can_give() -> None:
+    # the scheduler can never give 100Gi of an 80Gi device: its next alternative
+    inv = inventory(resource_slice("node-a", devices=[shared_gpu()]))
+    assert first_available(inv, (share("100Gi"), share("40Gi"))) == 1
+    assert first_available(inv, (share("80Gi"), share("40Gi"))) == 0
+    both = DeviceRequest("gpu", None, ("big", "small"), (share("60Gi"), share("20Gi")))
+    # one pod: two firstAvailable requests that cannot both have 60Gi of one device
+    # (and a pod gets a shared device once): the first fitting combination
+    two = inventory(resource_slice("node-a", devices=[shared_gpu(), shared_gpu("gpu-1")]))
+    assert choose(two, (both, both)) == (0, 0)
+    mixed = inventory(
+        resource_slice("node-a", devices=[shared_gpu(), shared_gpu("gpu-1", memory="30Gi")])
+    )
+    assert choose(mixed, (both, both)) == (0, 1)  # 60Gi on gpu-0, 20Gi on gpu-1

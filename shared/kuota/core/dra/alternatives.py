@@ -10,8 +10,8 @@ allocator would take exactly that:
 - :func:`first_available`: the index of the first alternative (subrequest) some
   node can give at all — its devices, of one node, within their counters
   (:func:`~kuota.core.dra.placement.place_gang` for that alternative alone, on an
-  empty cluster), or, when a device it matches is not local to a node or is
-  shared, enough matching devices in the cluster. An earlier alternative no node
+  empty cluster: a shared device's capacity included), or, when a device it
+  matches is not local to a node, enough matching devices in the cluster. An earlier alternative no node
   can ever give is one the scheduler can never allocate, on any node, whatever is
   taken: on the node chosen for the charged alternative, the scheduler's first
   fitting alternative is the charged one.
@@ -56,13 +56,15 @@ _SATISFY = "can-satisfy"
 _CHOOSE = "choose"
 
 
-def _per_node(inventory: DraInventory, matched: tuple[PoolDevice, ...]) -> dict[str, int] | None:
+def _per_node(
+    inventory: DraInventory, matched: tuple[PoolDevice, ...], shares: bool = False
+) -> dict[str, int] | None:
     """How many of ``matched`` each node has; None when one is not local to a
-    node or may be shared (allowMultipleAllocations)."""
+    node, or may be shared (allowMultipleAllocations) unless ``shares``."""
     out: dict[str, int] = {}
     for d in matched:
         node = inventory.node_name(d)
-        if node is None or d.device.allow_multiple_allocations:
+        if node is None or (d.device.allow_multiple_allocations and not shares):
             return None
         out[node] = out.get(node, 0) + 1
     return out
@@ -114,7 +116,7 @@ def _can_satisfy(inventory: DraInventory, request: ExactDeviceRequest) -> bool:
         return False
     if request.count <= 0:
         return True
-    if _per_node(inventory, matched) is None or request.capacity_requests:
+    if _per_node(inventory, matched, shares=True) is None:
         return len(matched) >= request.count
     result = place_gang(inventory=inventory, pods=(GangPod((request,)),))
     return isinstance(result, Placement | SearchBudgetExhausted)
@@ -178,14 +180,17 @@ def _choose(
 
 def _placed(inventory: DraInventory, request: ExactDeviceRequest) -> ExactDeviceRequest | None:
     """``request`` as the placement takes it (All with its count), or None when
-    it takes nothing on a node: adminAccess, consumable capacity, devices not
-    local to a node or shared, or a class or selectors it cannot evaluate."""
-    if request.admin_access or request.capacity_requests:
+    it takes nothing on a node: adminAccess, devices not local to a node (or
+    shared, with allocation mode All), or a class or selectors it cannot
+    evaluate."""
+    if request.admin_access:
         return None
     matched = _matching(inventory, request)
-    if isinstance(matched, str) or _per_node(inventory, matched) is None:
+    if isinstance(matched, str) or _per_node(inventory, matched, shares=True) is None:
         return None
     if request.allocation_mode == "All":
+        if request.capacity_requests or _per_node(inventory, matched) is None:
+            return None
         count = all_count(inventory, request)
         return replace(request, count=count) if count > 0 else None
     return request
