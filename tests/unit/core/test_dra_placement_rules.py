@@ -4,10 +4,13 @@ the properties are in test_dra_placement_rules_properties.py."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
 from builders.manifests import GPU_DRIVER, device, device_class, resource_slice
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kuota.api.dra import Device, DeviceAttribute, ExactDeviceRequest
 from kuota.api.dra_rules import DeviceConstraint, DeviceTaint, DeviceToleration
@@ -305,11 +308,68 @@ def test_match_attribute_backtracks_within_a_request() -> None:
     assert placed(place(inv, two)) == [("node-a", [["mig-1", "mig-3"]])]
 
 
-def test_distinct_attribute_and_bad_indices_are_not_placed() -> None:
+def test_distinct_attribute_gives_each_device_its_own_value() -> None:
+    """Greedy would take mig-0 and mig-1, both on gpu-0."""
+    inv = inventory(migs("node-a", ["gpu-0", "gpu-0", "gpu-1"]))
+    two = GangPod((req("mig", 2),), constraints=(PodConstraint(PARENT, (0,), distinct=True),))
+    assert placed(place(inv, two)) == [("node-a", [["mig-0", "mig-2"]])]
+    split = GangPod(
+        (req("mig"), req("mig")), constraints=(PodConstraint(PARENT, (0, 1), distinct=True),)
+    )
+    assert placed(place(inv, split)) == [("node-a", [["mig-0"], ["mig-2"]])]
+    same = inventory(migs("node-a", ["gpu-0", "gpu-0"]))
+    result = place(same, two)
+    assert isinstance(result, NoPlacement), result
+    assert f"all with distinct {PARENT}; node-a has 2 free (1 distinct {PARENT})" in (
+        result.message
+    ), result.message
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    nodes=st.lists(
+        st.lists(st.sampled_from(["gpu-0", "gpu-1", "gpu-2"]), min_size=0, max_size=5),
+        min_size=1,
+        max_size=2,
+    ),
+    counts=st.lists(st.integers(min_value=1, max_value=3), min_size=1, max_size=2),
+    distinct=st.booleans(),
+)
+def test_a_constraint_is_placed_exactly_when_a_brute_force_finds_it(
+    nodes: list[list[str]], counts: list[int], distinct: bool
+) -> None:
+    """One pod, one or two requests of MIG slices under one matchAttribute or
+    distinctAttribute constraint: placed exactly when some node has devices for
+    every request with one value (distinct: pairwise different values), and
+    the placement found is such a choice."""
+    inv = inventory(*(migs(f"node-{n}", parents) for n, parents in enumerate(nodes)))
+    requests = tuple(req("mig", c) for c in counts)
+    pod = GangPod(
+        requests,
+        constraints=(PodConstraint(PARENT, tuple(range(len(counts))), distinct=distinct),),
+    )
+
+    def good(values: list[str]) -> bool:
+        return len(set(values)) == len(values) if distinct else len(set(values)) <= 1
+
+    need = sum(counts)
+    exists = any(
+        good([parents[i] for i in chosen])
+        for parents in nodes
+        for chosen in itertools.combinations(range(len(parents)), need)
+    )
+    result = place(inv, pod)
+    assert isinstance(result, Placement if exists else NoPlacement), (result, nodes, counts)
+    if isinstance(result, Placement):
+        (one,) = result.pods
+        parents = nodes[int(one.node.removeprefix("node-"))]
+        ids = [d[2] for ds in one.devices for d in ds]
+        assert len(set(ids)) == need, one
+        assert good([parents[int(i.removeprefix("mig-"))] for i in ids]), one
+
+
+def test_bad_indices_are_not_placed() -> None:
     inv = inventory(migs("node-a", ["gpu-0"]))
-    distinct = GangPod((req("mig"),), constraints=(PodConstraint(PARENT, (0,), distinct=True),))
-    result = place(inv, distinct)
-    assert isinstance(result, PlacementInvalid) and "distinctAttribute" in result.message
     stray = GangPod((req("mig"),), constraints=(PodConstraint(PARENT, (3,)),))
     assert isinstance(place(inv, stray), PlacementInvalid)
     claims = GangPod((req("mig"),), claims=(0, 1))

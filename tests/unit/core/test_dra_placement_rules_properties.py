@@ -1,4 +1,5 @@
-"""place_gang with adminAccess, device taints and matchAttribute constraints,
+"""place_gang with adminAccess, device taints and matchAttribute and
+distinctAttribute constraints,
 against an independent checker and a brute-force search (#17).
 
 The checker states the rules as Kubernetes' structured allocator applies them:
@@ -9,7 +10,7 @@ not take one an earlier adminAccess request took; counters hold for the
 regular devices of the gang plus, per pod, that pod's adminAccess devices; a
 device with a NoSchedule/NoExecute taint goes only to a request tolerating it;
 the devices of a matchAttribute constraint's requests all have the attribute,
-with one value."""
+with one value (distinctAttribute: each its own value)."""
 
 from __future__ import annotations
 
@@ -138,7 +139,8 @@ def cases(draw: st.DrawFn) -> Case:
         )
         claims = (0,) if count == 1 else draw(st.sampled_from([(0, 0), (0, 1)]))
         bound = draw(st.sampled_from([(), (0,), (count - 1,), tuple(range(count))]))
-        constraints = (PodConstraint(PARENT, bound),) if bound else ()
+        distinct = draw(st.booleans())  # distinctAttribute, else matchAttribute
+        constraints = (PodConstraint(PARENT, bound, distinct),) if bound else ()
         allowed = draw(st.none() | st.frozensets(st.sampled_from(names)))
         pods.append(GangPod(requests, allowed, constraints, claims))
     return Case(tuple(nodes), tuple(pods), taken, tuple(consumed))
@@ -228,8 +230,10 @@ def valid(case: Case, assignment: Sequence[tuple[str, Sequence[Sequence[DeviceId
                     into = mine if request.admin_access else used
                     into[key] = into.get(key, 0) + d.amount * 1000
         for c in p.constraints:
-            values = {by_id[i][1].parent for r in c.requests for i in chosen[r]}
-            if None in values or len(values) > 1:
+            values = [by_id[i][1].parent for r in c.requests for i in chosen[r]]
+            if None in values:
+                return False
+            if len(set(values)) != (len(values) if c.distinct else min(1, len(values))):
                 return False
     for extra in [{}, *admin_used]:
         for key in set(used) | set(extra):

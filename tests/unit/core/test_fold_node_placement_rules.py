@@ -1,6 +1,6 @@
 """Quota AND a placement (#17) with the rules beyond class and selectors: a
-device with an untolerated taint is skipped, a claim's matchAttribute
-constraint changes where (and whether) a workload is placed, an adminAccess
+device with an untolerated taint is skipped, a claim's matchAttribute (or
+distinctAttribute) constraint changes where (and whether) a workload is placed, an adminAccess
 request needs a device on the node but holds none."""
 
 from __future__ import annotations
@@ -34,6 +34,33 @@ def migs(node: str, *parents: str) -> dict[str, Any]:
         manifests.device(f"mig-{i}", attributes={"parent": p}) for i, p in enumerate(parents)
     ]
     return manifests.resource_slice(node, devices=devices, node=node)
+
+
+def distinct_parents(name: str) -> dict[str, Any]:
+    out = template(name)
+    out["spec"]["spec"]["devices"]["constraints"] = [{"distinctAttribute": PARENT}]
+    return out
+
+
+def test_a_distinct_attribute_constraint_moves_the_pod_and_then_refuses_it() -> None:
+    d = cluster(
+        migs("node-a", "gpu-0", "gpu-0"),
+        migs("node-b", "gpu-0", "gpu-1"),
+        distinct_parents("apart"),
+    )
+    out = d.apply(gpu_job("first", template="apart"))
+    assert last(out, "Admitted").nodes == {"main": ["node-b"]}  # node-a's two share gpu-0
+    out = d.apply(gpu_job("second", template="apart"))
+    assert admitted(out) == []
+    verdict = last(out, "Inadmissible")
+    assert verdict.reason == "NoNodePlacement"
+    assert verdict.message == (
+        f"no node in flavor default can take pod 1 of 1: needs 2 devices of class {GPU}, "
+        f"all with distinct {PARENT}; node-a has 2 free (1 distinct {PARENT}), "
+        f"node-b has 0 free (0 distinct {PARENT})"
+    )
+    out = d.finish("team-a/first")
+    assert admitted(out) == ["team-a/second"]
 
 
 def test_a_tainted_device_is_skipped_unless_the_claim_tolerates_it() -> None:

@@ -11,10 +11,10 @@ allocator would take exactly that:
   node can give at all — its devices, of one node, within their counters
   (:func:`~kuota.core.dra.placement.place_gang` for that alternative alone, on an
   empty cluster: a shared device's capacity included), or, when a device it
-  matches is not local to a node, enough matching devices in the cluster. An earlier alternative no node
-  can ever give is one the scheduler can never allocate, on any node, whatever is
-  taken: on the node chosen for the charged alternative, the scheduler's first
-  fitting alternative is the charged one.
+  matches is not local to a node, enough matching devices in the cluster. An
+  earlier alternative no node can ever give is one the scheduler can never
+  allocate, on any node, whatever is taken: on the node chosen for the charged
+  alternative, the scheduler's first fitting alternative is the charged one.
 - :func:`choose`: the alternatives of all the ``firstAvailable`` requests of one
   pod together, as the allocator picks them: it tries the combinations in
   lexicographic order (the first request's alternatives outermost) and keeps the

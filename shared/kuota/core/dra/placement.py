@@ -98,9 +98,12 @@ two requests of one pod, so this is the stricter rule). A device without
 give the amounts. Two identical pods may share the first device of their
 request, so their first devices only do not decrease.
 
-Not covered yet: ``distinctAttribute`` constraints (:class:`PlacementInvalid`),
-devices of slices without ``nodeName``, and node properties beyond the
-allowed-node set.
+A ``distinctAttribute`` constraint keeps, like ``matchAttribute``, only
+candidates that have the attribute, and within one pod every device given to
+its requests has a value no other has (checked as devices are taken).
+
+Not covered yet: devices of slices without ``nodeName``, and node properties
+beyond the allowed-node set.
 
 Pure: no clock, no randomness, no I/O; iteration is over sorted keys, so the
 same input gives the same output.
@@ -407,11 +410,6 @@ def _pod_problem(i: int, pod: GangPod) -> str | None:
     if pod.claims and len(pod.claims) != len(pod.requests):
         return f"pod {i + 1}: {len(pod.claims)} claim indices for {len(pod.requests)} requests"
     for c in pod.constraints:
-        if c.distinct:
-            return (
-                f"pod {i + 1}: constraint distinctAttribute {c.attribute} is not "
-                "supported by placement yet"
-            )
         if not c.requests or not all(0 <= r < len(pod.requests) for r in c.requests):
             return f"pod {i + 1}: constraint on {c.attribute} names no request of the pod"
     return None

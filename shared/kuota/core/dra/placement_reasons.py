@@ -7,7 +7,8 @@ first pod no node can take alone and, per eligible node (sorted, at most
 taken, their counters not exhausted; an adminAccess request's taken ones
 count, as it may share them; a shared device counts while it has the share's
 capacity left), and for each matchAttribute constraint the most
-free candidates that share one value. Nodes without any matching device are
+free candidates that share one value (distinctAttribute: how many values
+they have). Nodes without any matching device are
 counted, not named. Pure: the same arguments give the same text.
 """
 
@@ -78,10 +79,11 @@ def needs_text(request: ExactDeviceRequest) -> str:
 
 
 def _same(pod: _Pod, c: PodConstraint) -> str:
+    how = "distinct" if c.distinct else "the same"
     if len(c.requests) == len(pod.requests):
-        return f"all with the same {c.attribute}"
+        return f"all with {how} {c.attribute}"
     which = ", ".join(str(r + 1) for r in c.requests)
-    return f"requests {which} with the same {c.attribute}"
+    return f"requests {which} with {how} {c.attribute}"
 
 
 def free_for(
@@ -153,6 +155,9 @@ def node_free(
         for r in c.requests:
             for ident in free[r]:
                 groups.setdefault(values[ident], set()).add(ident)
+        if c.distinct:
+            part += f" ({len(groups)} distinct {c.attribute})"
+            continue
         most = max((len(g) for g in groups.values()), default=0)
         part += f" (at most {most} with the same {c.attribute})"
     return part

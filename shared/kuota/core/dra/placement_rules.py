@@ -53,7 +53,7 @@ AttributeValue = tuple[str, object]  # (kind, value): kind is int | bool | strin
 class PodConstraint:
     """Every device given to the requests at ``requests`` (indices into the
     pod's requests) has ``attribute`` with one value (``distinct``: pairwise
-    different values; not placed yet)."""
+    different values)."""
 
     attribute: str
     requests: tuple[int, ...]

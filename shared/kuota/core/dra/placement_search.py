@@ -96,6 +96,9 @@ class Search:
         self.bound: list[list[tuple[int, ...]]] = []
         self.value: list[list[AttributeValue | None]] = []
         self.holding: list[list[int]] = []
+        # distinctAttribute: per pod and constraint, value -> how many hold it (None:
+        # a matchAttribute constraint)
+        self.seen: list[list[dict[Any, int] | None]] = []
         self.levels: list[tuple[int, int | None]] = []
         # per pod, the indices of the nodes it may use where it fits alone (None:
         # every node, the sub-searches of this filter)
@@ -125,6 +128,7 @@ class Search:
         ]
         self.value = [[None] * len(p.constraints) for p in pods]
         self.holding = [[0] * len(p.constraints) for p in pods]
+        self.seen = [[{} if c.distinct else None for c in p.constraints] for p in pods]
         # Levels: (pod, None) picks the node, (pod, r) the devices of request r.
         self.levels = []
         for i, pod in enumerate(pods):
@@ -536,9 +540,14 @@ class Search:
         return True
 
     def _agrees(self, i: int, r: int, d: SearchDevice) -> bool:
-        """Whether d keeps every matchAttribute constraint on request r."""
+        """Whether d keeps every matchAttribute and distinctAttribute constraint
+        on request r."""
         for c in self.bound[i][r]:
-            if self.holding[i][c] and self.attrs[i][c].get(d.id) != self.value[i][c]:
+            seen = self.seen[i][c]
+            if seen is not None:  # distinctAttribute: a value no other device holds
+                if seen and self.attrs[i][c].get(d.id) in seen:
+                    return False
+            elif self.holding[i][c] and self.attrs[i][c].get(d.id) != self.value[i][c]:
                 return False
         return True
 
@@ -551,7 +560,11 @@ class Search:
         for key, amount in d.consumes:
             used[key] = used.get(key, 0) + amount
         for c in self.bound[i][r]:
-            if not self.holding[i][c]:
+            seen = self.seen[i][c]
+            if seen is not None:
+                value = self.attrs[i][c].get(d.id)
+                seen[value] = seen.get(value, 0) + 1
+            elif not self.holding[i][c]:
                 self.value[i][c] = self.attrs[i][c].get(d.id)
             self.holding[i][c] += 1
 
@@ -568,6 +581,14 @@ class Search:
         for key, amount in d.consumes:
             used[key] -= amount
         for c in self.bound[i][r]:
+            seen = self.seen[i][c]
+            if seen is not None:
+                value = self.attrs[i][c].get(d.id)
+                left = seen[value] - 1
+                if left:
+                    seen[value] = left
+                else:
+                    del seen[value]
             self.holding[i][c] -= 1
 
     def _devices(self, i: int, r: int) -> Iterator[None]:

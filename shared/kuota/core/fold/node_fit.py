@@ -16,9 +16,8 @@ claimed taken once. The answer is one of:
   quota alone, as Kueue does: the fold knows no Node (a journal from before
   Nodes were ingested, a simulator trace), no pod asks for devices, a request
   matches a device of a slice that names no node (``nodeSelector``,
-  ``allNodes``), or a request takes a form placement does not handle yet
-  (a ``distinctAttribute`` constraint), or a pod names a ResourceClaim
-  directly that is allocated on devices of several nodes or of none;
+  ``allNodes``), or a pod names a ResourceClaim directly that is allocated on
+  devices of several nodes or of none;
 - :class:`Placed` — the nodes per podset (for the Admitted decision: the
   actuator pins the podset to them), the devices to hold (not those of
   ``adminAccess`` requests: they take nothing), the shares of devices several
