@@ -383,3 +383,19 @@ def test_node_fragmentation_waits_for_a_node_not_for_quota() -> None:
     )
     pair = first_admission(decisions, "research/pair")
     assert pair.at == 1200  # when ddp finished, not when single did (at 420)
+
+
+def test_a_share_waits_for_a_device_with_the_capacity_left() -> None:
+    decisions = run("gpu-shares-on-nodes.yaml")
+    order = [d.workload for d in decisions if d.type == "Admitted"]
+    assert order == ["inference/chat", "inference/rerank", "inference/embed"]
+    # two 50Gi shares cannot sit on one 80Gi device: one pod per node
+    assert first_admission(decisions, "inference/chat").nodes == {"main": ["h100-a", "h100-b"]}
+    assert first_admission(decisions, "inference/rerank").nodes == {"main": ["h100-a"]}
+    (wait,) = [d for d in decisions if d.type == "Inadmissible" and d.workload == "inference/embed"]
+    assert wait.reason == "NoNodePlacement"
+    assert wait.message == (
+        "no node in flavor h100-shared can take pod 1 of 1: needs 1 device of class "
+        "mps.nvidia.com with 40Gi of memory; h100-a has 0 free, h100-b has 0 free"
+    )
+    assert first_admission(decisions, "inference/embed").at == 1200  # when chat finished
