@@ -120,8 +120,10 @@ def test_a_deleted_claim_gives_its_share_back() -> None:
     d = cluster(shared_gpus("node-a"))
     d.apply(shared_claim("theirs", "node-a", "60Gi"))
     d.apply(share_job("a"))
+    assert d.fold._claim_at
     out = d.delete("ResourceClaim", "theirs", "other")
     assert admitted(out) == ["team-a/a"]
+    assert not d.fold._claim_shares and not d.fold._claim_at  # nothing kept of it
 
 
 def test_a_claim_seen_before_its_slice_still_counts() -> None:

@@ -399,6 +399,8 @@ class DeviceHolds(FairAdmission):
             self._count_taken((), 1, self._claim_spends(shares), tuple(d for d, _ in shares))
         else:
             del self._claim_shares[key]
+            if key not in self._claims:  # (a claim with whole devices too: _set_claim)
+                self._claim_at.pop(key, None)
         if before:
             self._wake_unplaced(tuple(d for d, _ in before))
 
