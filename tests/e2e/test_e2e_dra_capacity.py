@@ -70,6 +70,9 @@ async def test_four_20gi_claims_share_one_device(e2e_run: Run) -> None:
     (one,) = allocations(o, f"{ns}/serve-2")
     assert one["device"] == SHARED_GPU, one
     assert one.get("consumedCapacity") == {"memory": "20Gi"}, one
+    # kube-scheduler never failed to give a pod kuota admitted its share
+    failed = await claim_failures(e2e_run, ns)
+    assert not failed, failed
 
 
 async def test_a_share_waits_for_capacity_on_a_node_not_for_quota(e2e_run: Run) -> None:
