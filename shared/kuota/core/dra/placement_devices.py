@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from kuota.api.dra import ExactDeviceRequest
-from kuota.core.dra.capacity import share_amounts
+from kuota.core.dra.capacity import capacity_name, share_amounts
 from kuota.core.dra.cel import CompiledSelector, SelectorError, compile_selector
 from kuota.core.dra.inventory import DraInventory, MatchError, PoolDevice
 from kuota.core.dra.placement_rules import taints_allow
@@ -60,14 +60,15 @@ def static_limits(inventory: DraInventory) -> tuple[tuple[str, ...], dict[Counte
             if node is not None:
                 node_names.add(node)
                 pools.add((d.driver, d.pool))
+                if d.device.allow_multiple_allocations:  # its capacities: counters
+                    for name, value in d.device.capacity:
+                        limits[capacity_key(inventory, d.driver, d.pool, d.device.name, name)] = (
+                            value
+                        )
         for driver, pool in sorted(pools):
             for cs in inventory.counter_sets(driver, pool):
                 for counter, amount in cs.counters:
                     limits[_counter(inventory, driver, pool, cs.name, counter)] = amount
-        for d in inventory.usable_devices():
-            if d.device.allow_multiple_allocations and inventory.node_name(d) is not None:
-                for name, value in d.device.capacity:
-                    limits[capacity_key(inventory, d.driver, d.pool, d.device.name, name)] = value
         found = memo[_LIMITS] = (tuple(sorted(node_names)), limits)
     return found  # type: ignore[return-value]
 
@@ -134,20 +135,25 @@ def claim_share(
     found = _by_id(inventory).get(device)
     if found is None or not found.device.allow_multiple_allocations:
         return ()
-    amounts = dict(consumed)
-    out = list(_consumption(inventory, found))
-    for name, value in found.device.capacity:
-        amount = amounts.get(name)
-        if amount is None and "/" in name and name.split("/", 1)[0] == found.driver:
-            amount = amounts.get(name.split("/", 1)[1])
-        elif amount is None:
-            amount = amounts.get(f"{found.driver}/{name}")
-        out.append(
-            (
-                capacity_key(inventory, found.driver, found.pool, found.device.name, name),
-                value if amount is None else amount,
-            )
-        )
+    recorded: dict[str, int] = {}
+    for name, amount in consumed:  # by the device's own names
+        key = capacity_name(found.device, found.driver, name)
+        if key is not None:
+            recorded[key] = amount
+    amounts = tuple((key, recorded.get(key, value)) for key, value in found.device.capacity)
+    return _share_spends(inventory, found, amounts)
+
+
+def _share_spends(
+    inventory: DraInventory, d: PoolDevice, amounts: tuple[tuple[str, int], ...]
+) -> Consumes:
+    """What a share of shared device ``d`` spends: its own counters, and
+    ``amounts`` (capacity, by the device's names -> amount) of its capacities."""
+    out = list(_consumption(inventory, d))
+    out.extend(
+        (capacity_key(inventory, d.driver, d.pool, d.device.name, name), amount)
+        for name, amount in amounts
+    )
     out.sort()
     return tuple(out)
 
@@ -215,22 +221,16 @@ def request_devices(inventory: DraInventory, request: ExactDeviceRequest) -> ByN
                 if d.device.taints and not taints_allow(d.device, request):
                     continue  # a taint the request does not tolerate
                 device = (d.driver, d.pool, d.device.name)
-                consumes = _consumption(inventory, d)
                 multi = d.device.allow_multiple_allocations
+                amounts: tuple[tuple[str, int], ...] | None = None
                 if multi or request.capacity_requests:
                     amounts = share_amounts(d.device, d.driver, request.capacity_requests)
                     if amounts is None:
                         continue  # it cannot give what the request asks
-                    if multi:
-                        consumes = tuple(
-                            sorted(
-                                consumes
-                                + tuple(
-                                    (capacity_key(inventory, *device, name), amount)
-                                    for name, amount in amounts
-                                )
-                            )
-                        )
+                if multi and amounts is not None:
+                    consumes = _share_spends(inventory, d, amounts)
+                else:
+                    consumes = _consumption(inventory, d)
                 consumes = shared.setdefault(consumes, consumes)
                 grouped.setdefault(node, []).append(
                     SearchDevice(share_id(device) if multi else device, consumes, multi)

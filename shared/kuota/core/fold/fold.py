@@ -297,7 +297,8 @@ class Fold(Cohorts):
             shares = tuple(((d, p, n), consumed) for d, p, n, _, consumed in claim.shares)
             exclusive = claim.allocated
             if shares:  # a share takes its device from nobody
-                exclusive = tuple(d for d in exclusive if all(d != s for s, _ in shares))
+                shared = {d for d, _ in shares}
+                exclusive = tuple(d for d in exclusive if d not in shared)
             self._set_claim((claim.namespace, claim.name), exclusive, shares)
             if self._inventory.set_claim(claim.namespace, claim.name, claim):
                 self._claim_changed(claim.namespace, claim.name)  # a direct claim's users

@@ -342,20 +342,27 @@ class DeviceHolds(FairAdmission):
         was = self._claim_shares.get(key, ())
         if before == devices and was == shares:
             return
-        if was != shares:
-            self._set_claim_shares(key, was, shares)
-        if before == devices:
-            if shares and self._claim_holds:
-                self._release_claim_hold(*key)
-            return
-        if devices:
-            self._claims[key] = devices
+        if devices or shares:  # allocated (again): a new allocation number
             self._claim_seq += 1
             self._allocated_at[key[0]] = self._claim_seq
             self._claim_at[key] = self._claim_seq
         else:
-            del self._claims[key]
             self._claim_at.pop(key, None)
+        if was != shares:
+            self._set_claim_shares(key, was, shares)
+        if before != devices:
+            self._set_claim_devices(key, before, devices)
+        if (devices or shares) and self._claim_holds:
+            self._release_claim_hold(*key)  # a shared claim allocated: it takes its own
+
+    def _set_claim_devices(
+        self, key: tuple[str, str], before: tuple[DeviceId, ...], devices: tuple[DeviceId, ...]
+    ) -> None:
+        """Claim ``key`` took the whole devices ``before`` and takes ``devices`` now."""
+        if devices:
+            self._claims[key] = devices
+        else:
+            del self._claims[key]
         claimed, held = self._claimed, self._devices_held
         added: list[DeviceId] = []
         for device in devices:
@@ -378,8 +385,6 @@ class DeviceHolds(FairAdmission):
             self._count_taken(given, -1)
         if freed:
             self._wake_unplaced(tuple(freed))
-        if (devices or shares) and self._claim_holds:
-            self._release_claim_hold(*key)  # a shared claim allocated: it takes its own
 
     def _set_claim_shares(
         self,
@@ -392,15 +397,9 @@ class DeviceHolds(FairAdmission):
             self._count_taken((), -1, self._claim_spends(before), tuple(d for d, _ in before))
         if shares:
             self._claim_shares[key] = shares
-            if not before:
-                self._claim_seq += 1
-                self._allocated_at[key[0]] = self._claim_seq
-                self._claim_at[key] = self._claim_seq
             self._count_taken((), 1, self._claim_spends(shares), tuple(d for d, _ in shares))
         else:
             del self._claim_shares[key]
-            if key not in self._claims:  # (a claim with whole devices too: _set_claim)
-                self._claim_at.pop(key, None)
         if before:
             self._wake_unplaced(tuple(d for d, _ in before))
 
